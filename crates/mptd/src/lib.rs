@@ -1,0 +1,1 @@
+//! mptd library
