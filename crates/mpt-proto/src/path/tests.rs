@@ -1,0 +1,133 @@
+use super::*;
+
+#[allow(clippy::disallowed_methods)]
+fn t0() -> Instant {
+    Instant::now()
+}
+
+fn params() -> PathParams {
+    PathParams {
+        keepalive: Duration::from_secs(2),
+        dead_timer: Duration::from_secs(5),
+        weight_out: 1,
+        weight_in: 1,
+        window: 1,
+        admin: AdminStatus::Up,
+    }
+}
+
+fn hearing(hears_you: bool) -> PathReport {
+    PathReport {
+        hears_you,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn new_path_probes_immediately_and_is_probing() {
+    let t = t0();
+    let p = Path::new(params(), t);
+    assert_eq!(p.state(), PathState::Probing);
+    assert_eq!(p.next_timer(), Some((t, TimerKind::Probe)));
+    assert!(!p.usable());
+}
+
+#[test]
+fn up_needs_rx_and_peer_hearing_us() {
+    let t = t0();
+    let mut p = Path::new(params(), t);
+    p.on_receive(1, 7, t);
+    assert_eq!(p.liveness(), Liveness::Up);
+    assert_eq!(p.state(), PathState::Probing, "peer has not said it hears us");
+    p.on_report(&hearing(true), t);
+    assert_eq!(p.state(), PathState::Up);
+    assert!(p.usable());
+    assert_eq!(p.report().rx_highest_path_seq, 7);
+    assert!(p.report().hears_you);
+}
+
+#[test]
+fn dead_exactly_at_dead_timer_after_last_rx() {
+    let t = t0();
+    let mut p = Path::new(params(), t);
+    p.on_receive(1, 1, t + Duration::from_secs(1));
+    p.on_report(&hearing(true), t);
+    let last = t + Duration::from_secs(1);
+    assert_eq!(
+        p.next_timer().map(|x| x.0),
+        Some(t),
+        "probe is due before the dead timer"
+    );
+    p.on_timeout(t);
+    let just_before = last + Duration::from_secs(5) - Duration::from_micros(1);
+    p.on_timeout(just_before);
+    assert_eq!(p.state(), PathState::Up);
+    p.on_timeout(last + Duration::from_secs(5));
+    assert_eq!(p.state(), PathState::Down);
+    assert!(!p.usable());
+    assert!(!p.report().hears_you);
+}
+
+#[test]
+fn never_answering_path_goes_down_after_dead_timer() {
+    let t = t0();
+    let mut p = Path::new(params(), t);
+    p.on_timeout(t + Duration::from_secs(5));
+    assert_eq!(p.state(), PathState::Down);
+}
+
+#[test]
+fn probes_keep_coming_while_down() {
+    let t = t0();
+    let mut p = Path::new(params(), t);
+    assert!(p.on_timeout(t));
+    assert!(!p.on_timeout(t + Duration::from_millis(1999)));
+    assert!(p.on_timeout(t + Duration::from_secs(2)));
+    p.on_timeout(t + Duration::from_secs(6));
+    assert_eq!(p.liveness(), Liveness::Down);
+    assert!(p.next_timer().is_some_and(|(_, k)| k == TimerKind::Probe));
+}
+
+#[test]
+fn admin_down_stops_probing_and_admin_up_restarts() {
+    let t = t0();
+    let mut p = Path::new(
+        PathParams {
+            admin: AdminStatus::Down,
+            ..params()
+        },
+        t,
+    );
+    assert!(!p.on_timeout(t + Duration::from_secs(10)));
+    p.set_params(params(), t + Duration::from_secs(11));
+    assert!(p.on_timeout(t + Duration::from_secs(11)));
+}
+
+#[test]
+fn backup_state_reported() {
+    let t = t0();
+    let mut p = Path::new(
+        PathParams {
+            admin: AdminStatus::Backup,
+            ..params()
+        },
+        t,
+    );
+    p.on_receive(1, 1, t);
+    p.on_report(&hearing(true), t);
+    assert_eq!(p.state(), PathState::Backup);
+    assert!(p.usable());
+}
+
+#[test]
+fn highest_seq_survives_reordering_and_wrap() {
+    let t = t0();
+    let mut p = Path::new(params(), t);
+    p.on_receive(1, u32::MAX - 1, t);
+    p.on_receive(1, 2, t);
+    p.on_receive(1, u32::MAX, t);
+    assert_eq!(p.report().rx_highest_path_seq, 2);
+    assert_eq!(p.report().rx_packets, 3);
+    assert!(seq_after(2, u32::MAX));
+    assert!(!seq_after(5, 5));
+}

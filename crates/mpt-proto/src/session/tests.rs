@@ -1,0 +1,493 @@
+//! Two sessions joined by simulated links, in virtual time.
+
+use super::*;
+use crate::sched::{SchedPath, Scheduler, Weighted};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[allow(clippy::disallowed_methods)]
+fn t0() -> Instant {
+    Instant::now()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    A,
+    B,
+}
+
+#[derive(Clone, Copy)]
+struct Link {
+    delay: Duration,
+    loss: f64,
+    up_ab: bool,
+    up_ba: bool,
+}
+
+struct InFlight {
+    at: Instant,
+    to: Side,
+    path: usize,
+    bytes: Vec<u8>,
+}
+
+/// A deterministic world: two sessions, one link per path, a seeded RNG.
+struct Pair {
+    start: Instant,
+    now: Instant,
+    a: Session,
+    b: Session,
+    links: Vec<Link>,
+    in_flight: Vec<InFlight>,
+    rng: u64,
+    seq: [u64; 2],
+    path_seq: [Vec<u32>; 2],
+    events: Vec<(Duration, Side, Event)>,
+    /// Time of the last datagram delivered on each path, per receiver.
+    last_delivery: [Vec<Option<Instant>>; 2],
+    /// Data from A to B: one packet every `data_interval` if set.
+    data_interval: Option<Duration>,
+    next_data: Instant,
+    sched: Weighted,
+    data_sent: Vec<u64>,
+    data_received: Vec<u64>,
+}
+
+fn params(admin: AdminStatus) -> PathParams {
+    PathParams {
+        keepalive: Duration::from_secs(2),
+        dead_timer: Duration::from_secs(5),
+        weight_out: 1,
+        weight_in: 1,
+        window: 1,
+        admin,
+    }
+}
+
+impl Pair {
+    fn new(paths: Vec<PathParams>, delay: Duration) -> Pair {
+        let start = t0();
+        let n = paths.len();
+        let cfg = SessionConfig { conn_id: 7, paths };
+        Pair {
+            start,
+            now: start,
+            a: Session::new(cfg.clone(), start).unwrap(),
+            b: Session::new(cfg, start).unwrap(),
+            links: vec![
+                Link {
+                    delay,
+                    loss: 0.0,
+                    up_ab: true,
+                    up_ba: true
+                };
+                n
+            ],
+            in_flight: Vec::new(),
+            rng: 0x9e37_79b9_7f4a_7c15,
+            seq: [0, 0],
+            path_seq: [vec![0; n], vec![0; n]],
+            events: Vec::new(),
+            last_delivery: [vec![None; n], vec![None; n]],
+            data_interval: None,
+            next_data: start,
+            sched: Weighted::new(),
+            data_sent: vec![0; n],
+            data_received: vec![0; n],
+        }
+    }
+
+    fn random(&mut self) -> f64 {
+        // xorshift64*: deterministic and good enough for loss draws.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn session(&mut self, side: Side) -> &mut Session {
+        match side {
+            Side::A => &mut self.a,
+            Side::B => &mut self.b,
+        }
+    }
+
+    fn send(&mut self, from: Side, path: usize, bytes: Vec<u8>) {
+        let link = self.links[path];
+        let up = match from {
+            Side::A => link.up_ab,
+            Side::B => link.up_ba,
+        };
+        if !up || self.random() < link.loss {
+            return;
+        }
+        let to = match from {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        };
+        self.in_flight.push(InFlight {
+            at: self.now + link.delay,
+            to,
+            path,
+            bytes,
+        });
+    }
+
+    fn next_seqs(&mut self, side: Side, path: usize) -> (u64, u32) {
+        let s = side as usize;
+        self.seq[s] += 1;
+        self.path_seq[s][path] = self.path_seq[s][path].wrapping_add(1);
+        (self.seq[s], self.path_seq[s][path])
+    }
+
+    fn flush(&mut self, side: Side) {
+        while let Some(t) = self.session(side).poll_transmit() {
+            let (seq, pseq) = self.next_seqs(side, t.path);
+            let mut buf = vec![0xa5; Transmit::LEN];
+            let len = t.emit(seq, pseq, &mut buf).unwrap();
+            assert_eq!(len, buf.len());
+            self.send(side, t.path, buf);
+        }
+        while let Some(e) = self.session(side).poll_event() {
+            self.events.push((self.now - self.start, side, e));
+        }
+    }
+
+    fn send_data(&mut self) {
+        let weights: Vec<SchedPath> = self
+            .a
+            .paths()
+            .iter()
+            .map(|p| SchedPath {
+                weight: p.params().weight_out,
+                window: p.params().window,
+            })
+            .collect();
+        let mask = self.a.eligibility().active();
+        let Some(path) = self.sched.pick(&weights, mask) else {
+            return;
+        };
+        self.data_sent[path] += 1;
+        let (seq, path_seq) = self.next_seqs(Side::A, path);
+        let header = Header {
+            msg_type: MsgType::Data,
+            flags: Flags::NONE,
+            path_id: path as u16,
+            conn_id: 7,
+            seq,
+            path_seq,
+            timestamp_us: timestamp_us(self.a.epoch(), self.now),
+        };
+        let mut buf = vec![0u8; HEADER_LEN + 20];
+        header.emit(&mut buf).unwrap();
+        self.send(Side::A, path, buf);
+    }
+
+    /// Advances virtual time to `until`, processing every event in order.
+    fn run_until(&mut self, until: Instant) {
+        loop {
+            let mut next = until;
+            for s in [&self.a, &self.b] {
+                if let Some(t) = s.poll_timeout() {
+                    next = next.min(t.at);
+                }
+            }
+            if let Some(f) = self.in_flight.iter().map(|f| f.at).min() {
+                next = next.min(f);
+            }
+            if self.data_interval.is_some() {
+                next = next.min(self.next_data);
+            }
+            if next > until {
+                break;
+            }
+            self.now = next.max(self.now);
+            // Deliver everything due.
+            let due: Vec<InFlight> = {
+                let (due, rest) = std::mem::take(&mut self.in_flight)
+                    .into_iter()
+                    .partition(|f| f.at <= self.now);
+                self.in_flight = rest;
+                due
+            };
+            for f in due {
+                let (header, payload) = Header::parse(&f.bytes).unwrap();
+                let now = self.now;
+                self.last_delivery[f.to as usize][f.path] = Some(now);
+                let r = self
+                    .session(f.to)
+                    .handle_datagram(f.path, &header, payload, now)
+                    .unwrap();
+                if let Received::Data(_) = r {
+                    self.data_received[f.path] += 1;
+                }
+            }
+            if let Some(iv) = self.data_interval {
+                if self.now >= self.next_data {
+                    self.send_data();
+                    self.next_data = self.now + iv;
+                }
+            }
+            let now = self.now;
+            self.a.handle_timeout(now);
+            self.b.handle_timeout(now);
+            self.flush(Side::A);
+            self.flush(Side::B);
+            if self.now >= until {
+                break;
+            }
+        }
+        self.now = until;
+    }
+
+    fn at(&self, secs: f64) -> Instant {
+        self.start + Duration::from_secs_f64(secs)
+    }
+
+    fn state(&self, side: Side, path: usize) -> PathState {
+        match side {
+            Side::A => self.a.paths()[path].state(),
+            Side::B => self.b.paths()[path].state(),
+        }
+    }
+
+    fn first_change_to(&self, side: Side, path: usize, to: PathState, after: Duration) -> Option<Duration> {
+        self.events.iter().find_map(|(t, s, e)| match e {
+            Event::PathStateChanged { path: p, to: st, .. }
+                if *s == side && *p == path && *st == to && *t >= after =>
+            {
+                Some(*t)
+            }
+            _ => None,
+        })
+    }
+}
+
+#[test]
+fn paths_come_up_within_one_round_trip_and_measure_rtt() {
+    let mut w = Pair::new(vec![params(AdminStatus::Up); 3], 10 * MS);
+    w.run_until(w.at(0.1));
+    for side in [Side::A, Side::B] {
+        for p in 0..3 {
+            assert_eq!(w.state(side, p), PathState::Up, "{side:?} path {p}");
+            let up_at = w
+                .first_change_to(side, p, PathState::Up, Duration::ZERO)
+                .unwrap();
+            assert!(up_at <= 20 * MS, "{side:?} path {p} up at {up_at:?}");
+        }
+    }
+    let rtt = w.a.paths()[0].rtt().smoothed().unwrap();
+    assert_eq!(rtt, 20 * MS);
+    assert_eq!(w.a.eligibility().active(), 0b111);
+}
+
+#[test]
+fn silent_path_is_down_no_later_than_dead_timer_after_last_packet_and_comes_back() {
+    let mut w = Pair::new(vec![params(AdminStatus::Up); 2], 5 * MS);
+    w.data_interval = Some(10 * MS);
+    w.run_until(w.at(10.0));
+    assert_eq!(w.state(Side::A, 1), PathState::Up);
+    // Cut path 1 in both directions.
+    w.links[1].up_ab = false;
+    w.links[1].up_ba = false;
+    let cut = w.now - w.start;
+    w.run_until(w.at(30.0));
+    for side in [Side::A, Side::B] {
+        let last = w.last_delivery[side as usize][1].unwrap() - w.start;
+        let down_at = w
+            .first_change_to(side, 1, PathState::Down, cut)
+            .unwrap_or_else(|| panic!("{side:?} never declared path 1 down"));
+        assert_eq!(down_at, last + Duration::from_secs(5), "{side:?}");
+        assert_eq!(w.state(side, 0), PathState::Up, "path 0 unaffected");
+    }
+    // While down, data goes only on path 0.
+    let before = w.data_received[1];
+    w.run_until(w.at(40.0));
+    assert_eq!(w.data_received[1], before);
+    // Restore: back up within one keepalive plus the delay.
+    w.links[1].up_ab = true;
+    w.links[1].up_ba = true;
+    let restored = w.now - w.start;
+    w.run_until(w.at(45.0));
+    for side in [Side::A, Side::B] {
+        let up_at = w
+            .first_change_to(side, 1, PathState::Up, restored)
+            .unwrap_or_else(|| panic!("{side:?} path 1 did not come back"));
+        assert!(
+            up_at - restored <= Duration::from_secs(2) + 10 * MS,
+            "{side:?} back after {:?}",
+            up_at - restored
+        );
+    }
+    let before = w.data_received[1];
+    w.run_until(w.at(50.0));
+    assert!(w.data_received[1] > before, "path 1 carries data again");
+}
+
+#[test]
+fn one_way_failure_stops_data_on_that_path() {
+    let mut w = Pair::new(vec![params(AdminStatus::Up); 2], 5 * MS);
+    w.data_interval = Some(10 * MS);
+    w.run_until(w.at(5.0));
+    w.links[1].up_ab = false; // A's packets on path 1 vanish; B's still arrive.
+    w.run_until(w.at(20.0));
+    assert_eq!(w.state(Side::B, 1), PathState::Down);
+    assert_eq!(
+        w.state(Side::A, 1),
+        PathState::Probing,
+        "A hears B but B does not hear A"
+    );
+    assert_eq!(w.a.eligibility().active(), 0b01);
+    let sent_on_1 = w.data_sent[1];
+    w.run_until(w.at(30.0));
+    assert_eq!(w.data_sent[1], sent_on_1, "A must not send data into the hole");
+}
+
+#[test]
+fn loss_estimate_tracks_link_loss() {
+    let mut w = Pair::new(vec![params(AdminStatus::Up)], 5 * MS);
+    w.data_interval = Some(5 * MS);
+    w.links[0].loss = 0.10;
+    w.run_until(w.at(120.0));
+    let est = w.a.paths()[0].loss().loss_pct().unwrap();
+    assert!((est - 10.0).abs() < 4.0, "estimated {est} %");
+    assert_eq!(w.state(Side::A, 0), PathState::Up);
+}
+
+#[test]
+fn backup_carries_traffic_only_when_primaries_are_dead() {
+    let mut w = Pair::new(
+        vec![params(AdminStatus::Up), params(AdminStatus::Backup)],
+        5 * MS,
+    );
+    w.data_interval = Some(10 * MS);
+    w.run_until(w.at(3.0));
+    assert_eq!(w.state(Side::A, 1), PathState::Backup);
+    assert_eq!(w.a.eligibility().active(), 0b01);
+    assert_eq!(w.data_sent[1], 0);
+    w.links[0].up_ab = false;
+    w.links[0].up_ba = false;
+    w.run_until(w.at(12.0));
+    assert_eq!(w.a.eligibility().active(), 0b10);
+    assert!(w.data_received[1] > 0, "backup took over");
+    w.links[0].up_ab = true;
+    w.links[0].up_ba = true;
+    w.run_until(w.at(16.0));
+    assert_eq!(w.a.eligibility().active(), 0b01, "primary is back");
+}
+
+#[test]
+fn peer_learns_weight_in() {
+    let mut p = params(AdminStatus::Up);
+    p.weight_in = 42;
+    let mut w = Pair::new(vec![p], 5 * MS);
+    w.run_until(w.at(0.5));
+    assert_eq!(w.b.paths()[0].peer_weight_in(), Some(42));
+}
+
+fn header(t: MsgType, conn_id: u32) -> Header {
+    Header {
+        msg_type: t,
+        flags: Flags::NONE,
+        path_id: 0,
+        conn_id,
+        seq: 1,
+        path_seq: 1,
+        timestamp_us: 0,
+    }
+}
+
+#[test]
+fn rejects_foreign_unknown_and_unsupported() {
+    let now = t0();
+    let mut s = Session::new(
+        SessionConfig {
+            conn_id: 7,
+            paths: vec![params(AdminStatus::Up)],
+        },
+        now,
+    )
+    .unwrap();
+    let h = header(MsgType::Data, 8);
+    assert_eq!(
+        s.handle_datagram(0, &h, b"", now),
+        Err(DropReason::UnknownConnection(8))
+    );
+    let h = header(MsgType::Data, 7);
+    assert_eq!(
+        s.handle_datagram(1, &h, b"", now),
+        Err(DropReason::UnknownPath(1))
+    );
+    let h = header(MsgType::Control, 7);
+    assert_eq!(
+        s.handle_datagram(0, &h, b"", now),
+        Err(DropReason::Unsupported(MsgType::Control))
+    );
+    let mut h = header(MsgType::Data, 7);
+    h.flags = Flags::SEALED;
+    assert_eq!(s.handle_datagram(0, &h, b"", now), Err(DropReason::Sealed));
+    let h = header(MsgType::Probe, 7);
+    assert!(matches!(
+        s.handle_datagram(0, &h, &[0u8; 3], now),
+        Err(DropReason::Malformed(_))
+    ));
+    // None of the rejected datagrams counted as life on the path.
+    assert_eq!(s.paths()[0].state(), PathState::Probing);
+    assert!(s.paths()[0].last_rx().is_none());
+}
+
+#[test]
+fn probe_flood_cannot_grow_the_transmit_queue() {
+    let now = t0();
+    let mut s = Session::new(
+        SessionConfig {
+            conn_id: 7,
+            paths: vec![params(AdminStatus::Up)],
+        },
+        now,
+    )
+    .unwrap();
+    let mut body = [0u8; Keepalive::LEN];
+    Keepalive::default().emit(&mut body).unwrap();
+    let h = header(MsgType::Probe, 7);
+    for _ in 0..10_000 {
+        s.handle_datagram(0, &h, &body, now).unwrap();
+    }
+    assert_eq!(s.transmits.len(), MAX_QUEUED_TRANSMITS);
+    assert_eq!(s.dropped_transmits(), 10_000 - MAX_QUEUED_TRANSMITS as u64);
+}
+
+#[test]
+fn too_many_paths_rejected() {
+    let r = Session::new(
+        SessionConfig {
+            conn_id: 1,
+            paths: vec![params(AdminStatus::Up); MAX_PATHS + 1],
+        },
+        t0(),
+    );
+    assert_eq!(r.err(), Some(SessionError::TooManyPaths(MAX_PATHS + 1)));
+}
+
+#[test]
+fn data_summary_counts_like_datagrams() {
+    let now = t0();
+    let cfg = SessionConfig {
+        conn_id: 7,
+        paths: vec![params(AdminStatus::Up)],
+    };
+    let mut s = Session::new(cfg, now).unwrap();
+    s.handle_data_summary(
+        0,
+        DataSummary {
+            packets: 5,
+            highest_path_seq: 9,
+            last_rx: now + MS,
+        },
+    )
+    .unwrap();
+    let r = s.paths()[0].report();
+    assert_eq!((r.rx_packets, r.rx_highest_path_seq, r.hears_you), (5, 9, true));
+    assert_eq!(s.paths()[0].last_rx(), Some(now + MS));
+    assert!(s.handle_data_summary(3, DataSummary { packets: 1, highest_path_seq: 1, last_rx: now }).is_err());
+}

@@ -1,0 +1,27 @@
+//! The one timer table of a session: every wake-up has a reason.
+//!
+//! Timers are not stored as armed objects; each path derives its deadlines
+//! from its state ([`crate::path::Path::next_timer`]), and the session takes
+//! the earliest. Nothing to cancel, nothing to leak.
+
+use std::time::Instant;
+
+/// Why a path needs attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimerKind {
+    /// A keepalive probe is due.
+    Probe,
+    /// The dead timer expires.
+    Dead,
+}
+
+/// The next wake-up of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timer {
+    /// When.
+    pub at: Instant,
+    /// Which path (index in the session).
+    pub path: usize,
+    /// What for.
+    pub kind: TimerKind,
+}
