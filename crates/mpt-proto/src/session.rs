@@ -244,13 +244,17 @@ impl Session {
             return Err(DropReason::Sealed);
         }
         let received = match header.msg_type {
-            MsgType::Data => Received::Data(payload),
+            MsgType::Data => {
+                self.with_path(path, |p| p.on_receive(1, header.path_seq, now));
+                Received::Data(payload)
+            }
             MsgType::Probe | MsgType::ProbeReply => {
                 let body = Keepalive::parse(payload)?;
                 if header.msg_type == MsgType::Probe {
                     self.on_probe(path, header, &body, now);
                     Received::Probe
                 } else {
+                    self.with_path(path, |p| p.on_receive(1, header.path_seq, now));
                     self.on_probe_reply(path, &body, now);
                     Received::ProbeReply
                 }
@@ -259,15 +263,15 @@ impl Session {
                 return Err(DropReason::Unsupported(t))
             }
         };
-        self.with_path(path, |p| p.on_receive(1, header.path_seq, now));
         Ok(received)
     }
 
     fn on_probe(&mut self, path: usize, header: &Header, body: &Keepalive, now: Instant) {
         self.with_path(path, |p| {
-            // The probe proves the path works towards us before we answer,
-            // so the reply already says "I hear you".
-            p.on_receive(0, header.path_seq, now);
+            // Count the probe before answering: the reply's report then
+            // includes it (else every reply would report one datagram lost),
+            // and says "I hear you" since the path just proved itself.
+            p.on_receive(1, header.path_seq, now);
             p.on_report(&body.report, now);
         });
         let Some(p) = self.paths.get(path) else {

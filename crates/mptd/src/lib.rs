@@ -1,1 +1,25 @@
-//! mptd library
+//! # mptd: the mpt multipath tunnel daemon
+//!
+//! The data plane is split into named stages, each with its own worker
+//! loop and batch buffers (see docs/ARCHITECTURE.md):
+//!
+//! * [`tx`]: read tun → route → schedule → send (one worker per tun queue);
+//! * [`rx`]: receive on a path → check → write tun (one worker per path);
+//! * [`control_loop`]: drives the sans-IO [`mpt_proto::Session`] of every
+//!   connection (probes, liveness, RTT, loss) and publishes which paths the
+//!   schedulers may use;
+//! * [`control`]: the unix control socket (status).
+//!
+//! [`config`] turns TOML into a validated [`config::Config`]; [`daemon`]
+//! wires everything together.
+
+pub mod config;
+pub mod control;
+pub mod control_loop;
+pub mod daemon;
+pub mod route;
+pub mod rx;
+pub mod state;
+pub mod tun;
+pub mod tx;
+pub mod udp;

@@ -1,1 +1,75 @@
-fn main() {}
+//! `mptd`: the mpt daemon's command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// mptd: multipath UDP tunnel daemon.
+///
+/// Creates a tun interface and stripes every IP packet read from it over
+/// the UDP paths of its connections, one scheduling decision per packet.
+/// Runs in the foreground; stop it with SIGTERM or Ctrl-C.
+///
+/// Examples:
+///   mptd --config /etc/mpt/mptd.toml
+///   mptd --check /etc/mpt/mptd.toml
+#[derive(Debug, Parser)]
+#[command(version, verbatim_doc_comment)]
+struct Args {
+    /// Run with this configuration file.
+    #[arg(long, short = 'c', value_name = "FILE", conflicts_with = "check")]
+    config: Option<PathBuf>,
+    /// Validate this configuration file and exit (0 valid, 2 invalid).
+    #[arg(long, value_name = "FILE")]
+    check: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(file) = args.check {
+        return match mptd::config::load(&file) {
+            Ok(c) => {
+                let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
+                println!(
+                    "{}: ok ({} connection(s), {} path(s))",
+                    file.display(),
+                    c.connections.len(),
+                    paths
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let Some(file) = args.config else {
+        eprintln!("error: give --config FILE to run or --check FILE to validate (see --help)");
+        return ExitCode::from(2);
+    };
+    let config = match mptd::config::load(&file) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&config.daemon.log))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    match mptd::daemon::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

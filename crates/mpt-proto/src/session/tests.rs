@@ -355,6 +355,17 @@ fn loss_estimate_tracks_link_loss() {
 }
 
 #[test]
+fn lossless_link_reports_zero_loss_with_probes_only() {
+    let mut w = Pair::new(vec![params(AdminStatus::Up); 2], 5 * MS);
+    w.run_until(w.at(60.0));
+    for side_paths in [w.a.paths(), w.b.paths()] {
+        for p in side_paths {
+            assert_eq!(p.loss().loss_pct(), Some(0.0));
+        }
+    }
+}
+
+#[test]
 fn backup_carries_traffic_only_when_primaries_are_dead() {
     let mut w = Pair::new(
         vec![params(AdminStatus::Up), params(AdminStatus::Backup)],

@@ -1,0 +1,558 @@
+//! The daemon's TOML configuration: parsed, validated, typed.
+//!
+//! Parsing happens in two steps. Serde turns the text into `Raw*` structs,
+//! rejecting unknown keys and values of the wrong shape (durations,
+//! prefixes, states are parsed by their own `Deserialize` impls, so their
+//! errors carry the position of the offending value). Then [`validate`]
+//! checks what spans several keys (duplicate names, address families,
+//! limits) and reports the position of the table at fault. Every error
+//! names the file, line, column and key: a config is either wholly right or
+//! the daemon does not start.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mpt_proto::path::AdminStatus;
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `[daemon]`.
+    pub daemon: DaemonConfig,
+    /// `[tunnel]`.
+    pub tunnel: TunnelConfig,
+    /// `[[connection]]`.
+    pub connections: Vec<ConnectionConfig>,
+}
+
+/// `[daemon]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonConfig {
+    /// Unix control socket path.
+    pub control: PathBuf,
+    /// Remote command port (0 = off).
+    pub cmd_port: u16,
+    /// Accept peers not listed.
+    pub accept_remote: bool,
+    /// Data-plane workers (tun queues); 0 = one per core.
+    pub threads: usize,
+    /// Prometheus listen address ("" = off).
+    pub metrics: String,
+    /// Log filter.
+    pub log: String,
+}
+
+/// `[tunnel]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunnelConfig {
+    /// Interface name.
+    pub name: String,
+    /// MTU of the tun interface.
+    pub mtu: u16,
+    /// IPv4 address and prefix length.
+    pub ipv4: Option<Prefix>,
+    /// IPv6 address and prefix length.
+    pub ipv6: Option<Prefix>,
+}
+
+/// One `[[connection]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionConfig {
+    /// Name.
+    pub name: String,
+    /// Connection id on the wire (both sides must agree).
+    pub id: u32,
+    /// Peer tunnel IPv4 address.
+    pub peer_ipv4: Option<IpAddr>,
+    /// Peer tunnel IPv6 address.
+    pub peer_ipv6: Option<IpAddr>,
+    /// Further prefixes routed to this peer.
+    pub networks: Vec<Prefix>,
+    /// Local UDP port of every path.
+    pub port: u16,
+    /// The peer's UDP port.
+    pub remote_port: u16,
+    /// Probe interval.
+    pub keepalive: Duration,
+    /// Silence before a path is down.
+    pub dead_timer: Duration,
+    /// Scheduler.
+    pub scheduler: SchedulerKind,
+    /// Pre-shared key file.
+    pub key_file: Option<PathBuf>,
+    /// Paths.
+    pub paths: Vec<PathConfig>,
+}
+
+/// One `[[connection.path]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathConfig {
+    /// Name.
+    pub name: String,
+    /// Bind to this device.
+    pub interface: Option<String>,
+    /// Local address.
+    pub local: IpAddr,
+    /// Remote address (learnt if absent).
+    pub remote: Option<IpAddr>,
+    /// Outgoing share.
+    pub weight_out: u32,
+    /// Share asked of the peer.
+    pub weight_in: u16,
+    /// Back-to-back packets per turn.
+    pub window: u32,
+    /// Configured status.
+    pub status: AdminStatus,
+}
+
+/// Scheduler choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerKind {
+    /// Smooth weighted round robin.
+    Weighted,
+}
+
+/// An address with a prefix length, e.g. `10.20.0.0/16`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Prefix {
+    /// Address.
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// Whether `ip` lies inside this prefix.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.len)).unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl std::str::FromStr for Prefix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| format!("expected ADDRESS/PREFIXLEN, got `{s}`"))?;
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len: u8 = l
+            .parse()
+            .ok()
+            .filter(|&n| n <= max)
+            .ok_or_else(|| format!("prefix length `{l}` is not a number in 0..={max}"))?;
+        Ok(Prefix { addr, len })
+    }
+}
+
+impl<'de> Deserialize<'de> for Prefix {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// Parses "2s", "250ms", "1.5s", "100us", "1m".
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("duration `{s}` needs a unit: us, ms, s or m (e.g. \"2s\")"))?;
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("duration `{s}`: `{num}` is not a number"))?;
+    let secs = match unit {
+        "us" => n / 1e6,
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("duration `{s}`: unknown unit `{unit}` (use us, ms, s or m)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration `{s}` is out of range"))
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Dur(Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s).map(Dur).map_err(de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RawStatus {
+    Up,
+    Down,
+    Backup,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RawScheduler {
+    Weighted,
+}
+
+fn default_control() -> PathBuf {
+    PathBuf::from("/run/mpt/mptd.sock")
+}
+fn default_log() -> String {
+    "info".into()
+}
+fn default_tun_name() -> String {
+    "mpt0".into()
+}
+fn default_mtu() -> u16 {
+    1400
+}
+fn default_port() -> u16 {
+    65022
+}
+fn default_keepalive() -> Dur {
+    Dur(Duration::from_secs(2))
+}
+fn default_dead() -> Dur {
+    Dur(Duration::from_secs(5))
+}
+fn default_one_u32() -> u32 {
+    1
+}
+fn default_one_u16() -> u16 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    daemon: Option<Spanned<RawDaemon>>,
+    tunnel: Spanned<RawTunnel>,
+    #[serde(default)]
+    connection: Vec<Spanned<RawConnection>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDaemon {
+    #[serde(default = "default_control")]
+    control: PathBuf,
+    #[serde(default)]
+    cmd_port: u16,
+    #[serde(default)]
+    accept_remote: bool,
+    #[serde(default)]
+    threads: usize,
+    #[serde(default)]
+    metrics: String,
+    #[serde(default = "default_log")]
+    log: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTunnel {
+    #[serde(default = "default_tun_name")]
+    name: String,
+    #[serde(default = "default_mtu")]
+    mtu: u16,
+    ipv4: Option<Prefix>,
+    ipv6: Option<Prefix>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConnection {
+    name: String,
+    #[serde(default = "default_one_u32")]
+    id: u32,
+    peer_ipv4: Option<IpAddr>,
+    peer_ipv6: Option<IpAddr>,
+    #[serde(default)]
+    networks: Vec<Prefix>,
+    #[serde(default = "default_port")]
+    port: u16,
+    remote_port: Option<u16>,
+    #[serde(default = "default_keepalive")]
+    keepalive: Dur,
+    #[serde(default = "default_dead")]
+    dead_timer: Dur,
+    #[serde(default)]
+    scheduler: Option<RawScheduler>,
+    key_file: Option<PathBuf>,
+    #[serde(default)]
+    path: Vec<Spanned<RawPath>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPath {
+    name: String,
+    interface: Option<String>,
+    local: IpAddr,
+    remote: Option<IpAddr>,
+    #[serde(default = "default_one_u32")]
+    weight_out: u32,
+    #[serde(default = "default_one_u16")]
+    weight_in: u16,
+    #[serde(default = "default_one_u32")]
+    window: u32,
+    #[serde(default)]
+    status: Option<RawStatus>,
+}
+
+/// A configuration error with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct ConfigError {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What is wrong, naming the key.
+    pub message: String,
+}
+
+/// Largest weight accepted; keeps scheduler credit arithmetic far from
+/// overflow with 64 paths.
+pub const MAX_WEIGHT: u32 = 1_000_000;
+/// Largest path window accepted.
+pub const MAX_WINDOW: u32 = 1024;
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.display().to_string(),
+        line: 0,
+        column: 0,
+        message: format!("cannot read: {e}"),
+    })?;
+    parse(&text, &path.display().to_string())
+}
+
+/// Parses and validates config text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+    let err_at = |offset: usize, message: String| {
+        let (line, column) = line_col(text, offset);
+        ConfigError {
+            file: file.to_string(),
+            line,
+            column,
+            message,
+        }
+    };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let offset = e.span().map_or(0, |s| s.start);
+        let message = e.message().trim().to_string();
+        let message = match key_at(text, offset) {
+            Some(key) if !message.contains(&format!("`{key}`")) => {
+                format!("key `{key}`: {message}")
+            }
+            _ => message,
+        };
+        err_at(offset, message)
+    })?;
+    validate(raw).map_err(|(offset, msg)| err_at(offset, msg))
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    (line, column)
+}
+
+/// The key assigned on the line holding `offset`, if the line is `key = …`.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    (!key.is_empty() && !key.starts_with('[') && !key.starts_with('#')).then(|| key.to_string())
+}
+
+type Invalid = (usize, String);
+
+fn validate(raw: RawConfig) -> Result<Config, Invalid> {
+    let daemon = match raw.daemon {
+        Some(d) => {
+            let span = d.span().start;
+            let d = d.into_inner();
+            if d.threads > 1024 {
+                return Err((span, format!("[daemon] key `threads`: {} is more than 1024", d.threads)));
+            }
+            DaemonConfig {
+                control: d.control,
+                cmd_port: d.cmd_port,
+                accept_remote: d.accept_remote,
+                threads: d.threads,
+                metrics: d.metrics,
+                log: d.log,
+            }
+        }
+        None => DaemonConfig {
+            control: default_control(),
+            cmd_port: 0,
+            accept_remote: false,
+            threads: 0,
+            metrics: String::new(),
+            log: default_log(),
+        },
+    };
+    let tspan = raw.tunnel.span().start;
+    let t = raw.tunnel.into_inner();
+    if t.name.is_empty() || t.name.len() > 15 || t.name.contains(['/', ' ']) {
+        return Err((tspan, format!("[tunnel] key `name`: `{}` is not a valid interface name (1-15 characters, no '/' or space)", t.name)));
+    }
+    if !(576..=9000).contains(&t.mtu) {
+        return Err((tspan, format!("[tunnel] key `mtu`: {} is outside 576..=9000", t.mtu)));
+    }
+    if t.ipv4.is_none() && t.ipv6.is_none() {
+        return Err((tspan, "[tunnel]: set `ipv4`, `ipv6` or both".into()));
+    }
+    if t.ipv4.is_some_and(|p| !p.addr.is_ipv4()) {
+        return Err((tspan, "[tunnel] key `ipv4`: not an IPv4 prefix".into()));
+    }
+    if t.ipv6.is_some_and(|p| !p.addr.is_ipv6()) {
+        return Err((tspan, "[tunnel] key `ipv6`: not an IPv6 prefix".into()));
+    }
+    let tunnel = TunnelConfig {
+        name: t.name,
+        mtu: t.mtu,
+        ipv4: t.ipv4,
+        ipv6: t.ipv6,
+    };
+    let mut connections: Vec<ConnectionConfig> = Vec::new();
+    for c in raw.connection {
+        let span = c.span().start;
+        let c = c.into_inner();
+        let here = |msg: String| (span, format!("connection `{}`: {msg}", c.name));
+        if connections.iter().any(|o| o.name == c.name) {
+            return Err(here("key `name`: a connection of that name already exists".into()));
+        }
+        if connections.iter().any(|o| o.id == c.id) {
+            return Err(here(format!("key `id`: id {} is used by another connection", c.id)));
+        }
+        if c.peer_ipv4.is_some_and(|a| !a.is_ipv4()) {
+            return Err(here("key `peer_ipv4`: not an IPv4 address".into()));
+        }
+        if c.peer_ipv6.is_some_and(|a| !a.is_ipv6()) {
+            return Err(here("key `peer_ipv6`: not an IPv6 address".into()));
+        }
+        if c.peer_ipv4.is_none() && c.peer_ipv6.is_none() && c.networks.is_empty() {
+            return Err(here("set `peer_ipv4`, `peer_ipv6` or `networks`: nothing would be routed to this peer".into()));
+        }
+        if c.port == 0 {
+            return Err(here("key `port`: 0 is not a usable port".into()));
+        }
+        if c.keepalive.0 < Duration::from_millis(10) {
+            return Err(here("key `keepalive`: must be at least 10ms".into()));
+        }
+        if c.dead_timer.0 <= c.keepalive.0 {
+            return Err(here(format!(
+                "key `dead_timer`: {:?} must be longer than keepalive {:?}",
+                c.dead_timer.0, c.keepalive.0
+            )));
+        }
+        if c.path.is_empty() {
+            return Err(here("needs at least one [[connection.path]]".into()));
+        }
+        if c.path.len() > mpt_proto::sched::MAX_PATHS {
+            return Err(here(format!("{} paths, at most {} allowed", c.path.len(), mpt_proto::sched::MAX_PATHS)));
+        }
+        let mut paths: Vec<PathConfig> = Vec::new();
+        for p in c.path {
+            let pspan = p.span().start;
+            let p = p.into_inner();
+            let at = |msg: String| (pspan, format!("connection `{}` path `{}`: {msg}", c.name, p.name));
+            if paths.iter().any(|o| o.name == p.name) {
+                return Err(at("key `name`: a path of that name already exists".into()));
+            }
+            if paths.iter().any(|o| o.local == p.local && o.interface == p.interface) {
+                return Err(at(format!("key `local`: {} is used by another path of this connection (each path needs its own local address or interface)", p.local)));
+            }
+            if let Some(r) = p.remote {
+                if r.is_ipv4() != p.local.is_ipv4() {
+                    return Err(at("key `remote`: address family differs from `local`".into()));
+                }
+            }
+            if !(1..=MAX_WEIGHT).contains(&p.weight_out) {
+                return Err(at(format!("key `weight_out`: {} is outside 1..={MAX_WEIGHT}", p.weight_out)));
+            }
+            if p.weight_in == 0 {
+                return Err(at("key `weight_in`: must be at least 1".into()));
+            }
+            if !(1..=MAX_WINDOW).contains(&p.window) {
+                return Err(at(format!("key `window`: {} is outside 1..={MAX_WINDOW}", p.window)));
+            }
+            paths.push(PathConfig {
+                name: p.name,
+                interface: p.interface,
+                local: p.local,
+                remote: p.remote,
+                weight_out: p.weight_out,
+                weight_in: p.weight_in,
+                window: p.window,
+                status: match p.status.unwrap_or(RawStatus::Up) {
+                    RawStatus::Up => AdminStatus::Up,
+                    RawStatus::Down => AdminStatus::Down,
+                    RawStatus::Backup => AdminStatus::Backup,
+                },
+            });
+        }
+        connections.push(ConnectionConfig {
+            name: c.name,
+            id: c.id,
+            peer_ipv4: c.peer_ipv4,
+            peer_ipv6: c.peer_ipv6,
+            networks: c.networks,
+            port: c.port,
+            remote_port: c.remote_port.unwrap_or(c.port),
+            keepalive: c.keepalive.0,
+            dead_timer: c.dead_timer.0,
+            scheduler: match c.scheduler.unwrap_or(RawScheduler::Weighted) {
+                RawScheduler::Weighted => SchedulerKind::Weighted,
+            },
+            key_file: c.key_file,
+            paths,
+        });
+    }
+    if connections.is_empty() {
+        return Err((0, "no [[connection]]: the tunnel would have no peer".into()));
+    }
+    Ok(Config {
+        daemon,
+        tunnel,
+        connections,
+    })
+}
+
+#[cfg(test)]
+mod tests;

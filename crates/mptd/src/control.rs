@@ -1,0 +1,197 @@
+//! The control socket: a unix socket speaking JSON lines.
+//!
+//! Each request is one JSON object on one line, each response one line:
+//! `{"version":1,"request":"status"}` →
+//! `{"version":1,"ok":true,"status":{…}}`; failures answer
+//! `{"version":1,"ok":false,"error":"…"}`. A malformed, unknown or
+//! oversized request gets an error and never touches the data plane. The
+//! socket is created with mode 0600: it controls the tunnel.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::state::ConnShared;
+use crate::tx::TxStats;
+
+/// Version of the request/response protocol.
+pub const CONTROL_VERSION: u64 = 1;
+
+/// Longest request line accepted.
+const MAX_REQUEST: usize = 64 * 1024;
+
+/// What the status request reads.
+pub struct StatusSource {
+    /// Connections.
+    pub conns: Arc<Vec<Arc<ConnShared>>>,
+    /// Transmit-stage counters.
+    pub tx: Arc<TxStats>,
+    /// Tun interface name.
+    pub tun_name: String,
+    /// When the daemon started.
+    pub started: Instant,
+}
+
+/// Binds the socket (mode 0600), replacing a stale socket file.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{} is in use by a running daemon", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Serves requests until shutdown. The daemon wakes a blocked `accept` at
+/// shutdown by connecting once.
+pub fn serve(listener: UnixListener, source: StatusSource, shutdown: Arc<AtomicBool>, path: PathBuf) {
+    for stream in listener.incoming() {
+        if shutdown.load(Relaxed) {
+            break;
+        }
+        let Ok(stream) = stream else { continue };
+        // One client at a time; a slow client is cut off by the timeout.
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+        handle_client(stream, &source);
+    }
+    let _ = std::fs::remove_file(path);
+}
+
+fn handle_client(stream: UnixStream, source: &StatusSource) {
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    let mut out = std::io::BufWriter::new(write_half);
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_REQUEST as u64 + 1)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line.len() > MAX_REQUEST {
+            let _ = writeln!(out, "{}", error("request longer than 64 KiB"));
+            let _ = out.flush();
+            return;
+        }
+        let response = respond(&line, source);
+        if writeln!(out, "{response}").and_then(|_| out.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn error(msg: &str) -> Value {
+    json!({"version": CONTROL_VERSION, "ok": false, "error": msg})
+}
+
+/// Answers one request line.
+pub fn respond(line: &[u8], source: &StatusSource) -> Value {
+    let req: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => return error(&format!("request is not valid JSON: {e}")),
+    };
+    match req.get("version").and_then(Value::as_u64) {
+        Some(CONTROL_VERSION) => {}
+        Some(v) => return error(&format!("unsupported version {v}, this daemon speaks {CONTROL_VERSION}")),
+        None => return error("missing \"version\""),
+    }
+    match req.get("request").and_then(Value::as_str) {
+        Some("status") => json!({"version": CONTROL_VERSION, "ok": true, "status": status(source)}),
+        Some(other) => error(&format!("unknown request \"{other}\"")),
+        None => error("missing \"request\""),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// The status document (the `mpt status --json` contract).
+pub fn status(source: &StatusSource) -> Value {
+    let now = Instant::now();
+    let conns: Vec<Value> = source
+        .conns
+        .iter()
+        .map(|c| {
+            let d = &c.drops;
+            let paths: Vec<Value> = c
+                .paths
+                .iter()
+                .map(|p| {
+                    let v = p.view();
+                    json!({
+                        "name": p.name,
+                        "state": v.state,
+                        "local": p.local.to_string(),
+                        "remote": p.remote().map(|(a, _)| a.to_string()),
+                        "weight_out": p.weight_out.load(Relaxed),
+                        "weight_in": p.weight_in.load(Relaxed),
+                        "window": p.window.load(Relaxed),
+                        "peer_weight_in": v.peer_weight_in,
+                        "rtt_ms": v.rtt_ms,
+                        "rtt_min_ms": v.rtt_min_ms,
+                        "loss_pct": v.loss_pct,
+                        "tx_packets": p.tx_packets.get(),
+                        "rx_packets": p.rx_packets.get(),
+                        "tx_bytes": p.tx_bytes.get(),
+                        "rx_bytes": p.rx_bytes.get(),
+                        "tx_data_packets": p.tx_data_packets.get(),
+                        "rx_data_packets": p.rx_data_packets.get(),
+                        "last_rx_ms_ago": v.last_rx.map(|t| ms(now.saturating_duration_since(t))),
+                        "last_change_ms_ago": ms(now.saturating_duration_since(v.last_change)),
+                    })
+                })
+                .collect();
+            json!({
+                "name": c.name,
+                "id": c.conn_id,
+                "drops": {
+                    "malformed": d.malformed.get(),
+                    "too_short": d.too_short.get(),
+                    "bad_version": d.bad_version.get(),
+                    "unknown_connection": d.unknown_connection.get(),
+                    "auth": d.auth.get(),
+                    "replay": d.replay.get(),
+                    "unsupported": d.unsupported.get(),
+                    "no_path": d.no_path.get(),
+                    "no_remote": d.no_remote.get(),
+                    "send_error": d.send_error.get(),
+                    "control_queue_full": d.control_queue_full.get(),
+                },
+                "paths": paths,
+            })
+        })
+        .collect();
+    json!({
+        "tunnel": source.tun_name,
+        "uptime_s": now.saturating_duration_since(source.started).as_secs(),
+        "drops": {
+            "no_route": source.tx.no_route.get(),
+            "tun_read_errors": source.tx.tun_errors.get(),
+        },
+        "connections": conns,
+    })
+}

@@ -1,0 +1,257 @@
+//! Wiring: builds the tun device, sockets, sessions and workers from a
+//! validated config, runs until a signal, and tears everything down.
+//!
+//! Everything that can fail at start (tun, addresses, routes, sockets,
+//! control socket) is created before any thread starts, so the daemon
+//! either starts whole or not at all.
+//!
+//! Threads: one transmit worker per tun queue (`threads`, default one per
+//! core), one receive worker per path socket, one control loop, one control
+//! socket server. The main thread waits for SIGTERM/SIGINT (shutdown) and
+//! SIGHUP.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use mpt_proto::path::PathParams;
+use mpt_proto::sched::SchedPath;
+use mpt_proto::{Session, SessionConfig};
+use nix::sys::signal::{SigSet, Signal};
+use tun_rs::InterruptEvent;
+
+use crate::config::{Config, Prefix};
+use crate::control::{self, StatusSource};
+use crate::control_loop::ControlLoop;
+use crate::route::Router;
+use crate::rx::RxWorker;
+use crate::state::{ConnShared, Drops, PathShared};
+use crate::tx::{TxStats, TxWorker};
+use crate::udp::PathSocket;
+
+/// Control datagrams queued between receive workers and the control loop.
+/// Probes arrive a few per second per path; 4096 absorbs bursts without
+/// letting a flood hold much memory (each entry is ~70 bytes).
+const CONTROL_QUEUE: usize = 4096;
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub fn run(config: Config) -> Result<()> {
+    // Block the signals in every thread; the main thread takes them with
+    // sigwait, so no handler runs in the middle of a worker.
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals.thread_block().context("blocking signals")?;
+
+    let threads = match config.daemon.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let tun = crate::tun::open(&config.tunnel, threads)
+        .with_context(|| format!("creating tun interface {}", config.tunnel.name))?;
+    for c in &config.connections {
+        for net in &c.networks {
+            add_route(net, &tun.name)
+                .with_context(|| format!("connection {}: route {net}", c.name))?;
+        }
+    }
+    let now = Instant::now();
+    let mut conns = Vec::new();
+    let mut sessions = Vec::new();
+    for (ci, c) in config.connections.iter().enumerate() {
+        let mut paths = Vec::new();
+        let mut params = Vec::new();
+        for (pi, p) in c.paths.iter().enumerate() {
+            let local = SocketAddr::new(p.local, c.port);
+            let socket = PathSocket::bind(local, p.interface.as_deref()).with_context(|| {
+                format!(
+                    "connection {} path {}: binding {local}{}",
+                    c.name,
+                    p.name,
+                    p.interface.as_ref().map(|i| format!(" on {i}")).unwrap_or_default()
+                )
+            })?;
+            let remote = p.remote.map(|r| SocketAddr::new(r, c.remote_port));
+            let sched = SchedPath {
+                weight: p.weight_out,
+                window: p.window,
+            };
+            paths.push(PathShared::new(pi, p.name.clone(), socket, remote, sched, p.weight_in, now));
+            params.push(PathParams {
+                keepalive: c.keepalive,
+                dead_timer: c.dead_timer,
+                weight_out: p.weight_out,
+                weight_in: p.weight_in,
+                window: p.window,
+                admin: p.status,
+            });
+        }
+        sessions.push(
+            Session::new(
+                SessionConfig {
+                    conn_id: c.id,
+                    paths: params,
+                },
+                now,
+            )
+            .with_context(|| format!("connection {}", c.name))?,
+        );
+        if c.key_file.is_some() {
+            tracing::warn!(conn = %c.name, "key_file is set but this version does not encrypt yet; traffic is NOT encrypted");
+        } else {
+            tracing::warn!(conn = %c.name, "no key_file: traffic is not encrypted");
+        }
+        conns.push(Arc::new(ConnShared {
+            index: ci,
+            name: c.name.clone(),
+            conn_id: c.id,
+            epoch: now,
+            seq: AtomicU64::new(1),
+            eligible: AtomicU64::new(0),
+            paths,
+            drops: Drops::default(),
+        }));
+    }
+    let conns = Arc::new(conns);
+    let listener = control::bind(&config.daemon.control).with_context(|| {
+        format!("control socket {}", config.daemon.control.display())
+    })?;
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let wake = Arc::new(InterruptEvent::new().context("creating wake-up event")?);
+    let tx_stats = Arc::new(TxStats::default());
+    let router = Arc::new(Router::from_config(&config));
+    let (control_tx, control_rx) = sync_channel(CONTROL_QUEUE);
+    let mut handles: Vec<JoinHandle<()>> = Vec::new();
+    let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(f)
+            .with_context(|| format!("starting thread {name}"))
+    };
+
+    let control_loop = ControlLoop {
+        conns: conns.clone(),
+        sessions,
+        input: control_rx,
+        shutdown: shutdown.clone(),
+    };
+    handles.push(spawn("control".into(), Box::new(move || control_loop.run()))?);
+    for (qi, queue) in tun.queues.iter().enumerate() {
+        let w = TxWorker {
+            tun: queue.clone(),
+            conns: conns.clone(),
+            router: router.clone(),
+            stats: tx_stats.clone(),
+            shutdown: shutdown.clone(),
+            wake: wake.clone(),
+            mtu: usize::from(config.tunnel.mtu),
+        };
+        handles.push(spawn(format!("tx{qi}"), Box::new(move || w.run()))?);
+    }
+    let mut rx_index = 0;
+    for conn in conns.iter() {
+        for p in 0..conn.paths.len() {
+            let w = RxWorker {
+                conn: conn.clone(),
+                path: p,
+                tun: tun.queues[rx_index % tun.queues.len()].clone(),
+                control: control_tx.clone(),
+                shutdown: shutdown.clone(),
+            };
+            rx_index += 1;
+            handles.push(spawn(format!("rx-{}-{}", conn.name, conn.paths[p].name), Box::new(move || w.run()))?);
+        }
+    }
+    drop(control_tx);
+    let source = StatusSource {
+        conns: conns.clone(),
+        tx: tx_stats.clone(),
+        tun_name: tun.name.clone(),
+        started: now,
+    };
+    let control_path = config.daemon.control.clone();
+    let serve_shutdown = shutdown.clone();
+    let serve_path = control_path.clone();
+    let control_server = spawn(
+        "control-socket".into(),
+        Box::new(move || control::serve(listener, source, serve_shutdown, serve_path)),
+    )?;
+
+    tracing::info!(
+        tun = %tun.name,
+        queues = tun.queues.len(),
+        connections = conns.len(),
+        paths = rx_index,
+        control = %control_path.display(),
+        "mptd running"
+    );
+    notify_ready();
+
+    loop {
+        match signals.wait() {
+            Ok(Signal::SIGHUP) => {
+                tracing::warn!("SIGHUP: configuration reload is not supported by this version; nothing changed");
+            }
+            Ok(sig) => {
+                tracing::info!(signal = %sig, "shutting down");
+                break;
+            }
+            Err(e) => bail!("waiting for signals: {e}"),
+        }
+    }
+    shutdown.store(true, Relaxed);
+    let _ = wake.trigger();
+    // Wake the control socket's accept().
+    let _ = std::os::unix::net::UnixStream::connect(&control_path);
+    for h in handles {
+        if h.join().is_err() {
+            tracing::error!("a worker thread panicked");
+        }
+    }
+    let _ = control_server.join();
+    drop(tun);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Routes `net` into the tunnel. The route disappears with the interface.
+fn add_route(net: &Prefix, dev: &str) -> Result<()> {
+    let family = if net.addr.is_ipv4() { "-4" } else { "-6" };
+    let out = Command::new("ip")
+        .args([family, "route", "replace", &net.to_string(), "dev", dev])
+        .output()
+        .context("running `ip route` (is iproute2 installed?)")?;
+    if !out.status.success() {
+        bail!("ip route replace failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Tells systemd (Type=notify) that the daemon is up, if it asked.
+fn notify_ready() {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sock = match std::os::unix::net::UnixDatagram::unbound() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let bytes = path.as_encoded_bytes();
+    let result = if let Some(abstract_name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name)
+            .and_then(|a| sock.send_to_addr(b"READY=1", &a))
+    } else {
+        sock.send_to(b"READY=1", &path)
+    };
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "sd_notify failed");
+    }
+}

@@ -1,0 +1,277 @@
+//! Path sockets and batched datagram I/O (`recvmmsg`/`sendmmsg`).
+//!
+//! One socket per path, bound to the path's local address (and device, if
+//! configured). Receiving and sending move whole batches per system call
+//! into and out of caller-owned buffers; nothing here allocates per packet.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// Datagrams moved per `recvmmsg`/`sendmmsg` call. 64 amortises the system
+/// call over ~90 KB of 1400-byte datagrams; larger batches gave no gain in
+/// the veth measurements of docs/ARCHITECTURE.md but hold more memory.
+pub const BATCH: usize = 64;
+
+/// Socket buffer size requested for each path socket: 4 MiB holds ~3000
+/// full datagrams, enough to ride out a scheduling hiccup of a few ms at
+/// several Gbit/s.
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// How long a blocked receive waits before the worker checks for shutdown.
+pub const RECV_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// A bound path socket.
+#[derive(Debug)]
+pub struct PathSocket {
+    socket: UdpSocket,
+    local: SocketAddr,
+}
+
+impl PathSocket {
+    /// Binds `local`, optionally to device `interface`.
+    pub fn bind(local: SocketAddr, interface: Option<&str>) -> io::Result<PathSocket> {
+        let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+        if local.is_ipv6() {
+            s.set_only_v6(true)?;
+        }
+        if let Some(dev) = interface {
+            s.bind_device(Some(dev.as_bytes()))?;
+        }
+        // Ask for large buffers; as root, force past the sysctl limits.
+        s.set_recv_buffer_size(SOCKET_BUFFER)?;
+        s.set_send_buffer_size(SOCKET_BUFFER)?;
+        force_buffer(&s, libc::SO_RCVBUFFORCE);
+        force_buffer(&s, libc::SO_SNDBUFFORCE);
+        s.set_read_timeout(Some(RECV_TIMEOUT))?;
+        s.bind(&local.into())?;
+        let socket: UdpSocket = s.into();
+        let local = socket.local_addr()?;
+        Ok(PathSocket { socket, local })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Sends one datagram.
+    pub fn send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
+        self.socket.send_to(buf, to)
+    }
+
+    /// Receives up to `bufs.len()` datagrams (at most [`BATCH`]), blocking
+    /// for the first one up to [`RECV_TIMEOUT`]. `meta[i]` gets the length
+    /// and source of `bufs[i]`.
+    pub fn recv_batch(&self, bufs: &mut [Vec<u8>], meta: &mut [RecvMeta]) -> io::Result<usize> {
+        let n = bufs.len().min(meta.len()).min(BATCH);
+        let mut iov: [MaybeUninit<libc::iovec>; BATCH] = [const { MaybeUninit::uninit() }; BATCH];
+        let mut hdrs: [MaybeUninit<libc::mmsghdr>; BATCH] =
+            [const { MaybeUninit::uninit() }; BATCH];
+        // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+        let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..n {
+            iov[i].write(libc::iovec {
+                iov_base: bufs[i].as_mut_ptr().cast(),
+                iov_len: bufs[i].len(),
+            });
+            // SAFETY: msghdr is plain data; all-zero is valid, fields set below.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = (&raw mut addrs[i]).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            msg.msg_iov = iov[i].as_mut_ptr();
+            msg.msg_iovlen = 1;
+            hdrs[i].write(libc::mmsghdr {
+                msg_hdr: msg,
+                msg_len: 0,
+            });
+        }
+        // SAFETY: hdrs[..n] are initialised and point at live buffers and
+        // addresses that outlive the call; the kernel writes at most
+        // iov_len bytes into each buffer.
+        let got = unsafe {
+            libc::recvmmsg(
+                self.socket.as_raw_fd(),
+                hdrs.as_mut_ptr().cast(),
+                n as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let got = got as usize;
+        for i in 0..got {
+            // SAFETY: the kernel filled the first `got` headers.
+            let h = unsafe { hdrs[i].assume_init_ref() };
+            let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            meta[i] = RecvMeta {
+                len: h.msg_len as usize,
+                from: socket_addr(&addrs[i]),
+                truncated,
+            };
+        }
+        Ok(got)
+    }
+
+    /// Sends `packets` (at most [`BATCH`]) to `to`. Returns how many the
+    /// kernel took and how many failed; a failing datagram is skipped, the
+    /// rest of the batch still goes.
+    pub fn send_batch<'a>(
+        &self,
+        to: &SockAddr,
+        packets: impl Iterator<Item = &'a [u8]>,
+    ) -> (usize, usize) {
+        let mut iov: [MaybeUninit<libc::iovec>; BATCH] = [const { MaybeUninit::uninit() }; BATCH];
+        let mut hdrs: [MaybeUninit<libc::mmsghdr>; BATCH] =
+            [const { MaybeUninit::uninit() }; BATCH];
+        let mut n = 0;
+        for p in packets.take(BATCH) {
+            iov[n].write(libc::iovec {
+                iov_base: p.as_ptr().cast_mut().cast(),
+                iov_len: p.len(),
+            });
+            // SAFETY: msghdr is plain data; all-zero is valid.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = to.as_ptr().cast_mut().cast();
+            msg.msg_namelen = to.len();
+            msg.msg_iov = iov[n].as_mut_ptr();
+            msg.msg_iovlen = 1;
+            hdrs[n].write(libc::mmsghdr {
+                msg_hdr: msg,
+                msg_len: 0,
+            });
+            n += 1;
+        }
+        let (mut sent, mut failed, mut at) = (0, 0, 0);
+        while at < n {
+            // SAFETY: hdrs[at..n] are initialised and point at buffers that
+            // outlive the call; the kernel only reads them.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.socket.as_raw_fd(),
+                    hdrs.as_mut_ptr().add(at).cast(),
+                    (n - at) as libc::c_uint,
+                    0,
+                )
+            };
+            if r > 0 {
+                sent += r as usize;
+                at += r as usize;
+            } else if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            } else {
+                // The datagram at `at` failed (unreachable, too big, …):
+                // skip it, keep the rest.
+                failed += 1;
+                at += 1;
+            }
+        }
+        (sent, failed)
+    }
+}
+
+/// Converts a kernel-filled socket address to a std one (IPv4/IPv6 only).
+fn socket_addr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match libc::c_int::from(s.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: ss_family says the storage holds a sockaddr_in, and
+            // sockaddr_storage is large and aligned enough for it.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::new(ip.into(), u16::from_be(a.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                ip,
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+fn force_buffer(s: &Socket, opt: libc::c_int) {
+    let size = SOCKET_BUFFER as libc::c_int;
+    // SAFETY: setsockopt with a valid fd and an int-sized option value.
+    // Failure (not root) leaves the size set by the portable call above.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&raw const size).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Length and source of one received datagram.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecvMeta {
+    /// Bytes received.
+    pub len: usize,
+    /// Sender.
+    pub from: Option<SocketAddr>,
+    /// The datagram was larger than the buffer.
+    pub truncated: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_round_trip_on_loopback() {
+        let a = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let packets: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 100 + usize::from(i)]).collect();
+        let to = SockAddr::from(b.local_addr());
+        let (sent, failed) = a.send_batch(&to, packets.iter().map(|p| p.as_slice()));
+        assert_eq!((sent, failed), (10, 0));
+        let mut bufs = vec![vec![0u8; 2048]; BATCH];
+        let mut meta = [RecvMeta::default(); BATCH];
+        let mut got = 0;
+        while got < 10 {
+            let n = b.recv_batch(&mut bufs[got..], &mut meta[got..]).unwrap();
+            got += n;
+        }
+        for i in 0..10 {
+            assert_eq!(meta[i].len, packets[i].len());
+            assert_eq!(&bufs[i][..meta[i].len], &packets[i][..]);
+            assert_eq!(meta[i].from, Some(a.local_addr()));
+            assert!(!meta[i].truncated);
+        }
+    }
+
+    #[test]
+    fn oversized_datagram_is_flagged_truncated() {
+        let a = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        a.send_to(&[7u8; 3000], b.local_addr()).unwrap();
+        let mut bufs = vec![vec![0u8; 1000]; 1];
+        let mut meta = [RecvMeta::default(); 1];
+        assert_eq!(b.recv_batch(&mut bufs, &mut meta).unwrap(), 1);
+        assert!(meta[0].truncated);
+    }
+
+    #[test]
+    fn unreachable_destination_is_counted_not_fatal() {
+        let a = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        // An IPv6 destination on an IPv4 socket fails for every datagram.
+        let to = SockAddr::from("[::1]:9".parse::<SocketAddr>().unwrap());
+        let p = [0u8; 10];
+        let (sent, failed) = a.send_batch(&to, [&p[..], &p[..]].into_iter());
+        assert_eq!((sent, failed), (0, 2));
+    }
+}
