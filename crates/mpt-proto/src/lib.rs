@@ -21,6 +21,7 @@
 
 pub mod error;
 pub mod path;
+pub mod reorder;
 pub mod sched;
 pub mod session;
 pub mod timer;

@@ -140,7 +140,8 @@ impl Transmit {
             timestamp_us: self.timestamp_us,
         };
         header.emit(buf)?;
-        self.body.emit(buf.get_mut(HEADER_LEN..).unwrap_or_default())?;
+        self.body
+            .emit(buf.get_mut(HEADER_LEN..).unwrap_or_default())?;
         Ok(Self::LEN)
     }
 }
@@ -172,7 +173,11 @@ impl Session {
         Ok(Session {
             conn_id: config.conn_id,
             epoch: now,
-            paths: config.paths.into_iter().map(|p| Path::new(p, now)).collect(),
+            paths: config
+                .paths
+                .into_iter()
+                .map(|p| Path::new(p, now))
+                .collect(),
             transmits: VecDeque::with_capacity(MAX_QUEUED_TRANSMITS),
             events: VecDeque::new(),
             dropped_transmits: 0,
@@ -336,13 +341,7 @@ impl Session {
         self.paths
             .iter()
             .enumerate()
-            .filter_map(|(i, p)| {
-                p.next_timer().map(|(at, kind)| Timer {
-                    at,
-                    path: i,
-                    kind,
-                })
-            })
+            .filter_map(|(i, p)| p.next_timer().map(|(at, kind)| Timer { at, path: i, kind }))
             .min_by_key(|t| (t.at, t.path))
     }
 

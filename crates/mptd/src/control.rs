@@ -61,7 +61,12 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 
 /// Serves requests until shutdown. The daemon wakes a blocked `accept` at
 /// shutdown by connecting once.
-pub fn serve(listener: UnixListener, source: StatusSource, shutdown: Arc<AtomicBool>, path: PathBuf) {
+pub fn serve(
+    listener: UnixListener,
+    source: StatusSource,
+    shutdown: Arc<AtomicBool>,
+    path: PathBuf,
+) {
     for stream in listener.incoming() {
         if shutdown.load(Relaxed) {
             break;
@@ -97,7 +102,10 @@ fn handle_client(stream: UnixStream, source: &StatusSource) {
             return;
         }
         let response = respond(&line, source);
-        if writeln!(out, "{response}").and_then(|_| out.flush()).is_err() {
+        if writeln!(out, "{response}")
+            .and_then(|_| out.flush())
+            .is_err()
+        {
             return;
         }
     }
@@ -115,7 +123,11 @@ pub fn respond(line: &[u8], source: &StatusSource) -> Value {
     };
     match req.get("version").and_then(Value::as_u64) {
         Some(CONTROL_VERSION) => {}
-        Some(v) => return error(&format!("unsupported version {v}, this daemon speaks {CONTROL_VERSION}")),
+        Some(v) => {
+            return error(&format!(
+                "unsupported version {v}, this daemon speaks {CONTROL_VERSION}"
+            ))
+        }
         None => return error("missing \"version\""),
     }
     match req.get("request").and_then(Value::as_str) {
@@ -165,9 +177,19 @@ pub fn status(source: &StatusSource) -> Value {
                     })
                 })
                 .collect();
+            let r = c.lock_reseq().stats();
             json!({
                 "name": c.name,
                 "id": c.conn_id,
+                "reorder": {
+                    "in_order": r.in_order,
+                    "held": r.held,
+                    "late": r.late,
+                    "duplicates": r.duplicates,
+                    "gaps_skipped": r.gaps_skipped,
+                    "resets": r.resets,
+                    "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
+                },
                 "drops": {
                     "malformed": d.malformed.get(),
                     "too_short": d.too_short.get(),

@@ -27,6 +27,27 @@ pub const TICK: Duration = Duration::from_millis(50);
 /// probes cannot starve the timers.
 const MAX_INPUT_PER_ROUND: usize = 256;
 
+/// How long the resequencer waits for a gap to fill: the spread of one-way
+/// delays between the fastest and the slowest usable path (half the RTT
+/// spread), plus twice the largest RTT variation, plus a floor for
+/// scheduling jitter of the receive workers; capped at one second.
+pub fn reorder_timeout(session: &Session) -> Duration {
+    let floor = crate::daemon::DEFAULT_REORDER_TIMEOUT;
+    let usable = session.paths().iter().filter(|p| p.usable());
+    let (mut lo, mut hi, mut var) = (Duration::MAX, Duration::ZERO, Duration::ZERO);
+    for p in usable {
+        if let Some(rtt) = p.rtt().smoothed() {
+            lo = lo.min(rtt);
+            hi = hi.max(rtt);
+            var = var.max(p.rtt().variation());
+        }
+    }
+    if hi < lo {
+        return floor;
+    }
+    ((hi - lo) / 2 + var * 2 + floor).min(Duration::from_secs(1))
+}
+
 /// The control loop.
 pub struct ControlLoop {
     /// Connections, by index.
@@ -148,6 +169,8 @@ impl ControlLoop {
                 }
             }
             conn.eligible.store(session.eligibility().active(), Relaxed);
+            conn.reseq_timeout_us
+                .store(reorder_timeout(session).as_micros() as u64, Relaxed);
             for (p, shared) in session.paths().iter().zip(conn.paths.iter()) {
                 let view = PathView {
                     state: p.state().as_str(),

@@ -120,7 +120,11 @@ local = "127.0.0.1"
         assert_eq!(r.lookup(&v4_to([192, 168, 1, 3])), Some(1));
         assert_eq!(r.lookup(&v4_to([192, 168, 1, 4])), None);
         assert_eq!(r.lookup(&v4_to([10, 2, 0, 1])), Some(0));
-        assert_eq!(r.lookup(&v4_to([10, 1, 0, 1])), Some(1), "longer prefix wins");
+        assert_eq!(
+            r.lookup(&v4_to([10, 1, 0, 1])),
+            Some(1),
+            "longer prefix wins"
+        );
         assert_eq!(r.lookup(&v6_to("fd00::2")), Some(0));
         assert_eq!(r.lookup(&v6_to("fd00:1::9")), Some(1));
         assert_eq!(r.lookup(&v6_to("ff02::16")), None);

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, RwLock};
 use std::time::Instant;
 
+use mpt_proto::reorder::Resequencer;
 use mpt_proto::sched::SchedPath;
 use socket2::SockAddr;
 
@@ -113,6 +114,8 @@ pub struct PathShared {
     pub rx_bytes: Counter,
     /// Data datagrams received and accepted.
     pub rx_data_packets: Counter,
+    /// Failed tun writes of data received on this path.
+    pub tun_write_errors: Counter,
     /// Data datagrams received since the control loop last looked.
     pub rx_summary_packets: AtomicU32,
     /// Highest path sequence among them.
@@ -151,6 +154,7 @@ impl PathShared {
             rx_packets: Counter::default(),
             rx_bytes: Counter::default(),
             rx_data_packets: Counter::default(),
+            tun_write_errors: Counter::default(),
             rx_summary_packets: AtomicU32::new(0),
             rx_summary_highest: AtomicU32::new(0),
             rx_summary_last_ns: AtomicU64::new(0),
@@ -228,4 +232,23 @@ pub struct ConnShared {
     pub paths: Vec<PathShared>,
     /// Drop counters.
     pub drops: Drops,
+    /// Puts received data back in sequence order. Locked once per receive
+    /// batch; tun writes of a connection happen under it, so they leave in
+    /// order.
+    pub reseq: Mutex<Resequencer>,
+    /// When the resequencer's oldest gap times out, in ns since `epoch`
+    /// (0 = nothing held). Lets idle receive workers sleep exactly so long.
+    pub reseq_deadline_ns: AtomicU64,
+    /// Gap timeout in µs, set by the control loop from the paths' RTTs.
+    pub reseq_timeout_us: AtomicU64,
+}
+
+impl ConnShared {
+    /// Locks the resequencer (a panicked holder leaves it usable).
+    pub fn lock_reseq(&self) -> std::sync::MutexGuard<'_, Resequencer> {
+        match self.reseq.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
 }

@@ -23,6 +23,48 @@ use crate::state::{ConnShared, Counter};
 /// front of it, so the datagram is built in place without a copy.
 const PACKET_OFFSET: usize = HEADER_LEN;
 
+/// Most datagrams in one GSO send (the kernel's UDP_MAX_SEGMENTS is 64
+/// on older kernels, 128 on newer ones).
+const MAX_GSO_SEGMENTS: usize = 64;
+
+/// Most bytes in one GSO send: the UDP payload of one IP packet, less room
+/// for IPv6 extension headers.
+const MAX_GSO_BYTES: usize = 65000;
+
+/// One packet's place in a batch, packed so that sorting groups packets by
+/// connection and path while keeping their tun order:
+/// connection (8 bits) | path (8) | rank within the connection (24) |
+/// buffer index (24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PlanEntry(u64);
+
+impl PlanEntry {
+    fn new(conn: usize, path: usize, rank: u32, buf: usize) -> PlanEntry {
+        PlanEntry(
+            ((conn as u64 & 0xff) << 56)
+                | ((path as u64 & 0xff) << 48)
+                | ((u64::from(rank) & 0xff_ffff) << 24)
+                | (buf as u64 & 0xff_ffff),
+        )
+    }
+    fn conn(self) -> usize {
+        (self.0 >> 56) as usize
+    }
+    fn path(self) -> usize {
+        ((self.0 >> 48) & 0xff) as usize
+    }
+    /// Connection and path: the send group.
+    fn group(self) -> u64 {
+        self.0 >> 48
+    }
+    fn rank(self) -> u32 {
+        ((self.0 >> 24) & 0xff_ffff) as u32
+    }
+    fn buf(self) -> usize {
+        (self.0 & 0xff_ffff) as usize
+    }
+}
+
 /// Daemon-wide counters of the transmit stage.
 #[derive(Debug, Default)]
 pub struct TxStats {
@@ -64,7 +106,10 @@ impl TxWorker {
             .map(|c| Vec::with_capacity(c.paths.len()))
             .collect();
         let mut masks: Vec<u64> = vec![0; self.conns.len()];
-        let mut plan: Vec<u64> = Vec::with_capacity(IDEAL_BATCH_SIZE);
+        let mut plan: Vec<PlanEntry> = Vec::with_capacity(IDEAL_BATCH_SIZE);
+        let mut counts: Vec<u32> = vec![0; self.conns.len()];
+        let mut bases: Vec<u64> = vec![0; self.conns.len()];
+        let mut gso_buf: Vec<u8> = Vec::with_capacity(MAX_GSO_BYTES);
         while !self.shutdown.load(Relaxed) {
             let n = match self.tun.recv_multiple_intr(
                 &mut original,
@@ -89,6 +134,7 @@ impl TxWorker {
                 masks[c] = conn.eligible.load(Relaxed);
             }
             plan.clear();
+            counts.iter_mut().for_each(|c| *c = 0);
             for (i, &size) in sizes.iter().enumerate().take(n) {
                 let packet = &bufs[i][PACKET_OFFSET..PACKET_OFFSET + size];
                 let Some(c) = self.router.lookup(packet) else {
@@ -96,31 +142,61 @@ impl TxWorker {
                     continue;
                 };
                 match scheds[c].pick(&sched_params[c], masks[c]) {
-                    // conn < 2^16, path < 64, i < 2^16: sorting the packed
-                    // key groups by connection and path, keeping order.
-                    Some(p) => plan.push(((c as u64) << 40) | ((p as u64) << 32) | i as u64),
+                    Some(p) => {
+                        // Key: connection, path, then the packet's rank among
+                        // its connection's packets in tun order, then its
+                        // buffer. Sorting groups by path while keeping tun
+                        // order; the rank becomes the connection sequence
+                        // number, so the peer's resequencer restores tun
+                        // order, not path order.
+                        plan.push(PlanEntry::new(c, p, counts[c], i));
+                        counts[c] += 1;
+                    }
                     None => self.conns[c].drops.no_path.add(1),
                 }
+            }
+            for (c, &count) in counts.iter().enumerate() {
+                bases[c] = if count > 0 {
+                    self.conns[c].seq.fetch_add(u64::from(count), Relaxed)
+                } else {
+                    0
+                };
             }
             plan.sort_unstable();
             let now = Instant::now();
             let mut at = 0;
             while at < plan.len() {
-                let key = plan[at] >> 32;
+                let key = plan[at].group();
                 let end = plan[at..]
                     .iter()
-                    .position(|k| k >> 32 != key)
+                    .position(|e| e.group() != key)
                     .map_or(plan.len(), |off| at + off);
-                self.send_group(&plan[at..end], &mut bufs, &sizes, now);
+                let c = plan[at].conn();
+                self.send_group(
+                    &plan[at..end],
+                    bases[c],
+                    &mut bufs,
+                    &sizes,
+                    now,
+                    &mut gso_buf,
+                );
                 at = end;
             }
         }
     }
 
     /// Heads and sends one group of packets bound for the same path.
-    fn send_group(&self, group: &[u64], bufs: &mut [Vec<u8>], sizes: &[usize], now: Instant) {
-        let c = (group[0] >> 40) as usize;
-        let p = ((group[0] >> 32) & 0xff) as usize;
+    fn send_group(
+        &self,
+        group: &[PlanEntry],
+        seq_base: u64,
+        bufs: &mut [Vec<u8>],
+        sizes: &[usize],
+        now: Instant,
+        gso_buf: &mut Vec<u8>,
+    ) {
+        let c = group[0].conn();
+        let p = group[0].path();
         let conn = &self.conns[c];
         let path = &conn.paths[p];
         let count = group.len() as u64;
@@ -128,18 +204,17 @@ impl TxWorker {
             conn.drops.no_remote.add(count);
             return;
         };
-        let seq0 = conn.seq.fetch_add(count, Relaxed);
         let pseq0 = path.path_seq.fetch_add(group.len() as u32, Relaxed);
         let ts = mpt_proto::timestamp_us(conn.epoch, now);
         let mut bytes = 0u64;
-        for (k, &entry) in group.iter().enumerate() {
-            let i = (entry & 0xffff_ffff) as usize;
+        for (k, entry) in group.iter().enumerate() {
+            let i = entry.buf();
             let header = Header {
                 msg_type: MsgType::Data,
                 flags: Flags::NONE,
                 path_id: p as u16,
                 conn_id: conn.conn_id,
-                seq: seq0 + k as u64,
+                seq: seq_base + u64::from(entry.rank()),
                 path_seq: pseq0.wrapping_add(k as u32),
                 timestamp_us: ts,
             };
@@ -149,20 +224,46 @@ impl TxWorker {
             }
             bytes += (PACKET_OFFSET + sizes[i]) as u64;
         }
+        // Send runs of equal-sized datagrams (the last of a run may be
+        // shorter) as one GSO send each; the segments of one TCP
+        // super-packet all have the same size, so a run is usually the
+        // whole group.
         let mut sent_total = 0;
-        for chunk in group.chunks(crate::udp::BATCH) {
-            let (sent, failed) = path.socket.send_batch(
-                &remote,
-                chunk.iter().map(|&e| {
-                    let i = (e & 0xffff_ffff) as usize;
-                    &bufs[i][..PACKET_OFFSET + sizes[i]]
-                }),
-            );
-            sent_total += sent;
-            if failed > 0 {
-                conn.drops.send_error.add(failed as u64);
-                tracing::trace!(conn = %conn.name, path = %path.name, failed, "sendmmsg failures");
+        let mut at = 0;
+        while at < group.len() {
+            let len_of = |e: PlanEntry| PACKET_OFFSET + sizes[e.buf()];
+            let segment = len_of(group[at]);
+            let mut end = at + 1;
+            let mut total = segment;
+            while end < group.len() && end - at < MAX_GSO_SEGMENTS {
+                let l = len_of(group[end]);
+                if l > segment || total + l > MAX_GSO_BYTES {
+                    break;
+                }
+                total += l;
+                end += 1;
+                if l < segment {
+                    break;
+                }
             }
+            gso_buf.clear();
+            for e in &group[at..end] {
+                let i = e.buf();
+                gso_buf.extend_from_slice(&bufs[i][..PACKET_OFFSET + sizes[i]]);
+            }
+            match path.socket.send_segments(&remote, gso_buf, segment) {
+                Ok(n) => {
+                    sent_total += n;
+                    conn.drops
+                        .send_error
+                        .add((end - at - n.min(end - at)) as u64);
+                }
+                Err(e) => {
+                    conn.drops.send_error.add((end - at) as u64);
+                    tracing::trace!(conn = %conn.name, path = %path.name, error = %e, "send failed");
+                }
+            }
+            at = end;
         }
         path.tx_packets.add(sent_total as u64);
         path.tx_data_packets.add(sent_total as u64);

@@ -8,6 +8,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -22,7 +23,7 @@ pub const BATCH: usize = 64;
 /// several Gbit/s.
 const SOCKET_BUFFER: usize = 4 << 20;
 
-/// How long a blocked receive waits before the worker checks for shutdown.
+/// How long an idle receive worker sleeps before it checks for shutdown.
 pub const RECV_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// A bound path socket.
@@ -30,6 +31,8 @@ pub const RECV_TIMEOUT: Duration = Duration::from_millis(200);
 pub struct PathSocket {
     socket: UdpSocket,
     local: SocketAddr,
+    gso: AtomicBool,
+    gro: bool,
 }
 
 impl PathSocket {
@@ -47,11 +50,94 @@ impl PathSocket {
         s.set_send_buffer_size(SOCKET_BUFFER)?;
         force_buffer(&s, libc::SO_RCVBUFFORCE);
         force_buffer(&s, libc::SO_SNDBUFFORCE);
-        s.set_read_timeout(Some(RECV_TIMEOUT))?;
         s.bind(&local.into())?;
         let socket: UdpSocket = s.into();
         let local = socket.local_addr()?;
-        Ok(PathSocket { socket, local })
+        let gro = set_int_opt(&socket, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        Ok(PathSocket {
+            socket,
+            local,
+            gso: AtomicBool::new(true),
+            gro,
+        })
+    }
+
+    /// Whether the kernel coalesces received datagrams (UDP_GRO).
+    pub fn gro(&self) -> bool {
+        self.gro
+    }
+
+    /// Whether segmentation offload is (still) used for sending.
+    pub fn gso(&self) -> bool {
+        self.gso.load(Relaxed)
+    }
+
+    /// Sends `buf` as datagrams of `segment` bytes each (the last may be
+    /// shorter) with one system call (UDP GSO). If the kernel or device
+    /// refuses GSO, it is switched off for this socket and the datagrams
+    /// go out one by one. Returns the number of datagrams sent.
+    pub fn send_segments(&self, to: &SockAddr, buf: &[u8], segment: usize) -> io::Result<usize> {
+        let count = buf.len().div_ceil(segment.max(1));
+        if count > 1 && self.gso.load(Relaxed) {
+            match self.send_gso(to, buf, segment) {
+                Ok(()) => return Ok(count),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP)
+                    ) =>
+                {
+                    tracing::warn!(local = %self.local, error = %e, "UDP GSO refused; sending datagrams one by one");
+                    self.gso.store(false, Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let (sent, failed) = self.send_batch(to, buf.chunks(segment.max(1)));
+        if sent == 0 && failed > 0 {
+            return Err(io::Error::other("every datagram failed"));
+        }
+        Ok(sent)
+    }
+
+    fn send_gso(&self, to: &SockAddr, buf: &[u8], segment: usize) -> io::Result<()> {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_ptr().cast_mut().cast(),
+            iov_len: buf.len(),
+        };
+        // Room for one cmsg carrying a u16, 8-byte aligned.
+        let mut control = [0u64; 4];
+        // SAFETY: msghdr is plain data; all-zero is valid, fields set below.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = to.as_ptr().cast_mut().cast();
+        msg.msg_namelen = to.len();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        msg.msg_controllen =
+            unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as usize;
+        // SAFETY: msg_control points at `control`, large enough for one
+        // cmsg of a u16 (checked by CMSG_SPACE above); CMSG_FIRSTHDR and
+        // CMSG_DATA stay inside it.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment as u16);
+        }
+        loop {
+            // SAFETY: msg points at live buffers for the duration of the call.
+            let r = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &raw const msg, 0) };
+            if r >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
     }
 
     /// The bound address.
@@ -64,9 +150,31 @@ impl PathSocket {
         self.socket.send_to(buf, to)
     }
 
-    /// Receives up to `bufs.len()` datagrams (at most [`BATCH`]), blocking
-    /// for the first one up to [`RECV_TIMEOUT`]. `meta[i]` gets the length
-    /// and source of `bufs[i]`.
+    /// Waits until a datagram can be read or `timeout` passes. Returns
+    /// whether the socket is readable.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        let mut fds = [libc::pollfd {
+            fd: self.socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(r > 0)
+    }
+
+    /// Receives up to `bufs.len()` datagrams (at most [`BATCH`]) without
+    /// blocking (`WouldBlock` when none is queued). `meta[i]` gets the
+    /// length and source of `bufs[i]`.
     pub fn recv_batch(&self, bufs: &mut [Vec<u8>], meta: &mut [RecvMeta]) -> io::Result<usize> {
         let n = bufs.len().min(meta.len()).min(BATCH);
         let mut iov: [MaybeUninit<libc::iovec>; BATCH] = [const { MaybeUninit::uninit() }; BATCH];
@@ -74,6 +182,8 @@ impl PathSocket {
             [const { MaybeUninit::uninit() }; BATCH];
         // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
         let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
+        // One cmsg buffer per message for the UDP_GRO segment size.
+        let mut controls = [[0u64; 4]; BATCH];
         for i in 0..n {
             iov[i].write(libc::iovec {
                 iov_base: bufs[i].as_mut_ptr().cast(),
@@ -85,6 +195,8 @@ impl PathSocket {
             msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             msg.msg_iov = iov[i].as_mut_ptr();
             msg.msg_iovlen = 1;
+            msg.msg_control = controls[i].as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&controls[i]);
             hdrs[i].write(libc::mmsghdr {
                 msg_hdr: msg,
                 msg_len: 0,
@@ -98,7 +210,7 @@ impl PathSocket {
                 self.socket.as_raw_fd(),
                 hdrs.as_mut_ptr().cast(),
                 n as libc::c_uint,
-                libc::MSG_WAITFORONE,
+                libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
         };
@@ -114,6 +226,7 @@ impl PathSocket {
                 len: h.msg_len as usize,
                 from: socket_addr(&addrs[i]),
                 truncated,
+                segment: gro_segment(&h.msg_hdr),
             };
         }
         Ok(got)
@@ -176,6 +289,33 @@ impl PathSocket {
     }
 }
 
+/// Waits until any of `sockets` (at most [`crate::udp::MAX_POLL`]) can be
+/// read, or `timeout` passes.
+pub fn wait_any_readable(sockets: &[&PathSocket], timeout: Duration) -> io::Result<()> {
+    let mut fds = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; MAX_POLL];
+    let n = sockets.len().min(MAX_POLL);
+    for (fd, s) in fds.iter_mut().zip(sockets) {
+        fd.fd = s.socket.as_raw_fd();
+    }
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+    // SAFETY: `n` valid pollfds for the duration of the call.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), n as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Most sockets one receive worker polls: a connection's paths.
+pub const MAX_POLL: usize = mpt_proto::sched::MAX_PATHS;
+
 /// Converts a kernel-filled socket address to a std one (IPv4/IPv6 only).
 fn socket_addr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match libc::c_int::from(s.ss_family) {
@@ -216,7 +356,48 @@ fn force_buffer(s: &Socket, opt: libc::c_int) {
     }
 }
 
-/// Length and source of one received datagram.
+/// The UDP_GRO segment size the kernel attached to a received message.
+fn gro_segment(msg: &libc::msghdr) -> Option<usize> {
+    // SAFETY: msg was filled by recvmmsg; the CMSG_* macros walk the control
+    // buffer within msg_controllen, and we read an int-sized payload only
+    // from a cmsg of the type that carries one.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                return usize::try_from(v).ok().filter(|&s| s > 0);
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
+
+fn set_int_opt(
+    s: &UdpSocket,
+    level: libc::c_int,
+    opt: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: setsockopt with a valid fd and an int-sized option value.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            opt,
+            (&raw const value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Length and source of one received message.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RecvMeta {
     /// Bytes received.
@@ -225,6 +406,18 @@ pub struct RecvMeta {
     pub from: Option<SocketAddr>,
     /// The datagram was larger than the buffer.
     pub truncated: bool,
+    /// With UDP GRO: the message holds several datagrams of this size
+    /// (the last may be shorter).
+    pub segment: Option<usize>,
+}
+
+impl RecvMeta {
+    /// The datagrams in a received message: one, or several coalesced by
+    /// GRO. `buf` is the message's buffer.
+    pub fn datagrams<'a>(&self, buf: &'a [u8]) -> std::slice::Chunks<'a, u8> {
+        let data = &buf[..self.len.min(buf.len())];
+        data.chunks(self.segment.unwrap_or(self.len).max(1))
+    }
 }
 
 #[cfg(test)]
@@ -243,8 +436,8 @@ mod tests {
         let mut meta = [RecvMeta::default(); BATCH];
         let mut got = 0;
         while got < 10 {
-            let n = b.recv_batch(&mut bufs[got..], &mut meta[got..]).unwrap();
-            got += n;
+            assert!(b.wait_readable(Duration::from_secs(5)).unwrap());
+            got += b.recv_batch(&mut bufs[got..], &mut meta[got..]).unwrap();
         }
         for i in 0..10 {
             assert_eq!(meta[i].len, packets[i].len());
@@ -259,10 +452,49 @@ mod tests {
         let a = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
         let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
         a.send_to(&[7u8; 3000], b.local_addr()).unwrap();
+        assert!(b.wait_readable(Duration::from_secs(5)).unwrap());
         let mut bufs = vec![vec![0u8; 1000]; 1];
         let mut meta = [RecvMeta::default(); 1];
         assert_eq!(b.recv_batch(&mut bufs, &mut meta).unwrap(), 1);
         assert!(meta[0].truncated);
+    }
+
+    #[test]
+    fn empty_socket_would_block_and_wait_times_out() {
+        let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let mut bufs = vec![vec![0u8; 100]; 1];
+        let mut meta = [RecvMeta::default(); 1];
+        let e = b.recv_batch(&mut bufs, &mut meta).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert!(!b.wait_readable(Duration::from_millis(20)).unwrap());
+    }
+
+    #[test]
+    fn gso_send_arrives_as_separate_datagrams() {
+        let a = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        // Three datagrams of 500 bytes and a last one of 123.
+        let mut buf = Vec::new();
+        for i in 0..3u8 {
+            buf.extend_from_slice(&[i; 500]);
+        }
+        buf.extend_from_slice(&[9u8; 123]);
+        let to = SockAddr::from(b.local_addr());
+        assert_eq!(a.send_segments(&to, &buf, 500).unwrap(), 4);
+        let mut bufs = vec![vec![0u8; 65536]; 8];
+        let mut meta = [RecvMeta::default(); 8];
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        while got.len() < 4 {
+            assert!(b.wait_readable(Duration::from_secs(5)).unwrap());
+            let n = b.recv_batch(&mut bufs, &mut meta).unwrap();
+            for i in 0..n {
+                got.extend(meta[i].datagrams(&bufs[i]).map(|d| d.to_vec()));
+            }
+        }
+        let lens: Vec<usize> = got.iter().map(Vec::len).collect();
+        assert_eq!(lens, [500, 500, 500, 123]);
+        assert_eq!(got[1][0], 1);
+        assert_eq!(got[3][0], 9);
     }
 
     #[test]

@@ -167,7 +167,9 @@ impl Path {
 
     /// Whether data may be sent on this path (as a primary or a backup).
     pub fn usable(&self) -> bool {
-        self.liveness == Liveness::Up && self.peer_hears_us && self.params.admin != AdminStatus::Down
+        self.liveness == Liveness::Up
+            && self.peer_hears_us
+            && self.params.admin != AdminStatus::Down
     }
 
     /// When the reported state last changed.

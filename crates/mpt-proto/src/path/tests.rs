@@ -38,7 +38,11 @@ fn up_needs_rx_and_peer_hearing_us() {
     let mut p = Path::new(params(), t);
     p.on_receive(1, 7, t);
     assert_eq!(p.liveness(), Liveness::Up);
-    assert_eq!(p.state(), PathState::Probing, "peer has not said it hears us");
+    assert_eq!(
+        p.state(),
+        PathState::Probing,
+        "peer has not said it hears us"
+    );
     p.on_report(&hearing(true), t);
     assert_eq!(p.state(), PathState::Up);
     assert!(p.usable());

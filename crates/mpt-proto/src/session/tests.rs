@@ -251,13 +251,17 @@ impl Pair {
         }
     }
 
-    fn first_change_to(&self, side: Side, path: usize, to: PathState, after: Duration) -> Option<Duration> {
+    fn first_change_to(
+        &self,
+        side: Side,
+        path: usize,
+        to: PathState,
+        after: Duration,
+    ) -> Option<Duration> {
         self.events.iter().find_map(|(t, s, e)| match e {
-            Event::PathStateChanged { path: p, to: st, .. }
-                if *s == side && *p == path && *st == to && *t >= after =>
-            {
-                Some(*t)
-            }
+            Event::PathStateChanged {
+                path: p, to: st, ..
+            } if *s == side && *p == path && *st == to && *t >= after => Some(*t),
             _ => None,
         })
     }
@@ -340,7 +344,10 @@ fn one_way_failure_stops_data_on_that_path() {
     assert_eq!(w.a.eligibility().active(), 0b01);
     let sent_on_1 = w.data_sent[1];
     w.run_until(w.at(30.0));
-    assert_eq!(w.data_sent[1], sent_on_1, "A must not send data into the hole");
+    assert_eq!(
+        w.data_sent[1], sent_on_1,
+        "A must not send data into the hole"
+    );
 }
 
 #[test]
@@ -498,7 +505,19 @@ fn data_summary_counts_like_datagrams() {
     )
     .unwrap();
     let r = s.paths()[0].report();
-    assert_eq!((r.rx_packets, r.rx_highest_path_seq, r.hears_you), (5, 9, true));
+    assert_eq!(
+        (r.rx_packets, r.rx_highest_path_seq, r.hears_you),
+        (5, 9, true)
+    );
     assert_eq!(s.paths()[0].last_rx(), Some(now + MS));
-    assert!(s.handle_data_summary(3, DataSummary { packets: 1, highest_path_seq: 1, last_rx: now }).is_err());
+    assert!(s
+        .handle_data_summary(
+            3,
+            DataSummary {
+                packets: 1,
+                highest_path_seq: 1,
+                last_rx: now
+            }
+        )
+        .is_err());
 }

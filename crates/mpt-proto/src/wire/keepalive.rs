@@ -74,12 +74,10 @@ impl Keepalive {
 
     /// Parses a body; the payload must be exactly [`Keepalive::LEN`] bytes.
     pub fn parse(payload: &[u8]) -> Result<Keepalive, DecodeError> {
-        let b: &[u8; Self::LEN] = payload
-            .try_into()
-            .map_err(|_| DecodeError::BadBodyLength {
-                len: payload.len(),
-                expected: Self::LEN,
-            })?;
+        let b: &[u8; Self::LEN] = payload.try_into().map_err(|_| DecodeError::BadBodyLength {
+            len: payload.len(),
+            expected: Self::LEN,
+        })?;
         if b[18] & !FLAG_HEARS_YOU != 0 || b[19] != 0 {
             return Err(DecodeError::UnknownFlags { bits: b[18] });
         }

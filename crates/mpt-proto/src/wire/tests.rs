@@ -52,9 +52,7 @@ fn probe_reply_sealed_known_answer() {
     h.emit(&mut buf).expect("room");
     assert_eq!(
         buf,
-        [
-            0x13, 0x01, 0x00, 0x0b, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3
-        ]
+        [0x13, 0x01, 0x00, 0x0b, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3]
     );
 }
 
@@ -74,9 +72,7 @@ fn keepalive_known_answer() {
     k.emit(&mut buf).expect("room");
     assert_eq!(
         buf,
-        [
-            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0x11, 0x12, 0x01, 0x00
-        ]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0x11, 0x12, 0x01, 0x00]
     );
     assert_eq!(Keepalive::parse(&buf), Ok(k));
 }

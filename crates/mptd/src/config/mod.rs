@@ -135,7 +135,9 @@ impl Prefix {
                 u32::from(net) & mask == u32::from(ip) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.len)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
                 u128::from(net) & mask == u128::from(ip) & mask
             }
             _ => false,
@@ -190,7 +192,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" => n / 1e3,
         "s" => n,
         "m" => n * 60.0,
-        _ => return Err(format!("duration `{s}`: unknown unit `{unit}` (use us, ms, s or m)")),
+        _ => {
+            return Err(format!(
+                "duration `{s}`: unknown unit `{unit}` (use us, ms, s or m)"
+            ))
+        }
     };
     Duration::try_from_secs_f64(secs).map_err(|_| format!("duration `{s}` is out of range"))
 }
@@ -343,6 +349,9 @@ pub struct ConfigError {
 /// Largest weight accepted; keeps scheduler credit arithmetic far from
 /// overflow with 64 paths.
 pub const MAX_WEIGHT: u32 = 1_000_000;
+/// Most connections one daemon serves (the transmit stage packs the
+/// connection index into 8 bits).
+pub const MAX_CONNECTIONS: usize = 256;
 /// Largest path window accepted.
 pub const MAX_WINDOW: u32 = 1024;
 
@@ -385,13 +394,18 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
     (line, column)
 }
 
 /// The key assigned on the line holding `offset`, if the line is `key = …`.
 fn key_at(text: &str, offset: usize) -> Option<String> {
-    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
     let line = text[start..].lines().next()?;
     let (key, _) = line.split_once('=')?;
     let key = key.trim();
@@ -406,7 +420,10 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             let span = d.span().start;
             let d = d.into_inner();
             if d.threads > 1024 {
-                return Err((span, format!("[daemon] key `threads`: {} is more than 1024", d.threads)));
+                return Err((
+                    span,
+                    format!("[daemon] key `threads`: {} is more than 1024", d.threads),
+                ));
             }
             DaemonConfig {
                 control: d.control,
@@ -432,7 +449,10 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
         return Err((tspan, format!("[tunnel] key `name`: `{}` is not a valid interface name (1-15 characters, no '/' or space)", t.name)));
     }
     if !(576..=9000).contains(&t.mtu) {
-        return Err((tspan, format!("[tunnel] key `mtu`: {} is outside 576..=9000", t.mtu)));
+        return Err((
+            tspan,
+            format!("[tunnel] key `mtu`: {} is outside 576..=9000", t.mtu),
+        ));
     }
     if t.ipv4.is_none() && t.ipv6.is_none() {
         return Err((tspan, "[tunnel]: set `ipv4`, `ipv6` or both".into()));
@@ -455,10 +475,15 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
         let c = c.into_inner();
         let here = |msg: String| (span, format!("connection `{}`: {msg}", c.name));
         if connections.iter().any(|o| o.name == c.name) {
-            return Err(here("key `name`: a connection of that name already exists".into()));
+            return Err(here(
+                "key `name`: a connection of that name already exists".into(),
+            ));
         }
         if connections.iter().any(|o| o.id == c.id) {
-            return Err(here(format!("key `id`: id {} is used by another connection", c.id)));
+            return Err(here(format!(
+                "key `id`: id {} is used by another connection",
+                c.id
+            )));
         }
         if c.peer_ipv4.is_some_and(|a| !a.is_ipv4()) {
             return Err(here("key `peer_ipv4`: not an IPv4 address".into()));
@@ -467,7 +492,10 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             return Err(here("key `peer_ipv6`: not an IPv6 address".into()));
         }
         if c.peer_ipv4.is_none() && c.peer_ipv6.is_none() && c.networks.is_empty() {
-            return Err(here("set `peer_ipv4`, `peer_ipv6` or `networks`: nothing would be routed to this peer".into()));
+            return Err(here(
+                "set `peer_ipv4`, `peer_ipv6` or `networks`: nothing would be routed to this peer"
+                    .into(),
+            ));
         }
         if c.port == 0 {
             return Err(here("key `port`: 0 is not a usable port".into()));
@@ -485,32 +513,52 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             return Err(here("needs at least one [[connection.path]]".into()));
         }
         if c.path.len() > mpt_proto::sched::MAX_PATHS {
-            return Err(here(format!("{} paths, at most {} allowed", c.path.len(), mpt_proto::sched::MAX_PATHS)));
+            return Err(here(format!(
+                "{} paths, at most {} allowed",
+                c.path.len(),
+                mpt_proto::sched::MAX_PATHS
+            )));
         }
         let mut paths: Vec<PathConfig> = Vec::new();
         for p in c.path {
             let pspan = p.span().start;
             let p = p.into_inner();
-            let at = |msg: String| (pspan, format!("connection `{}` path `{}`: {msg}", c.name, p.name));
+            let at = |msg: String| {
+                (
+                    pspan,
+                    format!("connection `{}` path `{}`: {msg}", c.name, p.name),
+                )
+            };
             if paths.iter().any(|o| o.name == p.name) {
                 return Err(at("key `name`: a path of that name already exists".into()));
             }
-            if paths.iter().any(|o| o.local == p.local && o.interface == p.interface) {
+            if paths
+                .iter()
+                .any(|o| o.local == p.local && o.interface == p.interface)
+            {
                 return Err(at(format!("key `local`: {} is used by another path of this connection (each path needs its own local address or interface)", p.local)));
             }
             if let Some(r) = p.remote {
                 if r.is_ipv4() != p.local.is_ipv4() {
-                    return Err(at("key `remote`: address family differs from `local`".into()));
+                    return Err(at(
+                        "key `remote`: address family differs from `local`".into()
+                    ));
                 }
             }
             if !(1..=MAX_WEIGHT).contains(&p.weight_out) {
-                return Err(at(format!("key `weight_out`: {} is outside 1..={MAX_WEIGHT}", p.weight_out)));
+                return Err(at(format!(
+                    "key `weight_out`: {} is outside 1..={MAX_WEIGHT}",
+                    p.weight_out
+                )));
             }
             if p.weight_in == 0 {
                 return Err(at("key `weight_in`: must be at least 1".into()));
             }
             if !(1..=MAX_WINDOW).contains(&p.window) {
-                return Err(at(format!("key `window`: {} is outside 1..={MAX_WINDOW}", p.window)));
+                return Err(at(format!(
+                    "key `window`: {} is outside 1..={MAX_WINDOW}",
+                    p.window
+                )));
             }
             paths.push(PathConfig {
                 name: p.name,
@@ -543,6 +591,15 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             key_file: c.key_file,
             paths,
         });
+    }
+    if connections.len() > MAX_CONNECTIONS {
+        return Err((
+            0,
+            format!(
+                "{} connections, at most {MAX_CONNECTIONS} allowed",
+                connections.len()
+            ),
+        ));
     }
     if connections.is_empty() {
         return Err((0, "no [[connection]]: the tunnel would have no peer".into()));

@@ -58,7 +58,11 @@ fn error_of(text: &str) -> ConfigError {
 fn unknown_key_rejected_with_position() {
     let text = GOOD.replace("window = 2", "window = 2\nwindwo = 3");
     let e = error_of(&text);
-    let line = text.lines().position(|l| l.starts_with("windwo")).expect("line") + 1;
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("windwo"))
+        .expect("line")
+        + 1;
     assert_eq!((e.file.as_str(), e.line, e.column), ("bad.toml", line, 1));
     assert!(e.message.contains("windwo"), "{e}");
 }
@@ -67,10 +71,17 @@ fn unknown_key_rejected_with_position() {
 fn bad_value_names_key_and_position() {
     let text = GOOD.replace("keepalive = \"500ms\"", "keepalive = \"500 parsecs\"");
     let e = error_of(&text);
-    let line = text.lines().position(|l| l.starts_with("keepalive")).expect("line") + 1;
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("keepalive"))
+        .expect("line")
+        + 1;
     assert_eq!(e.line, line);
     assert!(e.message.contains("keepalive"), "{e}");
-    assert!(e.to_string().starts_with(&format!("bad.toml:{line}:")), "{e}");
+    assert!(
+        e.to_string().starts_with(&format!("bad.toml:{line}:")),
+        "{e}"
+    );
     let e = error_of(&GOOD.replace("\"10.0.0.2\"", "\"10.0.0.300\""));
     assert!(e.message.contains("remote"), "{e}");
     let e = error_of(&GOOD.replace("\"backup\"", "\"sideways\""));
@@ -82,11 +93,19 @@ fn cross_key_rules() {
     for (from, to, needle) in [
         ("weight_out = 100", "weight_out = 0", "weight_out"),
         ("window = 2", "window = 0", "window"),
-        ("dead_timer = \"2s\"", "dead_timer = \"100ms\"", "dead_timer"),
+        (
+            "dead_timer = \"2s\"",
+            "dead_timer = \"100ms\"",
+            "dead_timer",
+        ),
         ("mtu = 1400", "mtu = 100", "mtu"),
         ("remote = \"10.0.0.2\"", "remote = \"fd00::2\"", "family"),
         ("name = \"v6\"", "name = \"eth1\"", "already exists"),
-        ("ipv4 = \"192.168.200.1/24\"", "ipv4 = \"192.168.200.1/33\"", "prefix length"),
+        (
+            "ipv4 = \"192.168.200.1/24\"",
+            "ipv4 = \"192.168.200.1/33\"",
+            "prefix length",
+        ),
         ("port = 65022", "port = 0", "port"),
     ] {
         assert!(GOOD.contains(from), "{from}");
