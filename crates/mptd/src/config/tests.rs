@@ -151,3 +151,17 @@ fn prefixes() {
     assert!("fd00::/129".parse::<Prefix>().is_err());
     assert!("10.0.0.0".parse::<Prefix>().is_err());
 }
+
+#[test]
+fn shipped_example_configs_are_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conf");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("conf/ exists") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            load(&path).unwrap_or_else(|e| panic!("{e}"));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "only {checked} example configs found");
+}
