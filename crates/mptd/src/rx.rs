@@ -325,8 +325,7 @@ impl RxWorker {
             }
             wait = wait.min(deadline - now);
         }
-        let sockets: Vec<&crate::udp::PathSocket> = conn.paths.iter().map(|p| &p.socket).collect();
-        if let Err(e) = crate::udp::wait_any_readable(&sockets, wait) {
+        if let Err(e) = crate::udp::wait_any_readable(conn.paths.iter().map(|p| &p.socket), wait) {
             tracing::debug!(conn = %conn.name, error = %e, "poll failed");
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -291,15 +291,19 @@ impl PathSocket {
 
 /// Waits until any of `sockets` (at most [`crate::udp::MAX_POLL`]) can be
 /// read, or `timeout` passes.
-pub fn wait_any_readable(sockets: &[&PathSocket], timeout: Duration) -> io::Result<()> {
+pub fn wait_any_readable<'a>(
+    sockets: impl Iterator<Item = &'a PathSocket>,
+    timeout: Duration,
+) -> io::Result<()> {
     let mut fds = [libc::pollfd {
         fd: -1,
         events: libc::POLLIN,
         revents: 0,
     }; MAX_POLL];
-    let n = sockets.len().min(MAX_POLL);
+    let mut n = 0;
     for (fd, s) in fds.iter_mut().zip(sockets) {
         fd.fd = s.socket.as_raw_fd();
+        n += 1;
     }
     let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
     // SAFETY: `n` valid pollfds for the duration of the call.
