@@ -1,1 +1,160 @@
-//! bench helpers
+//! Shared inputs of the mpt hot-path benchmarks (`benches/*.rs`).
+//!
+//! Each benchmark measures one packet's worth of work and reports it per
+//! packet. The inputs are built here so that every bench uses the same
+//! packet and path shapes:
+//!
+//! * `wire`: emit a data header into a caller-owned buffer, parse it back,
+//!   check the inner IP packet; emit and parse a keepalive body.
+//! * `sched`: one [`mpt_proto::sched::Weighted`] pick over 2, 4, 12 and 32
+//!   paths with mixed weights, window 1 and 8.
+//! * `reorder`: one [`mpt_proto::reorder::Resequencer`] insert, in order and
+//!   with two paths interleaved (even/odd) so that half the packets are held.
+//!
+//! Measurement settings are short on purpose (see [`MEASUREMENT_TIME`]): the
+//! numbers are for spotting regressions of several percent, not for
+//! publication.
+
+use std::time::Duration;
+
+use mpt_proto::sched::SchedPath;
+use mpt_proto::wire::{Flags, Header, MsgType};
+
+/// Inner packet size of the data benches: a typical tunnel MTU payload.
+pub const PACKET_LEN: usize = 1400;
+
+/// Criterion warm-up time per benchmark.
+pub const WARM_UP_TIME: Duration = Duration::from_secs(1);
+/// Criterion measurement time per benchmark. 3 s × 14 benchmarks plus
+/// warm-up keeps the whole run well under two minutes.
+pub const MEASUREMENT_TIME: Duration = Duration::from_secs(3);
+/// Criterion samples per benchmark (its minimum is 10).
+pub const SAMPLE_SIZE: usize = 30;
+
+/// A well-formed IPv4 packet of `len` bytes (at least 20): version 4,
+/// IHL 5, total length `len`, UDP, the rest filled with 0xa5.
+pub fn ipv4_packet(len: usize) -> Vec<u8> {
+    assert!(
+        (20..=usize::from(u16::MAX)).contains(&len),
+        "IPv4 packet length {len} out of range"
+    );
+    let mut p = vec![0xa5; len];
+    p[0] = 0x45;
+    p[1] = 0;
+    let total = u16::try_from(len).unwrap_or(u16::MAX);
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[4..8].fill(0);
+    p[8] = 64; // TTL
+    p[9] = 17; // UDP
+    p
+}
+
+/// The header of the `seq`-th data datagram on path `path_id`.
+pub fn data_header(seq: u64, path_id: u16) -> Header {
+    Header {
+        msg_type: MsgType::Data,
+        flags: Flags::NONE,
+        path_id,
+        conn_id: 0x6d70_7401,
+        seq,
+        path_seq: seq as u32,
+        timestamp_us: (seq as u32).wrapping_mul(7),
+    }
+}
+
+/// `n` paths with mixed weights (cycling through 1, 2, 3, 5, 8) and the
+/// given window.
+pub fn mixed_paths(n: usize, window: u32) -> Vec<SchedPath> {
+    const WEIGHTS: [u32; 5] = [1, 2, 3, 5, 8];
+    (0..n)
+        .map(|i| SchedPath {
+            weight: WEIGHTS[i % WEIGHTS.len()],
+            window,
+        })
+        .collect()
+}
+
+/// The eligibility mask with the low `n` bits set.
+pub fn all_paths_mask(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// Arrival order of two paths striping a connection: path 0 carries the
+/// even, path 1 the odd sequence numbers, and each odd packet overtakes the
+/// even one before it (1, 0, 3, 2, …), so every odd packet waits in the
+/// resequencer for exactly one packet and half of all packets are held.
+///
+/// The first two packets (0 then 1) arrive in order, so the resequencer
+/// starts at 0 and has seen both paths before the pattern begins.
+#[derive(Debug, Clone, Default)]
+pub struct Interleaved {
+    i: u64,
+}
+
+impl Interleaved {
+    /// The stream from its first packet.
+    pub fn new() -> Interleaved {
+        Interleaved::default()
+    }
+}
+
+impl Iterator for Interleaved {
+    /// `(seq, path)`.
+    type Item = (u64, usize);
+
+    fn next(&mut self) -> Option<(u64, usize)> {
+        let i = self.i;
+        self.i += 1;
+        let seq = if i < 2 { i } else { i ^ 1 };
+        Some((seq, (seq & 1) as usize))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpt_proto::wire::check_ip_packet;
+
+    #[test]
+    fn bench_packet_is_valid_ipv4() {
+        assert_eq!(check_ip_packet(&ipv4_packet(PACKET_LEN)), Ok(()));
+    }
+
+    #[test]
+    fn interleaved_holds_half() {
+        use mpt_proto::reorder::{Outcome, Resequencer};
+        let now = std::time::Instant::now();
+        let mut r = Resequencer::new(64, PACKET_LEN, Duration::from_millis(10));
+        let packet = ipv4_packet(PACKET_LEN);
+        let mut delivered = 0u64;
+        let mut outcomes = vec![];
+        for (seq, path) in Interleaved::new().take(1002) {
+            outcomes.push(r.insert(seq, path, &packet, now, |_| delivered += 1));
+        }
+        assert_eq!(delivered, 1002);
+        assert_eq!(r.held(), 0);
+        assert_eq!(r.stats().held, 500);
+        assert_eq!(r.stats().gaps_skipped, 0);
+        assert_eq!(
+            &outcomes[..6],
+            [
+                Outcome::InOrder,
+                Outcome::InOrder,
+                Outcome::Held,
+                Outcome::InOrder,
+                Outcome::Held,
+                Outcome::InOrder
+            ]
+        );
+    }
+
+    #[test]
+    fn masks() {
+        assert_eq!(all_paths_mask(2), 0b11);
+        assert_eq!(all_paths_mask(64), u64::MAX);
+    }
+}

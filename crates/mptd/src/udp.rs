@@ -418,9 +418,13 @@ pub struct RecvMeta {
 impl RecvMeta {
     /// The datagrams in a received message: one, or several coalesced by
     /// GRO. `buf` is the message's buffer.
-    pub fn datagrams<'a>(&self, buf: &'a [u8]) -> std::slice::Chunks<'a, u8> {
+    pub fn datagrams<'a>(&self, buf: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
         let data = &buf[..self.len.min(buf.len())];
+        // `chunks` yields nothing for an empty slice, but an empty datagram
+        // is still a datagram: it must reach the checks and be counted.
+        let empty = data.is_empty().then_some(data);
         data.chunks(self.segment.unwrap_or(self.len).max(1))
+            .chain(empty)
     }
 }
 
@@ -499,6 +503,22 @@ mod tests {
         assert_eq!(lens, [500, 500, 500, 123]);
         assert_eq!(got[1][0], 1);
         assert_eq!(got[3][0], 9);
+    }
+
+    #[test]
+    fn empty_datagram_is_one_datagram() {
+        let m = RecvMeta {
+            len: 0,
+            ..RecvMeta::default()
+        };
+        assert_eq!(m.datagrams(&[1, 2, 3]).collect::<Vec<_>>(), [&[] as &[u8]]);
+        let m = RecvMeta {
+            len: 5,
+            segment: Some(2),
+            ..RecvMeta::default()
+        };
+        let parts: Vec<&[u8]> = m.datagrams(&[1, 2, 3, 4, 5, 6]).collect();
+        assert_eq!(parts, [&[1u8, 2][..], &[3, 4][..], &[5][..]]);
     }
 
     #[test]
