@@ -63,6 +63,7 @@ pub fn run(config: Config) -> Result<()> {
     }
     signals.thread_block().context("blocking signals")?;
 
+    warn_unimplemented(&config);
     let threads = match config.daemon.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -253,6 +254,24 @@ pub fn run(config: Config) -> Result<()> {
     drop(tun);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Says which configured features this version accepts but does not act
+/// on yet, so nobody believes they are on.
+fn warn_unimplemented(config: &Config) {
+    let d = &config.daemon;
+    if d.cmd_port != 0 {
+        tracing::warn!(
+            cmd_port = d.cmd_port,
+            "the remote command port is not implemented in this version; ignored"
+        );
+    }
+    if !d.metrics.is_empty() {
+        tracing::warn!(metrics = %d.metrics, "the metrics endpoint is not implemented in this version; ignored");
+    }
+    if d.accept_remote {
+        tracing::warn!("accept_remote is not implemented in this version; only configured connections are served");
+    }
 }
 
 /// Routes `net` into the tunnel. The route disappears with the interface.
