@@ -194,11 +194,11 @@ impl LinkModel {
     pub fn is_up(&self, at: Instant) -> bool {
         let t = self.offset(at);
         self.cfg.schedule.is_up(t)
-            && !self
+            && self
                 .cfg
                 .trace
                 .as_ref()
-                .is_some_and(|tr| tr.zero_rate_until(t).is_some())
+                .is_none_or(|tr| tr.zero_rate_until(t).is_none())
     }
 
     /// The first instant at or after `at` when the link is up; `None` if it
