@@ -21,9 +21,10 @@ const EXIT_USAGE: u8 = 2;
     about = "mpt multipath tunnel: control client, link emulator, benchmarks"
 )]
 struct Cli {
-    /// Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug.
-    #[arg(long, global = true, default_value = "info")]
-    log: String,
+    /// Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug
+    /// [default: info; warn for bench, whose progress goes to stdout].
+    #[arg(long, global = true)]
+    log: Option<String>,
     #[command(subcommand)]
     cmd: Command,
 }
@@ -35,6 +36,65 @@ enum Command {
         #[command(subcommand)]
         cmd: EmuCommand,
     },
+    /// Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd).
+    #[command(after_help = BENCH_HELP)]
+    Bench(BenchArgs),
+}
+
+const BENCH_HELP: &str = "\
+SCENARIO is a preset (ethernet, satellite) or a scenario TOML file (see
+conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
+joined by the case's paths (tbf-shaped veths, or veths through the link
+emulator in a middle namespace), runs mptd on both sides and measures with
+iperf3: raw UDP/TCP over path 0 (baseline), then UDP (offered a bit above
+the ideal rate) and single-stream TCP through the tunnel, with the CPU use
+of both mptd processes. Namespaces, processes and qdiscs are removed on
+every exit path, Ctrl-C included (partial results are still written).
+
+Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json,
+results.csv, plot.svg, and work/ with the mptd configs and logs and the
+iperf3 JSON. mptd is taken from MPTD_BIN, next to `mpt`, or PATH.
+
+Exit codes: 0 done, 1 runtime failure, 2 usage error, 130 interrupted.
+
+Examples:
+  sudo mpt bench ethernet
+  sudo mpt bench ethernet --paths 1,2,4,8,12 --duration 10
+  sudo mpt bench ethernet --quick --out /tmp/bench
+  sudo mpt bench ethernet --paths 4 --combos all
+  sudo mpt bench satellite --quick
+  sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32";
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// Scenario preset (ethernet, satellite) or TOML file.
+    scenario: String,
+    /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(1..=32))]
+    paths: Option<Vec<u32>>,
+    /// Seconds per measurement (1..3600).
+    #[arg(long, value_name = "SECONDS", value_parser = p_bench_seconds)]
+    duration: Option<f64>,
+    /// Inner-in-outer IP versions: 4in4, 6in4, 4in6, 6in6 (comma-separated) or all.
+    #[arg(long, value_name = "LIST")]
+    combos: Option<String>,
+    /// Output directory (default ./bench-out/<scenario>-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Short run for CI: the scenario's [quick] settings (ethernet: 2 paths, 3 s).
+    #[arg(long)]
+    quick: bool,
+    /// mptd binary (default: MPTD_BIN, next to mpt, then PATH).
+    #[arg(long, value_name = "FILE")]
+    mptd: Option<PathBuf>,
+}
+
+fn p_bench_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (1.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected seconds 1..3600, got {s:?}")),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -223,12 +283,19 @@ fn runtime(err: impl Into<anyhow::Error>) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let log = cli.log.clone().unwrap_or_else(|| {
+        match cli.cmd {
+            Command::Bench(_) => "warn",
+            Command::Emu { .. } => "info",
+        }
+        .to_string()
+    });
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log));
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&log));
     let filter = match filter {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("error: invalid --log {:?}: {e}", cli.log);
+            eprintln!("error: invalid --log {log:?}: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -242,6 +309,7 @@ fn main() -> ExitCode {
             EmuCommand::Selftest(args) => emu_selftest(&args),
             EmuCommand::Profiles { name } => emu_profiles(name.as_deref()),
         },
+        Command::Bench(args) => bench(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -373,4 +441,65 @@ fn emu_profiles(name: Option<&str>) -> Result<u8, Failure> {
         }
     }
     Ok(0)
+}
+
+fn bench(args: BenchArgs) -> Result<u8, Failure> {
+    use mpt_cli::bench::{self, scenario};
+    let combos = args
+        .combos
+        .as_deref()
+        .map(|c| scenario::parse_combos(&[c.to_string()]))
+        .transpose()
+        .map_err(|m| usage(anyhow::anyhow!("--combos: {m}")))?;
+    let ov = scenario::Overrides {
+        paths: args
+            .paths
+            .map(|p| p.into_iter().map(|n| n as usize).collect()),
+        duration: args.duration,
+        combos,
+        quick: args.quick,
+    };
+    let sc = scenario::load(&args.scenario, &ov).map_err(usage)?;
+    let mptd = match args.mptd {
+        Some(p) if p.is_file() => p,
+        Some(p) => {
+            return Err(usage(anyhow::anyhow!(
+                "--mptd {}: no such file",
+                p.display()
+            )))
+        }
+        None => bench::find_mptd().map_err(runtime)?,
+    };
+    let out = args.out.unwrap_or_else(|| bench::default_out(&sc.name));
+    let stop = signal::install()
+        .context("installing signal handlers")
+        .map_err(runtime)?;
+    let opts = bench::Options {
+        scenario: sc,
+        out,
+        mptd,
+    };
+    match bench::run(&opts, stop) {
+        Ok(report) => {
+            println!();
+            print!("{}", report.table());
+            println!(
+                "wall time {:.1} s; results in {}",
+                report.wall_s,
+                opts.out.display()
+            );
+            Ok(0)
+        }
+        Err(e) if e.is::<bench::Interrupted>() => {
+            eprintln!(
+                "interrupted; testbed removed, partial results in {}",
+                opts.out.display()
+            );
+            Ok(130)
+        }
+        Err(e) => Err(runtime(e.context(format!(
+            "mpt bench failed (partial results and logs in {})",
+            opts.out.display()
+        )))),
+    }
 }

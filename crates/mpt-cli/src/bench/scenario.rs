@@ -1,0 +1,518 @@
+//! Scenarios: TOML presets (conf/scenarios/) and files, expanded into the
+//! list of testbed cases a run measures.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::emu::model::LinkConfig;
+use crate::emu::profile::{self, LinkSpec, Profile};
+use crate::emu::units;
+
+/// Built-in scenarios, the same text as the files under conf/scenarios/.
+pub const PRESETS: &[(&str, &str)] = &[
+    (
+        "ethernet",
+        include_str!("../../../../conf/scenarios/ethernet.toml"),
+    ),
+    (
+        "satellite",
+        include_str!("../../../../conf/scenarios/satellite.toml"),
+    ),
+];
+
+/// Most paths a case may have (address plan 10.77.<i>.0/24, one veth pair
+/// per path; the MPT article went to 32 at most).
+pub const MAX_PATHS: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("unknown scenario {name:?}: not a preset ({presets}) nor a file")]
+    Unknown { name: String, presets: String },
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error("{origin}: {error}")]
+    Toml {
+        origin: String,
+        error: toml::de::Error,
+    },
+    #[error("{origin}: {msg}")]
+    Invalid { origin: String, msg: String },
+}
+
+/// How a path is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shaper {
+    /// Kernel tbf on both veth ends (rate only).
+    Tbf,
+    /// The user-space emulator in a middle namespace.
+    Emu,
+}
+
+/// One path's link as written in a scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDef {
+    pub shaper: Shaper,
+    /// tbf: rate, e.g. "100mbit".
+    pub rate: Option<String>,
+    /// tbf: bucket size in tc syntax (default "32kbit").
+    pub burst: Option<String>,
+    /// tbf: queueing latency bound in tc syntax (default "50ms").
+    pub latency: Option<String>,
+    /// emu: link profile preset or file.
+    pub profile: Option<String>,
+    /// emu: settings over the profile (keys of a profile's [link]).
+    #[serde(default)]
+    pub emu: LinkSpec,
+}
+
+/// Tests run in every case, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum TestKind {
+    #[serde(rename = "raw-udp")]
+    RawUdp,
+    #[serde(rename = "raw-tcp")]
+    RawTcp,
+    #[serde(rename = "udp")]
+    Udp,
+    #[serde(rename = "tcp")]
+    Tcp,
+    /// HTTP download of a large file through the tunnel (as with wget).
+    #[serde(rename = "http")]
+    Http,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuickDef {
+    pub paths: Option<Vec<usize>>,
+    pub duration: Option<f64>,
+    pub rtt: Option<Vec<String>>,
+    pub loss: Option<Vec<f64>>,
+    pub extra: Option<Vec<bool>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub description: Option<String>,
+    #[serde(default = "default_paths")]
+    pub paths: Vec<usize>,
+    #[serde(default = "default_duration")]
+    pub duration: f64,
+    #[serde(default = "default_combos")]
+    pub combos: Vec<String>,
+    pub tests: Vec<TestKind>,
+    #[serde(default = "default_overload")]
+    pub udp_overload: f64,
+    /// Round-trip times to sweep on the emulated links (delay = RTT / 2).
+    #[serde(default)]
+    pub rtt: Vec<String>,
+    /// Packet error rates to sweep on the emulated links.
+    #[serde(default)]
+    pub loss: Vec<f64>,
+    /// Without (false) and/or with (true) `extra_link`.
+    #[serde(default)]
+    pub extra: Vec<bool>,
+    pub link: LinkDef,
+    pub extra_link: Option<LinkDef>,
+    #[serde(default)]
+    pub quick: QuickDef,
+}
+
+fn default_paths() -> Vec<usize> {
+    vec![1]
+}
+fn default_duration() -> f64 {
+    10.0
+}
+fn default_combos() -> Vec<String> {
+    vec!["4in4".into()]
+}
+fn default_overload() -> f64 {
+    1.05
+}
+
+/// Inner (tunnelled) and outer (path) IP versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Combo {
+    pub inner: u8,
+    pub outer: u8,
+}
+
+impl Combo {
+    pub const ALL: [Combo; 4] = [
+        Combo { inner: 4, outer: 4 },
+        Combo { inner: 6, outer: 4 },
+        Combo { inner: 4, outer: 6 },
+        Combo { inner: 6, outer: 6 },
+    ];
+
+    pub fn parse(s: &str) -> Option<Combo> {
+        Combo::ALL.into_iter().find(|c| c.label() == s.trim())
+    }
+
+    pub fn label(&self) -> String {
+        format!("{}in{}", self.inner, self.outer)
+    }
+}
+
+/// Parses a combo list: "all" or comma-separated labels.
+pub fn parse_combos(items: &[String]) -> Result<Vec<Combo>, String> {
+    let mut out = Vec::new();
+    for item in items.iter().flat_map(|s| s.split(',')) {
+        if item.trim() == "all" {
+            for c in Combo::ALL {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+            continue;
+        }
+        let c = Combo::parse(item).ok_or_else(|| {
+            format!("unknown IP combination {item:?}: expected 4in4, 6in4, 4in6, 6in6 or all")
+        })?;
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    if out.is_empty() {
+        return Err("no IP combination given".into());
+    }
+    Ok(out)
+}
+
+/// A resolved link of one path.
+#[derive(Debug, Clone)]
+pub enum Link {
+    Tbf {
+        rate: String,
+        burst: String,
+        latency: String,
+        rate_bps: u64,
+    },
+    Emu {
+        a_to_b: Box<LinkConfig>,
+        b_to_a: Box<LinkConfig>,
+        /// Round-trip propagation delay, for reports.
+        rtt: Duration,
+        loss: f64,
+    },
+}
+
+impl Link {
+    /// The link's nominal rate (bit/s on whole frames), if limited.
+    pub fn rate_bps(&self) -> Option<u64> {
+        match self {
+            Link::Tbf { rate_bps, .. } => Some(*rate_bps),
+            Link::Emu { a_to_b, .. } => a_to_b.rate,
+        }
+    }
+}
+
+/// One testbed: a fixed set of paths, measured with every test.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub combo: Combo,
+    /// Paths, the swept ones first, then the extra link if any.
+    pub links: Vec<Link>,
+    /// Count of the swept (identical) paths.
+    pub n: usize,
+    pub rtt_ms: Option<f64>,
+    pub loss: Option<f64>,
+    pub extra: bool,
+}
+
+/// A scenario ready to run.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub duration: Duration,
+    pub tests: Vec<TestKind>,
+    pub udp_overload: f64,
+    pub cases: Vec<Case>,
+}
+
+/// Command-line overrides of a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub paths: Option<Vec<usize>>,
+    pub duration: Option<f64>,
+    pub combos: Option<Vec<Combo>>,
+    pub quick: bool,
+}
+
+pub fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
+/// Loads a preset or file and expands it with `ov`.
+pub fn load(name_or_path: &str, ov: &Overrides) -> Result<Scenario, ScenarioError> {
+    let (name, text, origin) =
+        if let Some((name, text)) = PRESETS.iter().find(|(n, _)| *n == name_or_path) {
+            (name.to_string(), text.to_string(), format!("preset {name}"))
+        } else {
+            let path = Path::new(name_or_path);
+            if !path.is_file() {
+                return Err(ScenarioError::Unknown {
+                    name: name_or_path.to_string(),
+                    presets: preset_names().join(", "),
+                });
+            }
+            let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Io {
+                path: path.display().to_string(),
+                error,
+            })?;
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "scenario".into());
+            (name, text, path.display().to_string())
+        };
+    let file: ScenarioFile = toml::from_str(&text).map_err(|error| ScenarioError::Toml {
+        origin: origin.clone(),
+        error,
+    })?;
+    expand(&name, &origin, file, ov)
+}
+
+fn invalid(origin: &str, msg: impl Into<String>) -> ScenarioError {
+    ScenarioError::Invalid {
+        origin: origin.to_string(),
+        msg: msg.into(),
+    }
+}
+
+/// Expands a parsed scenario into cases (combo x paths x rtt x loss x extra).
+pub fn expand(
+    name: &str,
+    origin: &str,
+    mut f: ScenarioFile,
+    ov: &Overrides,
+) -> Result<Scenario, ScenarioError> {
+    if ov.quick {
+        let q = f.quick.clone();
+        f.paths = q.paths.unwrap_or(f.paths);
+        f.duration = q.duration.unwrap_or(f.duration);
+        f.rtt = q.rtt.unwrap_or(f.rtt);
+        f.loss = q.loss.unwrap_or(f.loss);
+        f.extra = q.extra.unwrap_or(f.extra);
+    }
+    if let Some(p) = &ov.paths {
+        f.paths = p.clone();
+    }
+    if let Some(d) = ov.duration {
+        f.duration = d;
+    }
+    let combos = match &ov.combos {
+        Some(c) => c.clone(),
+        None => parse_combos(&f.combos).map_err(|m| invalid(origin, m))?,
+    };
+    if f.paths.is_empty() || f.paths.iter().any(|&n| n == 0 || n > MAX_PATHS) {
+        return Err(invalid(
+            origin,
+            format!("paths: each count must be 1..={MAX_PATHS}"),
+        ));
+    }
+    if !(f.duration.is_finite() && (1.0..=3600.0).contains(&f.duration)) {
+        return Err(invalid(origin, "duration: must be 1..3600 seconds"));
+    }
+    if f.tests.is_empty() {
+        return Err(invalid(origin, "tests: at least one test"));
+    }
+    if !(f.udp_overload.is_finite() && (0.1..=10.0).contains(&f.udp_overload)) {
+        return Err(invalid(origin, "udp_overload: must be 0.1..10"));
+    }
+    let rtts: Vec<Option<Duration>> = if f.rtt.is_empty() {
+        vec![None]
+    } else {
+        f.rtt
+            .iter()
+            .map(|s| {
+                units::parse_duration(s)
+                    .map(Some)
+                    .map_err(|e| invalid(origin, format!("rtt {s:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let losses: Vec<Option<f64>> = if f.loss.is_empty() {
+        vec![None]
+    } else {
+        if f.loss.iter().any(|l| !(0.0..1.0).contains(l)) {
+            return Err(invalid(origin, "loss: each PER must be in [0, 1)"));
+        }
+        f.loss.iter().copied().map(Some).collect()
+    };
+    let extras = if f.extra.is_empty() {
+        vec![false]
+    } else {
+        f.extra.clone()
+    };
+    if extras.contains(&true) && f.extra_link.is_none() {
+        return Err(invalid(origin, "extra = [true] needs an [extra_link]"));
+    }
+    if f.link.shaper == Shaper::Tbf && (!f.rtt.is_empty() || !f.loss.is_empty()) {
+        return Err(invalid(
+            origin,
+            "rtt/loss sweeps need shaper = \"emu\" (tbf shapes rate only)",
+        ));
+    }
+    let mut cases = Vec::new();
+    for &combo in &combos {
+        for &n in &f.paths {
+            for &rtt in &rtts {
+                for &loss in &losses {
+                    for &extra in &extras {
+                        let main = resolve_link(origin, &f.link, rtt, loss)?;
+                        let mut links = vec![main; n];
+                        if extra {
+                            if let Some(x) = &f.extra_link {
+                                links.push(resolve_link(origin, x, None, None)?);
+                            }
+                        }
+                        if links.len() > MAX_PATHS {
+                            return Err(invalid(origin, format!("more than {MAX_PATHS} paths")));
+                        }
+                        cases.push(Case {
+                            combo,
+                            links,
+                            n,
+                            rtt_ms: rtt.map(|d| d.as_secs_f64() * 1e3),
+                            loss,
+                            extra,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(Scenario {
+        name: name.to_string(),
+        description: f.description.unwrap_or_default(),
+        duration: Duration::from_secs_f64(f.duration),
+        tests: f.tests,
+        udp_overload: f.udp_overload,
+        cases,
+    })
+}
+
+fn resolve_link(
+    origin: &str,
+    def: &LinkDef,
+    rtt: Option<Duration>,
+    loss: Option<f64>,
+) -> Result<Link, ScenarioError> {
+    match def.shaper {
+        Shaper::Tbf => {
+            let rate = def
+                .rate
+                .clone()
+                .ok_or_else(|| invalid(origin, "tbf link needs rate"))?;
+            let rate_bps = units::parse_rate(&rate)
+                .map_err(|e| invalid(origin, format!("rate {rate:?}: {e}")))?;
+            if rate_bps == 0 {
+                return Err(invalid(origin, "tbf rate must be > 0"));
+            }
+            Ok(Link::Tbf {
+                rate,
+                burst: def.burst.clone().unwrap_or_else(|| "32kbit".into()),
+                latency: def.latency.clone().unwrap_or_else(|| "50ms".into()),
+                rate_bps,
+            })
+        }
+        Shaper::Emu => {
+            let prof = def
+                .profile
+                .as_deref()
+                .map(Profile::load)
+                .transpose()
+                .map_err(|e| invalid(origin, e.to_string()))?;
+            let mut both = def.emu.clone();
+            if let Some(r) = rtt {
+                both.delay = Some(r / 2);
+            }
+            if let Some(l) = loss {
+                both.loss = Some(l);
+            }
+            let (a_to_b, b_to_a) = profile::resolve(
+                prof.as_ref(),
+                &both,
+                &LinkSpec::default(),
+                &LinkSpec::default(),
+            )
+            .map_err(|e| invalid(origin, e.to_string()))?;
+            let rtt = a_to_b.delay + b_to_a.delay;
+            Ok(Link::Emu {
+                a_to_b: Box::new(a_to_b),
+                b_to_a: Box::new(b_to_a),
+                rtt,
+                loss: loss.unwrap_or(0.0),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_expand() {
+        for (name, _) in PRESETS {
+            let s = load(name, &Overrides::default());
+            assert!(s.is_ok(), "{name}: {:?}", s.err());
+            let q = load(
+                name,
+                &Overrides {
+                    quick: true,
+                    ..Overrides::default()
+                },
+            );
+            assert!(q.is_ok(), "{name}: {:?}", q.err());
+        }
+    }
+
+    #[test]
+    fn ethernet_defaults_and_overrides() {
+        let s = load("ethernet", &Overrides::default()).ok();
+        let ns: Vec<usize> = s.iter().flat_map(|s| s.cases.iter().map(|c| c.n)).collect();
+        assert_eq!(ns, vec![1, 2, 4, 8, 12]);
+        let ov = Overrides {
+            quick: true,
+            combos: parse_combos(&["all".into()]).ok(),
+            ..Overrides::default()
+        };
+        let s = load("ethernet", &ov).ok();
+        assert_eq!(s.as_ref().map(|s| s.cases.len()), Some(4));
+        assert_eq!(s.map(|s| s.duration), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn satellite_sweeps() {
+        let s = load("satellite", &Overrides::default()).ok();
+        assert_eq!(s.as_ref().map(|s| s.cases.len()), Some(16));
+        let c = s.and_then(|s| s.cases.into_iter().last());
+        assert_eq!(c.as_ref().map(|c| c.links.len()), Some(2));
+        assert_eq!(c.as_ref().and_then(|c| c.rtt_ms), Some(800.0));
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert!(parse_combos(&["5in4".into()]).is_err());
+        assert!(load("no-such-scenario", &Overrides::default()).is_err());
+        let ov = Overrides {
+            paths: Some(vec![33]),
+            ..Overrides::default()
+        };
+        assert!(load("ethernet", &ov).is_err());
+        let ov = Overrides {
+            duration: Some(0.0),
+            ..Overrides::default()
+        };
+        assert!(load("ethernet", &ov).is_err());
+    }
+}

@@ -1,0 +1,549 @@
+//! One case's testbed: namespaces A and B joined by the case's paths
+//! (tbf-shaped veth pairs, or veths through emulator wires in a middle
+//! namespace M), `mptd` on both sides and an iperf3 server in B.
+//!
+//! Everything is a guard: processes are stopped (SIGTERM, then SIGKILL) and
+//! namespaces deleted (which also removes their veths and qdiscs) when the
+//! [`Testbed`] drops — on success, on error, on panic unwinding, and on
+//! SIGINT/SIGTERM, which only set the stop flag that every wait polls.
+//! Names are `mptemu-<pid>-bench<k>-{a,b,m}`, so `mpt emu selftest`'s stale
+//! sweep also removes what a SIGKILLed run left.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use tracing::{debug, warn};
+
+use super::scenario::{Case, Combo, Link};
+use crate::emu::netns::{ip, Netns, PREFIX};
+use crate::emu::sys;
+use crate::emu::wire::{Wire, WireConfig};
+
+/// Tunnel MTU over an IPv4 underlay; leaves room for outer IPv4 (20) + UDP
+/// (8) + mpt header (24) inside the veths' 1500.
+const MTU_OUTER4: u32 = 1400;
+/// Over IPv6 the outer header is 20 bytes larger.
+const MTU_OUTER6: u32 = 1380;
+/// How long mptd may take to bring up the tunnel (first keepalives).
+const TUNNEL_UP_TIMEOUT: Duration = Duration::from_secs(20);
+/// Grace period between SIGTERM and SIGKILL when stopping a process.
+const TERM_GRACE: Duration = Duration::from_secs(3);
+
+/// Marker error: the run was interrupted by SIGINT/SIGTERM.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+pub fn check_stop(stop: &AtomicBool) -> anyhow::Result<()> {
+    if stop.load(Ordering::Relaxed) {
+        Err(Interrupted.into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Sleeps `d` in small steps, returning early with [`Interrupted`].
+pub fn sleep(d: Duration, stop: &AtomicBool) -> anyhow::Result<()> {
+    let end = Instant::now() + d;
+    loop {
+        check_stop(stop)?;
+        let now = Instant::now();
+        if now >= end {
+            return Ok(());
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// A child process stopped on drop.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Spawns `ip netns exec NS PROGRAM ARGS...` (ip execs the program, so
+    /// the child's pid is the program's), output to `log`.
+    pub fn spawn_in(
+        ns: &str,
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        log: PathBuf,
+    ) -> anyhow::Result<Proc> {
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone().context("duplicating a log file handle")?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {} in {ns}", program.display()))?;
+        debug!(name, pid = child.id(), "started");
+        Ok(Proc {
+            name: name.to_string(),
+            child,
+            log,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Some(status)` if the process has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// user + system CPU time so far.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        cpu_time(self.pid())
+    }
+
+    /// The last lines of the log, for error messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(8)..].join("\n")
+    }
+
+    fn stop(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        if let Err(e) = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM) {
+            debug!(name = %self.name, error = %e, "SIGTERM failed");
+        }
+        let end = Instant::now() + TERM_GRACE;
+        while Instant::now() < end {
+            if self.exited().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        warn!(name = %self.name, "did not stop on SIGTERM; killing");
+        if let Err(e) = self.child.kill() {
+            warn!(name = %self.name, error = %e, "kill failed");
+        }
+        if let Err(e) = self.child.wait() {
+            warn!(name = %self.name, error = %e, "wait failed");
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// user + system CPU time of `pid` from /proc/PID/stat.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5); rest starts at field 3.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as f64 } else { 100.0 };
+    Some(Duration::from_secs_f64(ticks as f64 / hz))
+}
+
+/// Addresses of a case.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub combo: Combo,
+    pub mtu: u32,
+}
+
+impl Plan {
+    pub fn new(combo: Combo) -> Plan {
+        Plan {
+            combo,
+            mtu: if combo.outer == 4 {
+                MTU_OUTER4
+            } else {
+                MTU_OUTER6
+            },
+        }
+    }
+
+    /// Outer address of side (1 = A, 2 = B) on path i, without prefix length.
+    pub fn outer(&self, i: usize, side: u8) -> String {
+        if self.combo.outer == 4 {
+            format!("10.77.{i}.{side}")
+        } else {
+            format!("fd00:77:{i:x}::{side}")
+        }
+    }
+
+    fn outer_prefix(&self) -> u8 {
+        if self.combo.outer == 4 {
+            24
+        } else {
+            64
+        }
+    }
+
+    /// Socket address of `port` at side B's tunnel address.
+    pub fn inner_sockaddr(&self, port: u16) -> anyhow::Result<SocketAddr> {
+        let host = if self.combo.inner == 4 {
+            self.inner(2)
+        } else {
+            format!("[{}]", self.inner(2))
+        };
+        format!("{host}:{port}").parse().context("tunnel address")
+    }
+
+    /// Tunnel (inner) address of a side.
+    pub fn inner(&self, side: u8) -> String {
+        if self.combo.inner == 4 {
+            format!("192.168.77.{side}")
+        } else {
+            format!("fd00:77:ff::{side}")
+        }
+    }
+
+    /// Largest UDP payload that fits in one tunnel packet.
+    pub fn udp_payload(&self) -> u32 {
+        self.mtu - if self.combo.inner == 4 { 20 } else { 40 } - 8
+    }
+
+    /// Largest raw UDP payload on a path (veth MTU 1500).
+    pub fn raw_udp_payload(&self) -> u32 {
+        1500 - if self.combo.outer == 4 { 20 } else { 40 } - 8
+    }
+
+    /// mptd configuration of one side.
+    pub fn mptd_config(&self, side: u8, n: usize, control: &Path) -> String {
+        let peer = 3 - side;
+        let mut s = format!(
+            "# generated by mpt bench\n[daemon]\ncontrol = \"{}\"\nlog = \"info\"\n\n\
+             [tunnel]\nname = \"mpt0\"\nmtu = {}\nipv4 = \"192.168.77.{side}/24\"\nipv6 = \"fd00:77:ff::{side}/64\"\n\n\
+             [[connection]]\nname = \"peer\"\npeer_ipv4 = \"192.168.77.{peer}\"\npeer_ipv6 = \"fd00:77:ff::{peer}\"\n\
+             networks = []\nport = 65022\nremote_port = 65022\nkeepalive = \"500ms\"\ndead_timer = \"3s\"\nscheduler = \"weighted\"\n",
+            control.display(),
+            self.mtu
+        );
+        for i in 0..n {
+            s += &format!(
+                "\n[[connection.path]]\nname = \"p{i}\"\nlocal = \"{}\"\nremote = \"{}\"\n\
+                 weight_out = 100\nweight_in = 100\nwindow = 1\nstatus = \"up\"\n",
+                self.outer(i, side),
+                self.outer(i, peer)
+            );
+        }
+        s
+    }
+}
+
+/// Writes a sysctl under /proc/sys/net in the caller thread's namespace; a
+/// missing key (IPv6 compiled out) is not an error.
+fn sysctl_net(key: &str, value: &str) -> io::Result<()> {
+    let path = format!("/proc/sys/net/{key}");
+    match std::fs::write(&path, value) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r.map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}"))),
+    }
+}
+
+fn tc(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("tc")
+        .args(args)
+        .output()
+        .context("cannot run tc (iproute2)")?;
+    if !out.status.success() {
+        bail!(
+            "tc {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn disable_offloads_in(ns: &Netns, ifs: Vec<String>) -> anyhow::Result<()> {
+    ns.run(move || ifs.iter().try_for_each(|i| sys::disable_offloads(i)))
+        .with_context(|| format!("turning off offloads in {}", ns.name()))
+}
+
+/// A running testbed. Field order is drop order: processes, wires, then
+/// namespaces.
+pub struct Testbed {
+    pub mptd_a: Proc,
+    pub mptd_b: Proc,
+    pub iperf_server: Proc,
+    _http: super::http::Server,
+    wires: Vec<Wire>,
+    pub plan: Plan,
+    pub control_a: PathBuf,
+    pub control_b: PathBuf,
+    pub a: Netns,
+    pub b: Netns,
+    m: Option<Netns>,
+}
+
+impl Testbed {
+    /// Builds namespaces and links for `case`, starts the wires, mptd on
+    /// both sides and iperf3 -s in B, and waits for the tunnel to carry TCP.
+    pub fn build(
+        k: usize,
+        case: &Case,
+        work: &Path,
+        mptd: &Path,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<Testbed> {
+        let base = format!("{PREFIX}{}-bench{k}", std::process::id());
+        let a = Netns::create(&format!("{base}-a")).context("creating namespace A")?;
+        let b = Netns::create(&format!("{base}-b")).context("creating namespace B")?;
+        let needs_m = case.links.iter().any(|l| matches!(l, Link::Emu { .. }));
+        let m = if needs_m {
+            Some(Netns::create(&format!("{base}-m")).context("creating namespace M")?)
+        } else {
+            None
+        };
+        for ns in [&a, &b] {
+            ns.run(|| {
+                // No duplicate address detection: addresses usable at once.
+                sysctl_net("ipv6/conf/all/accept_dad", "0")?;
+                sysctl_net("ipv6/conf/default/accept_dad", "0")
+            })
+            .with_context(|| format!("sysctls in {}", ns.name()))?;
+            ip(&["-n", ns.name(), "link", "set", "dev", "lo", "up"])?;
+        }
+        if let Some(m) = &m {
+            // The middle is a wire, not a host: no IPv6 chatter of its own.
+            m.run(|| {
+                sysctl_net("ipv6/conf/all/disable_ipv6", "1")?;
+                sysctl_net("ipv6/conf/default/disable_ipv6", "1")
+            })
+            .context("sysctls in M")?;
+        }
+        let plan = Plan::new(case.combo);
+        let (an, bn) = (a.name().to_string(), b.name().to_string());
+        let mut wires = Vec::new();
+        let (mut a_ifs, mut b_ifs, mut m_ifs) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, link) in case.links.iter().enumerate() {
+            let (va, vb) = (format!("va{i}"), format!("vb{i}"));
+            match link {
+                Link::Tbf { .. } => {
+                    ip(&[
+                        "link", "add", &va, "netns", &an, "type", "veth", "peer", "name", &vb,
+                        "netns", &bn,
+                    ])?;
+                }
+                Link::Emu { .. } => {
+                    let mn = m.as_ref().map(|m| m.name().to_string()).unwrap_or_default();
+                    let (ma, mb) = (format!("ma{i}"), format!("mb{i}"));
+                    ip(&[
+                        "link", "add", &va, "netns", &an, "type", "veth", "peer", "name", &ma,
+                        "netns", &mn,
+                    ])?;
+                    ip(&[
+                        "link", "add", &vb, "netns", &bn, "type", "veth", "peer", "name", &mb,
+                        "netns", &mn,
+                    ])?;
+                    ip(&["-n", &mn, "link", "set", "dev", &ma, "up"])?;
+                    ip(&["-n", &mn, "link", "set", "dev", &mb, "up"])?;
+                    m_ifs.push(ma);
+                    m_ifs.push(mb);
+                }
+            }
+            for (ns, ifname, side) in [(&an, &va, 1u8), (&bn, &vb, 2u8)] {
+                let addr = format!("{}/{}", plan.outer(i, side), plan.outer_prefix());
+                let mut args = vec!["-n", ns, "addr", "add", &addr, "dev", ifname];
+                if case.combo.outer == 6 {
+                    args.push("nodad");
+                }
+                ip(&args)?;
+                ip(&["-n", ns, "link", "set", "dev", ifname, "up"])?;
+            }
+            a_ifs.push(va);
+            b_ifs.push(vb);
+        }
+        disable_offloads_in(&a, a_ifs.clone())?;
+        disable_offloads_in(&b, b_ifs.clone())?;
+        if let Some(m) = &m {
+            disable_offloads_in(m, m_ifs)?;
+        }
+        for (i, link) in case.links.iter().enumerate() {
+            match link {
+                Link::Tbf {
+                    rate,
+                    burst,
+                    latency,
+                    ..
+                } => {
+                    for (ns, ifname) in [(&an, &a_ifs[i]), (&bn, &b_ifs[i])] {
+                        tc(&[
+                            "-n", ns, "qdisc", "add", "dev", ifname, "root", "tbf", "rate", rate,
+                            "burst", burst, "latency", latency,
+                        ])?;
+                    }
+                }
+                Link::Emu { a_to_b, b_to_a, .. } => {
+                    let cfg = WireConfig {
+                        a: format!("ma{i}"),
+                        b: format!("mb{i}"),
+                        netns: m.as_ref().map(|m| m.name().to_string()),
+                        a_to_b: (**a_to_b).clone(),
+                        b_to_a: (**b_to_a).clone(),
+                        seed: 1 + i as u64,
+                        disable_offloads: false,
+                        // Normal scheduling: on 2 cores, real-time wire
+                        // threads would starve mptd and iperf3.
+                        realtime_priority: None,
+                    };
+                    wires.push(
+                        Wire::start(cfg)
+                            .with_context(|| format!("starting emulator on path {i}"))?,
+                    );
+                }
+            }
+        }
+        check_stop(stop)?;
+
+        let n = case.links.len();
+        let control_a = work.join(format!("mptd-a-{k}.sock"));
+        let control_b = work.join(format!("mptd-b-{k}.sock"));
+        let conf_a = work.join(format!("mptd-a-{k}.toml"));
+        let conf_b = work.join(format!("mptd-b-{k}.toml"));
+        std::fs::write(&conf_a, plan.mptd_config(1, n, &control_a))
+            .with_context(|| format!("writing {}", conf_a.display()))?;
+        std::fs::write(&conf_b, plan.mptd_config(2, n, &control_b))
+            .with_context(|| format!("writing {}", conf_b.display()))?;
+        let ca = conf_a.to_string_lossy().into_owned();
+        let cb = conf_b.to_string_lossy().into_owned();
+        let mut mptd_a = Proc::spawn_in(
+            &an,
+            "mptd A",
+            mptd,
+            &["--config", &ca],
+            work.join(format!("mptd-a-{k}.log")),
+        )?;
+        let mut mptd_b = Proc::spawn_in(
+            &bn,
+            "mptd B",
+            mptd,
+            &["--config", &cb],
+            work.join(format!("mptd-b-{k}.log")),
+        )?;
+        let mut iperf_server = Proc::spawn_in(
+            &bn,
+            "iperf3 -s",
+            Path::new("iperf3"),
+            &["-s"],
+            work.join(format!("iperf3-server-{k}.log")),
+        )?;
+
+        let http = super::http::Server::start(&bn)?;
+
+        // Wait until a TCP connection through the tunnel reaches iperf3.
+        let target = plan.inner_sockaddr(5201)?;
+        // A probe must outlast the SYN/SYN-ACK round trip of the slowest path.
+        let max_rtt = case
+            .links
+            .iter()
+            .map(|l| match l {
+                Link::Emu { rtt, .. } => *rtt,
+                Link::Tbf { .. } => Duration::ZERO,
+            })
+            .max()
+            .unwrap_or(Duration::ZERO);
+        let probe = Duration::from_millis(500) + 3 * max_rtt;
+        let end = Instant::now() + TUNNEL_UP_TIMEOUT + 3 * probe;
+        loop {
+            check_stop(stop)?;
+            for p in [&mut mptd_a, &mut mptd_b, &mut iperf_server] {
+                if let Some(st) = p.exited() {
+                    bail!(
+                        "{} exited during start-up ({st}); log {}:\n{}",
+                        p.name,
+                        p.log.display(),
+                        p.log_tail()
+                    );
+                }
+            }
+            let ok = a
+                .run(move || Ok(TcpStream::connect_timeout(&target, probe).is_ok()))
+                .unwrap_or(false);
+            if ok {
+                break;
+            }
+            if Instant::now() >= end {
+                bail!(
+                    "no TCP connection through the tunnel to {target} within {} s; mptd A log:\n{}",
+                    TUNNEL_UP_TIMEOUT.as_secs(),
+                    mptd_a.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // Let iperf3 -s get over the probe connection.
+        sleep(Duration::from_millis(300), stop)?;
+        Ok(Testbed {
+            mptd_a,
+            mptd_b,
+            iperf_server,
+            _http: http,
+            wires,
+            plan,
+            control_a,
+            control_b,
+            a,
+            b,
+            m,
+        })
+    }
+
+    /// Has a wire thread ended on an error?
+    pub fn wire_failed(&self) -> bool {
+        self.wires.iter().any(|w| w.is_finished())
+    }
+
+    /// Stops the wires and returns their reports as JSON.
+    pub fn stop_wires(&mut self) -> Vec<serde_json::Value> {
+        self.wires
+            .drain(..)
+            .map(|w| match w.stop() {
+                Ok(r) => serde_json::to_value(&r).unwrap_or(serde_json::Value::Null),
+                Err(e) => serde_json::json!({ "error": e.to_string() }),
+            })
+            .collect()
+    }
+
+    pub fn m_name(&self) -> Option<&str> {
+        self.m.as_ref().map(|m| m.name())
+    }
+}
+
+/// Asks an mptd for its status over the control socket.
+pub fn mptd_status(control: &Path) -> anyhow::Result<serde_json::Value> {
+    let mut s = UnixStream::connect(control)
+        .with_context(|| format!("connecting to {}", control.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    s.write_all(b"{\"version\":1,\"request\":\"status\"}\n")?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line)?;
+    let v: serde_json::Value = serde_json::from_str(&line).context("parsing mptd status")?;
+    if v.get("ok") != Some(&serde_json::Value::Bool(true)) {
+        bail!("mptd status failed: {}", line.trim());
+    }
+    Ok(v.get("status").cloned().unwrap_or(serde_json::Value::Null))
+}
