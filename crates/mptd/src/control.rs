@@ -202,6 +202,13 @@ pub fn status(source: &StatusSource) -> Value {
                     "no_remote": d.no_remote.get(),
                     "send_error": d.send_error.get(),
                     "control_queue_full": d.control_queue_full.get(),
+                    "no_session": d.no_session.get(),
+                    "handshake_rate_limited": d.handshake_rate_limited.get(),
+                },
+                "session": {
+                    "encrypted": c.crypto.is_some(),
+                    "established": c.crypto.as_ref().is_some_and(|k| k.keys().is_some()),
+                    "handshakes": c.crypto.as_ref().map_or(0, |k| k.handshakes.get()),
                 },
                 "paths": paths,
             })

@@ -29,11 +29,13 @@ use tun_rs::InterruptEvent;
 use crate::config::{Config, Prefix};
 use crate::control::{self, StatusSource};
 use crate::control_loop::ControlLoop;
+use crate::handshake::KeyExchange;
 use crate::route::Router;
 use crate::rx::RxWorker;
-use crate::state::{ConnShared, Drops, PathShared};
+use crate::state::{ConnCrypto, ConnShared, Drops, PathShared};
 use crate::tx::{TxStats, TxWorker};
 use crate::udp::PathSocket;
+use mpt_proto::crypto::Psk;
 
 /// Control datagrams queued between receive workers and the control loop.
 /// Probes arrive a few per second per path; 4096 absorbs bursts without
@@ -128,11 +130,17 @@ pub fn run(config: Config) -> Result<()> {
             )
             .with_context(|| format!("connection {}", c.name))?,
         );
-        if c.key_file.is_some() {
-            tracing::warn!(conn = %c.name, "key_file is set but this version does not encrypt yet; traffic is NOT encrypted");
-        } else {
-            tracing::warn!(conn = %c.name, "no key_file: traffic is not encrypted");
-        }
+        let crypto = match &c.key_file {
+            Some(file) => {
+                let key =
+                    crate::keys::load(file).with_context(|| format!("connection {}", c.name))?;
+                Some(ConnCrypto::new(Psk::from_bytes(key)))
+            }
+            None => {
+                tracing::warn!(conn = %c.name, "no key_file: traffic is neither encrypted nor authenticated");
+                None
+            }
+        };
         conns.push(Arc::new(ConnShared {
             index: ci,
             name: c.name.clone(),
@@ -149,6 +157,7 @@ pub fn run(config: Config) -> Result<()> {
             reseq_timeout_us: AtomicU64::new(DEFAULT_REORDER_TIMEOUT.as_micros() as u64),
             paths,
             drops: Drops::default(),
+            crypto,
         }));
     }
     let conns = Arc::new(conns);
@@ -168,9 +177,23 @@ pub fn run(config: Config) -> Result<()> {
             .with_context(|| format!("starting thread {name}"))
     };
 
+    let exchanges = config
+        .connections
+        .iter()
+        .zip(conns.iter())
+        .map(|(c, shared)| {
+            shared
+                .crypto
+                .as_ref()
+                .map(|cr| KeyExchange::new(&cr.psk, c.id, c.keepalive))
+                .transpose()
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .context("setting up key exchange")?;
     let control_loop = ControlLoop {
         conns: conns.clone(),
         sessions,
+        exchanges,
         input: control_rx,
         shutdown: shutdown.clone(),
     };

@@ -17,6 +17,7 @@ pub mod config;
 pub mod control;
 pub mod control_loop;
 pub mod daemon;
+pub mod handshake;
 pub mod keys;
 pub mod route;
 pub mod rx;

@@ -20,14 +20,23 @@
 //! allocate.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mpt_proto::crypto::{ReplayWindow, SessionKeys, INIT_LEN, RESPONSE_LEN, TAG_LEN};
 use mpt_proto::reorder::Resequencer;
 use mpt_proto::wire::{check_ip_packet, Flags, Header, MsgType, HEADER_LEN};
 use mpt_proto::{DecodeError, Transmit};
+
+/// Receive-side crypto state of the worker: the keys it last saw and their
+/// replay window (reset whenever the keys change).
+struct RxCrypto {
+    keys: Option<Arc<SessionKeys>>,
+    replay: ReplayWindow,
+}
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::state::{ConnShared, Counter};
@@ -52,7 +61,11 @@ const STAGE_CAPACITY: usize = STAGE_OFFSET + 65536;
 /// Packets gathered for one tun write: tun-rs's ideal batch.
 const STAGE_SLOTS: usize = tun_rs::IDEAL_BATCH_SIZE;
 
-/// A probe or reply handed to the control loop.
+/// Largest message handed to the control loop (handshake messages are).
+pub const CONTROL_DATAGRAM_MAX: usize = 128;
+
+/// A probe, reply or handshake message handed to the control loop. Sealed
+/// probes and replies arrive opened, with the SEALED flag cleared.
 #[derive(Debug, Clone, Copy)]
 pub struct ControlDatagram {
     /// Connection index.
@@ -61,8 +74,12 @@ pub struct ControlDatagram {
     pub path: usize,
     /// When it arrived.
     pub at: Instant,
-    /// The datagram (probes and replies have a fixed size).
-    pub bytes: [u8; Transmit::LEN],
+    /// Its source address.
+    pub from: Option<SocketAddr>,
+    /// Length of `bytes` used.
+    pub len: usize,
+    /// The datagram.
+    pub bytes: [u8; CONTROL_DATAGRAM_MAX],
 }
 
 /// Everything a receive worker needs.
@@ -143,6 +160,10 @@ impl RxWorker {
         let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
         let mut meta = [RecvMeta::default(); RECV_MESSAGES];
         let mut staging = Staging::new();
+        let mut crypto = RxCrypto {
+            keys: None,
+            replay: ReplayWindow::new(),
+        };
         let mut start = 0usize;
         while !self.shutdown.load(Relaxed) {
             let mut busy = false;
@@ -161,7 +182,8 @@ impl RxWorker {
                     }
                 };
                 busy = true;
-                self.handle_batch(pi, &bufs[..n], &meta[..n], &mut staging);
+                self.refresh_keys(&mut crypto);
+                self.handle_batch(pi, &mut bufs[..n], &meta[..n], &mut staging, &mut crypto);
             }
             start = start.wrapping_add(1);
             // One tun write per round over all paths: the larger the run of
@@ -173,8 +195,31 @@ impl RxWorker {
         }
     }
 
+    /// Picks up new session keys (once per batch); new keys start a new
+    /// replay window.
+    fn refresh_keys(&self, crypto: &mut RxCrypto) {
+        let Some(c) = &self.conn.crypto else { return };
+        let current = c.keys();
+        let same = match (&current, &crypto.keys) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            crypto.keys = current;
+            crypto.replay = ReplayWindow::new();
+        }
+    }
+
     /// Checks, counts and resequences one batch received on path `pi`.
-    fn handle_batch(&self, pi: usize, bufs: &[Vec<u8>], meta: &[RecvMeta], staging: &mut Staging) {
+    fn handle_batch(
+        &self,
+        pi: usize,
+        bufs: &mut [Vec<u8>],
+        meta: &[RecvMeta],
+        staging: &mut Staging,
+        crypto: &mut RxCrypto,
+    ) {
         let conn = &*self.conn;
         let path = &conn.paths[pi];
         let now = Instant::now();
@@ -184,16 +229,18 @@ impl RxWorker {
         let errors = &path.tun_write_errors;
         let mut reseq = conn.lock_reseq();
         self.apply_timeout(&mut reseq);
-        for (buf, m) in bufs.iter().zip(meta) {
+        for (buf, m) in bufs.iter_mut().zip(meta) {
             if m.truncated {
                 conn.drops.malformed.add(1);
                 continue;
             }
-            for dgram in m.datagrams(buf) {
-                match self.check(pi, dgram, now) {
+            for dgram in m.datagrams_mut(buf) {
+                let wire_len = dgram.len();
+                let (verdict, dgram) = self.check(pi, dgram, m.from, now, crypto);
+                match verdict {
                     Verdict::Data(seq) => {
                         rx_packets += 1;
-                        rx_bytes += dgram.len() as u64;
+                        rx_bytes += wire_len as u64;
                         let pseq = path_seq_of(dgram);
                         highest = Some(match highest {
                             Some(h) if seq_after(h, pseq) => h,
@@ -234,61 +281,129 @@ impl RxWorker {
         }
     }
 
-    /// Checks one datagram; hands probes and replies to the control loop.
-    fn check(&self, pi: usize, dgram: &[u8], now: Instant) -> Verdict {
+    /// Checks one datagram (opening it when the connection is encrypted);
+    /// hands probes, replies and handshake messages to the control loop.
+    /// Returns the verdict and the datagram as plaintext (header, then
+    /// payload without tag).
+    fn check<'a>(
+        &self,
+        pi: usize,
+        dgram: &'a mut [u8],
+        from: Option<SocketAddr>,
+        now: Instant,
+        crypto: &mut RxCrypto,
+    ) -> (Verdict, &'a [u8]) {
         let conn = &*self.conn;
         let header = match Header::parse(dgram) {
             Ok((h, _)) => h,
             Err(DecodeError::TooShort { .. }) => {
                 conn.drops.too_short.add(1);
-                return Verdict::Drop;
+                return (Verdict::Drop, dgram);
             }
             Err(DecodeError::BadVersion { .. }) => {
                 conn.drops.bad_version.add(1);
-                return Verdict::Drop;
+                return (Verdict::Drop, dgram);
             }
             Err(_) => {
                 conn.drops.malformed.add(1);
-                return Verdict::Drop;
+                return (Verdict::Drop, dgram);
             }
         };
         if header.conn_id != conn.conn_id {
             conn.drops.unknown_connection.add(1);
-            return Verdict::Drop;
+            return (Verdict::Drop, dgram);
         }
-        if header.flags.contains(Flags::SEALED) {
-            conn.drops.auth.add(1);
-            return Verdict::Drop;
+        if matches!(
+            header.msg_type,
+            MsgType::HandshakeInit | MsgType::HandshakeResponse
+        ) {
+            // Handshakes are authenticated by their own MAC in the control
+            // loop; only size-check them here.
+            let expected = if header.msg_type == MsgType::HandshakeInit {
+                INIT_LEN
+            } else {
+                RESPONSE_LEN
+            };
+            if conn.crypto.is_none() {
+                conn.drops.unsupported.add(1);
+            } else if dgram.len() != expected {
+                conn.drops.malformed.add(1);
+            } else {
+                self.to_control(pi, dgram, from, now);
+            }
+            return (Verdict::Drop, dgram);
         }
-        match header.msg_type {
+        let sealed = header.flags.contains(Flags::SEALED);
+        let dgram: &'a [u8] = match (&conn.crypto, sealed) {
+            (None, false) => dgram,
+            (None, true) | (Some(_), false) => {
+                conn.drops.auth.add(1);
+                return (Verdict::Drop, dgram);
+            }
+            (Some(_), true) => {
+                let Some(keys) = &crypto.keys else {
+                    conn.drops.auth.add(1);
+                    return (Verdict::Drop, dgram);
+                };
+                if crypto.replay.check(header.seq).is_err() {
+                    conn.drops.replay.add(1);
+                    return (Verdict::Drop, dgram);
+                }
+                let len = dgram.len();
+                if keys.open_datagram(dgram).is_err() {
+                    conn.drops.auth.add(1);
+                    return (Verdict::Drop, dgram);
+                }
+                if crypto.replay.update(header.seq).is_err() {
+                    conn.drops.replay.add(1);
+                    return (Verdict::Drop, dgram);
+                }
+                // Plaintext: header then payload; the tag is cut off and the
+                // header keeps its SEALED bit (cleared for the control loop).
+                &dgram[..len - TAG_LEN]
+            }
+        };
+        let verdict = match header.msg_type {
             MsgType::Data => {
                 if check_ip_packet(&dgram[HEADER_LEN..]).is_err() {
                     conn.drops.malformed.add(1);
-                    return Verdict::Skip(header.seq);
+                    Verdict::Skip(header.seq)
+                } else {
+                    Verdict::Data(header.seq)
                 }
-                Verdict::Data(header.seq)
             }
             MsgType::Probe | MsgType::ProbeReply => {
-                let Ok(bytes) = <[u8; Transmit::LEN]>::try_from(dgram) else {
+                if dgram.len() != Transmit::LEN {
                     conn.drops.malformed.add(1);
-                    return Verdict::Skip(header.seq);
-                };
-                let msg = ControlDatagram {
-                    conn: conn.index,
-                    path: pi,
-                    at: now,
-                    bytes,
-                };
-                match self.control.try_send(msg) {
-                    Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-                    Err(TrySendError::Full(_)) => conn.drops.control_queue_full.add(1),
+                } else {
+                    self.to_control(pi, dgram, from, now);
                 }
                 Verdict::Skip(header.seq)
             }
             MsgType::Control | MsgType::HandshakeInit | MsgType::HandshakeResponse => {
                 conn.drops.unsupported.add(1);
-                Verdict::Drop
+                Verdict::Skip(header.seq)
             }
+        };
+        (verdict, dgram)
+    }
+
+    /// Queues a (plaintext) message for the control loop.
+    fn to_control(&self, pi: usize, dgram: &[u8], from: Option<SocketAddr>, now: Instant) {
+        let conn = &*self.conn;
+        let mut msg = ControlDatagram {
+            conn: conn.index,
+            path: pi,
+            at: now,
+            from,
+            len: dgram.len().min(CONTROL_DATAGRAM_MAX),
+            bytes: [0; CONTROL_DATAGRAM_MAX],
+        };
+        msg.bytes[..msg.len].copy_from_slice(&dgram[..msg.len]);
+        msg.bytes[1] &= !Flags::SEALED.bits();
+        match self.control.try_send(msg) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => conn.drops.control_queue_full.add(1),
         }
     }
 

@@ -7,9 +7,10 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
+use mpt_proto::crypto::{Psk, SessionKeys};
 use mpt_proto::reorder::Resequencer;
 use mpt_proto::sched::SchedPath;
 use socket2::SockAddr;
@@ -58,6 +59,51 @@ pub struct Drops {
     pub send_error: Counter,
     /// Control datagrams dropped because the control loop was busy.
     pub control_queue_full: Counter,
+    /// Tun packets dropped because no session keys are established yet.
+    pub no_session: Counter,
+    /// Handshake messages refused by the rate limiter.
+    pub handshake_rate_limited: Counter,
+}
+
+/// Encryption state of a connection with a `key_file`.
+#[derive(Debug)]
+pub struct ConnCrypto {
+    /// The pre-shared key.
+    pub psk: Psk,
+    /// Current session keys, published by the control loop after a
+    /// handshake; workers read them once per batch.
+    keys: RwLock<Option<Arc<SessionKeys>>>,
+    /// Handshakes completed (either role).
+    pub handshakes: Counter,
+}
+
+impl ConnCrypto {
+    /// Crypto state with no session yet.
+    pub fn new(psk: Psk) -> ConnCrypto {
+        ConnCrypto {
+            psk,
+            keys: RwLock::new(None),
+            handshakes: Counter::default(),
+        }
+    }
+
+    /// The current session keys, if a handshake completed.
+    pub fn keys(&self) -> Option<Arc<SessionKeys>> {
+        match self.keys.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Installs new session keys.
+    pub fn install(&self, keys: SessionKeys) {
+        let keys = Some(Arc::new(keys));
+        match self.keys.write() {
+            Ok(mut g) => *g = keys,
+            Err(poisoned) => *poisoned.into_inner() = keys,
+        }
+        self.handshakes.add(1);
+    }
 }
 
 /// What the control loop last published about a path, for status output.
@@ -232,6 +278,8 @@ pub struct ConnShared {
     pub paths: Vec<PathShared>,
     /// Drop counters.
     pub drops: Drops,
+    /// Encryption, when the connection has a `key_file`.
+    pub crypto: Option<ConnCrypto>,
     /// Puts received data back in sequence order. Locked once per receive
     /// batch; tun writes of a connection happen under it, so they leave in
     /// order.

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
+use mpt_proto::crypto::TAG_LEN;
 use mpt_proto::sched::{SchedPath, Scheduler, Weighted};
 use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
@@ -204,6 +205,22 @@ impl TxWorker {
             conn.drops.no_remote.add(count);
             return;
         };
+        let keys = match &conn.crypto {
+            None => None,
+            Some(crypto) => match crypto.keys() {
+                Some(k) => Some(k),
+                None => {
+                    conn.drops.no_session.add(count);
+                    return;
+                }
+            },
+        };
+        let flags = if keys.is_some() {
+            Flags::SEALED
+        } else {
+            Flags::NONE
+        };
+        let tag = if keys.is_some() { TAG_LEN } else { 0 };
         let pseq0 = path.path_seq.fetch_add(group.len() as u32, Relaxed);
         let ts = mpt_proto::timestamp_us(conn.epoch, now);
         let mut bytes = 0u64;
@@ -211,7 +228,7 @@ impl TxWorker {
             let i = entry.buf();
             let header = Header {
                 msg_type: MsgType::Data,
-                flags: Flags::NONE,
+                flags,
                 path_id: p as u16,
                 conn_id: conn.conn_id,
                 seq: seq_base + u64::from(entry.rank()),
@@ -222,7 +239,13 @@ impl TxWorker {
             if header.emit(&mut bufs[i][..PACKET_OFFSET]).is_err() {
                 continue;
             }
-            bytes += (PACKET_OFFSET + sizes[i]) as u64;
+            if let Some(k) = &keys {
+                // Each buffer has room for the tag after the packet.
+                if k.seal_datagram(&mut bufs[i], sizes[i]).is_err() {
+                    continue;
+                }
+            }
+            bytes += (PACKET_OFFSET + sizes[i] + tag) as u64;
         }
         // Send runs of equal-sized datagrams (the last of a run may be
         // shorter) as one GSO send each; the segments of one TCP
@@ -231,7 +254,7 @@ impl TxWorker {
         let mut sent_total = 0;
         let mut at = 0;
         while at < group.len() {
-            let len_of = |e: PlanEntry| PACKET_OFFSET + sizes[e.buf()];
+            let len_of = |e: PlanEntry| PACKET_OFFSET + sizes[e.buf()] + tag;
             let segment = len_of(group[at]);
             let mut end = at + 1;
             let mut total = segment;
@@ -249,7 +272,7 @@ impl TxWorker {
             gso_buf.clear();
             for e in &group[at..end] {
                 let i = e.buf();
-                gso_buf.extend_from_slice(&bufs[i][..PACKET_OFFSET + sizes[i]]);
+                gso_buf.extend_from_slice(&bufs[i][..PACKET_OFFSET + sizes[i] + tag]);
             }
             match path.socket.send_segments(&remote, gso_buf, segment) {
                 Ok(n) => {

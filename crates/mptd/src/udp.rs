@@ -416,6 +416,26 @@ pub struct RecvMeta {
 }
 
 impl RecvMeta {
+    /// Like [`RecvMeta::datagrams`], but mutable (for opening in place).
+    pub fn datagrams_mut<'a>(&self, buf: &'a mut [u8]) -> impl Iterator<Item = &'a mut [u8]> {
+        let len = self.len.min(buf.len());
+        let segment = self.segment.unwrap_or(len).max(1);
+        let data = &mut buf[..len];
+        let empty_datagram = data.is_empty();
+        let mut parts = data.chunks_mut(segment);
+        let mut gave_empty = false;
+        std::iter::from_fn(move || {
+            if empty_datagram {
+                if gave_empty {
+                    return None;
+                }
+                gave_empty = true;
+                return Some(&mut [][..]);
+            }
+            parts.next()
+        })
+    }
+
     /// The datagrams in a received message: one, or several coalesced by
     /// GRO. `buf` is the message's buffer.
     pub fn datagrams<'a>(&self, buf: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {

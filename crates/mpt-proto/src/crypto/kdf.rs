@@ -1,0 +1,71 @@
+//! Key derivation: HKDF-SHA256 (RFC 5869) from the PSK.
+//!
+//! * handshake MAC key: `HKDF(salt = "", IKM = psk, info = "mpt v1 handshake mac")`,
+//!   32 bytes, used as an HMAC-SHA256 key;
+//! * session keys: `HKDF(salt = initiator_nonce || responder_nonce,
+//!   IKM = psk, info = "mpt v1 session keys")`, 64 bytes: the first 32 are
+//!   the initiator-to-responder ChaCha20-Poly1305 key, the last 32 the
+//!   responder-to-initiator key.
+
+use ring::hkdf;
+use ring::hmac;
+
+use super::Psk;
+
+/// HKDF info of the handshake MAC key.
+pub(crate) const INFO_HANDSHAKE_MAC: &[u8] = b"mpt v1 handshake mac";
+/// HKDF info of the session keys.
+pub(crate) const INFO_SESSION_KEYS: &[u8] = b"mpt v1 session keys";
+/// Length of one ChaCha20-Poly1305 key.
+pub(crate) const KEY_LEN: usize = 32;
+
+/// The cryptographic library refused an operation. With the fixed sizes
+/// used here it cannot happen; it is an error rather than a panic because
+/// this crate never panics on a reachable path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unspecified;
+
+impl From<ring::error::Unspecified> for Unspecified {
+    fn from(_: ring::error::Unspecified) -> Self {
+        Unspecified
+    }
+}
+
+/// An HKDF output length (ring asks for it as a type).
+struct Len(usize);
+
+impl hkdf::KeyType for Len {
+    fn len(&self) -> usize {
+        self.0
+    }
+}
+
+/// The HMAC-SHA256 key that authenticates handshake messages.
+pub(crate) fn handshake_mac_key(psk: &Psk) -> Result<hmac::Key, Unspecified> {
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &[]).extract(psk.as_bytes());
+    let mut out = [0u8; 32];
+    prk.expand(&[INFO_HANDSHAKE_MAC], Len(out.len()))?
+        .fill(&mut out)?;
+    Ok(hmac::Key::new(hmac::HMAC_SHA256, &out))
+}
+
+/// The two directional session keys: `(initiator_to_responder,
+/// responder_to_initiator)`.
+pub(crate) fn session_key_bytes(
+    psk: &Psk,
+    initiator_nonce: &[u8; 32],
+    responder_nonce: &[u8; 32],
+) -> Result<([u8; KEY_LEN], [u8; KEY_LEN]), Unspecified> {
+    let mut salt = [0u8; 64];
+    salt[..32].copy_from_slice(initiator_nonce);
+    salt[32..].copy_from_slice(responder_nonce);
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &salt).extract(psk.as_bytes());
+    let mut okm = [0u8; 2 * KEY_LEN];
+    prk.expand(&[INFO_SESSION_KEYS], Len(okm.len()))?
+        .fill(&mut okm)?;
+    let mut i2r = [0u8; KEY_LEN];
+    let mut r2i = [0u8; KEY_LEN];
+    i2r.copy_from_slice(&okm[..KEY_LEN]);
+    r2i.copy_from_slice(&okm[KEY_LEN..]);
+    Ok((i2r, r2i))
+}

@@ -1,0 +1,95 @@
+//! Authentication and encryption of mpt traffic: a pre-shared-key
+//! handshake, per-session keys, AEAD-sealed messages and replay protection.
+//!
+//! Sans-IO like the rest of the crate: nothing here reads a clock or a
+//! random source. The caller passes in fresh random nonces (32 bytes from
+//! the OS generator), handshake timestamps and `now`. All primitives come
+//! from `ring` (HKDF-SHA256, HMAC-SHA256, ChaCha20-Poly1305); nothing is
+//! hand-rolled.
+//!
+//! How the pieces fit (the daemon drives them in this order):
+//!
+//! 1. Both peers hold the same [`Psk`]. The initiator calls
+//!    [`Initiator::start`] with a fresh nonce and a strictly increasing
+//!    timestamp and sends the `HandshakeInit` it emitted.
+//! 2. The responder checks its [`RateLimiter`]s (per source address and
+//!    global), then calls [`Responder::handle_init`], which authenticates the
+//!    Init, rejects replays (timestamp not above the last accepted one),
+//!    emits the `HandshakeResponse` and returns the responder's
+//!    [`SessionKeys`].
+//! 3. The initiator calls [`Initiator::handle_response`] and gets the same
+//!    keys with the directions swapped.
+//! 4. Every message is then sealed with [`SessionKeys::seal_datagram`] (the
+//!    header, with [`crate::wire::Flags::SEALED`], is associated data; the
+//!    connection sequence number is the nonce). The receiver parses the
+//!    header, asks its [`ReplayWindow::check`], opens with
+//!    [`SessionKeys::open_datagram`] and only then calls
+//!    [`ReplayWindow::update`].
+//! 5. Before the sequence number reaches [`REKEY_AFTER_MESSAGES`]
+//!    ([`SessionKeys::must_rekey`]) the initiator runs a new handshake; a
+//!    key never seals at or beyond [`REJECT_AFTER_MESSAGES`].
+//!
+//! What this does not give: forward secrecy. Session keys are derived from
+//! the PSK and two nonces sent in clear, so whoever records the traffic and
+//! later learns the PSK can decrypt it. An ephemeral Diffie-Hellman exchange
+//! (X25519) would fix that; `ring` only generates ephemeral keys from its own
+//! random source, which does not fit the sans-IO core as it stands.
+//!
+//! Wire layouts and the reasoning are in `docs/PROTOCOL.md`.
+
+mod aead;
+mod handshake;
+mod kdf;
+mod ratelimit;
+mod replay;
+
+pub use aead::{AeadError, SessionKeys, REJECT_AFTER_MESSAGES, REKEY_AFTER_MESSAGES, TAG_LEN};
+pub use handshake::{
+    HandshakeError, Initiator, Responder, INIT_BODY_LEN, INIT_LEN, MAC_LEN, NONCE_LEN,
+    RESPONSE_BODY_LEN, RESPONSE_LEN,
+};
+pub use ratelimit::RateLimiter;
+pub use replay::{Replay, ReplayWindow, BITMAP_BITS as REPLAY_BITMAP_BITS, REPLAY_WINDOW};
+
+/// Length of a pre-shared key in bytes.
+pub const PSK_LEN: usize = 32;
+
+/// The pre-shared key both peers of a connection hold: 32 uniformly random
+/// bytes (generate them with a CSPRNG, e.g. `head -c 32 /dev/urandom`; a
+/// password is not a key).
+///
+/// `Debug` never shows the key. There is deliberately no `PartialEq`: two
+/// keys are never compared, only used.
+#[derive(Clone)]
+pub struct Psk([u8; PSK_LEN]);
+
+impl Psk {
+    /// The key from its raw bytes.
+    pub const fn from_bytes(bytes: [u8; PSK_LEN]) -> Psk {
+        Psk(bytes)
+    }
+
+    /// The raw key bytes, as input keying material for HKDF.
+    pub(crate) fn as_bytes(&self) -> &[u8; PSK_LEN] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Psk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Psk(<redacted>)")
+    }
+}
+
+/// Which end of the handshake a party played; decides which derived key
+/// seals and which opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Sent the `HandshakeInit`: seals with the initiator-to-responder key.
+    Initiator,
+    /// Answered it: seals with the responder-to-initiator key.
+    Responder,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+//! A token bucket for handshake responses, with time passed in.
+//!
+//! Answering a `HandshakeInit` costs an HMAC, a key derivation and a
+//! datagram; the daemon keeps one [`RateLimiter`] per source address (a
+//! small bounded table) and one global, and answers only when both allow.
+//! The response is never larger than the Init, so even an unlimited
+//! responder amplifies nothing; the limiter bounds the work.
+
+use std::time::Instant;
+
+/// Units of one token: token counts are kept in billionths so that refill
+/// per nanosecond stays an integer.
+const UNIT: u128 = 1_000_000_000;
+
+/// A token bucket: `burst` tokens at most, refilled at `per_sec` tokens per
+/// second; each allowed event takes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimiter {
+    per_sec: u128,
+    capacity: u128,
+    /// Tokens in billionths.
+    tokens: u128,
+    last: Option<Instant>,
+}
+
+impl RateLimiter {
+    /// A full bucket of `burst` tokens refilled at `per_sec` per second.
+    /// `burst == 0` never allows anything; `per_sec == 0` allows `burst`
+    /// events and then nothing.
+    pub fn new(per_sec: u32, burst: u32) -> RateLimiter {
+        let capacity = u128::from(burst) * UNIT;
+        RateLimiter {
+            per_sec: u128::from(per_sec),
+            capacity,
+            tokens: capacity,
+            last: None,
+        }
+    }
+
+    /// Whether one more event may happen at `now`; takes a token if so.
+    /// `now` going backwards refills nothing.
+    pub fn allow(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= UNIT {
+            self.tokens -= UNIT;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether [`RateLimiter::allow`] would succeed at `now`, without
+    /// taking a token.
+    pub fn would_allow(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        self.tokens >= UNIT
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if let Some(last) = self.last {
+            if now > last {
+                let elapsed = now.duration_since(last).as_nanos();
+                // `per_sec` tokens per 10^9 ns = `per_sec` units per ns.
+                let add = elapsed.saturating_mul(self.per_sec);
+                self.tokens = self.tokens.saturating_add(add).min(self.capacity);
+                self.last = Some(now);
+            }
+        } else {
+            self.last = Some(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[allow(clippy::disallowed_methods)]
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
+    #[test]
+    fn burst_then_refill_rate() {
+        let t = t0();
+        let mut r = RateLimiter::new(10, 3);
+        assert!(r.allow(t));
+        assert!(r.allow(t));
+        assert!(r.allow(t));
+        assert!(!r.allow(t), "burst exhausted");
+        // 10/s: one token per 100 ms.
+        assert!(!r.allow(t + Duration::from_millis(99)));
+        assert!(r.allow(t + Duration::from_millis(100)));
+        assert!(!r.allow(t + Duration::from_millis(100)));
+        // A long pause refills only up to the burst.
+        let later = t + Duration::from_secs(60);
+        assert!(r.would_allow(later));
+        for _ in 0..3 {
+            assert!(r.allow(later));
+        }
+        assert!(!r.allow(later));
+    }
+
+    #[test]
+    fn fractional_refill_accumulates() {
+        let t = t0();
+        let mut r = RateLimiter::new(3, 1);
+        assert!(r.allow(t));
+        // 1/3 s per token, reached in three steps of 111.2 ms.
+        let step = Duration::from_micros(111_200);
+        assert!(!r.allow(t + step));
+        assert!(!r.allow(t + step * 2));
+        assert!(r.allow(t + step * 3));
+    }
+
+    #[test]
+    fn time_going_backwards_refills_nothing() {
+        let t = t0() + Duration::from_secs(10);
+        let mut r = RateLimiter::new(1, 1);
+        assert!(r.allow(t));
+        assert!(!r.allow(t - Duration::from_secs(5)));
+        assert!(!r.allow(t + Duration::from_millis(999)));
+        assert!(r.allow(t + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn degenerate_limits() {
+        let t = t0();
+        let mut none = RateLimiter::new(1000, 0);
+        assert!(!none.allow(t));
+        assert!(!none.allow(t + Duration::from_secs(10)));
+        let mut once = RateLimiter::new(0, 2);
+        assert!(once.allow(t));
+        assert!(once.allow(t));
+        assert!(!once.allow(t + Duration::from_secs(1000)));
+    }
+}
