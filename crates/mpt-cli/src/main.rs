@@ -39,6 +39,36 @@ enum Command {
     /// Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd).
     #[command(after_help = BENCH_HELP)]
     Bench(BenchArgs),
+    /// Write a new pre-shared key (32 random bytes, base64) for `key_file`.
+    #[command(after_help = GENKEY_HELP)]
+    Genkey {
+        /// Write the key to this new file (mode 0600) instead of stdout.
+        file: Option<PathBuf>,
+    },
+    /// Configuration files.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCommand,
+    },
+}
+
+const GENKEY_HELP: &str = "\
+Both ends of a connection need the same key file. The key comes from the
+system's CSPRNG. When stdout is a file, its mode is set to 0600; mptd
+refuses key files that group or others can read.
+
+Examples:
+  mpt genkey > /etc/mpt/site-b.key
+  mpt genkey /etc/mpt/site-b.key";
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Validate an mptd config file without starting anything (exit 0 valid, 2 invalid).
+    #[command(after_help = "Example:\n  mpt config check /etc/mpt/mptd.toml")]
+    Check {
+        /// The config file.
+        file: PathBuf,
+    },
 }
 
 const BENCH_HELP: &str = "\
@@ -286,7 +316,7 @@ fn main() -> ExitCode {
     let log = cli.log.clone().unwrap_or_else(|| {
         match cli.cmd {
             Command::Bench(_) => "warn",
-            Command::Emu { .. } => "info",
+            Command::Emu { .. } | Command::Genkey { .. } | Command::Config { .. } => "info",
         }
         .to_string()
     });
@@ -310,6 +340,10 @@ fn main() -> ExitCode {
             EmuCommand::Profiles { name } => emu_profiles(name.as_deref()),
         },
         Command::Bench(args) => bench(args),
+        Command::Genkey { file } => genkey(file),
+        Command::Config {
+            cmd: ConfigCommand::Check { file },
+        } => config_check(&file),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -501,5 +535,71 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
             "mpt bench failed (partial results and logs in {})",
             opts.out.display()
         )))),
+    }
+}
+
+/// `mpt genkey`: a fresh key to stdout or a new file, readable by the owner only.
+fn genkey(file: Option<PathBuf>) -> Result<u8, Failure> {
+    use ring::rand::SecureRandom;
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut key = [0u8; mptd::keys::KEY_LEN];
+    ring::rand::SystemRandom::new()
+        .fill(&mut key)
+        .map_err(|_| runtime(anyhow::anyhow!("the system random generator failed")))?;
+    let line = format!("{}\n", mptd::keys::encode(&key));
+    match file {
+        Some(path) => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .with_context(|| format!("creating {} (it must not exist yet)", path.display()))
+                .map_err(runtime)?;
+            f.write_all(line.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))
+                .map_err(runtime)?;
+        }
+        None => {
+            let stdout = std::io::stdout();
+            // `mpt genkey > FILE`: the shell created FILE with the umask;
+            // tighten it, since we own it.
+            let fd = std::os::fd::AsFd::as_fd(&stdout);
+            if let Ok(meta) = nix::sys::stat::fstat(fd) {
+                if meta.st_mode & libc::S_IFMT == libc::S_IFREG {
+                    let f = std::fs::File::from(fd.try_clone_to_owned().map_err(runtime)?);
+                    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                        .context("setting mode 0600 on the output file")
+                        .map_err(runtime)?;
+                }
+            }
+            let mut out = stdout.lock();
+            out.write_all(line.as_bytes())
+                .and_then(|_| out.flush())
+                .context("writing the key")
+                .map_err(runtime)?;
+        }
+    }
+    Ok(0)
+}
+
+/// `mpt config check FILE`: the daemon's own validation.
+fn config_check(file: &std::path::Path) -> Result<u8, Failure> {
+    match mptd::config::load(file) {
+        Ok(c) => {
+            let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
+            println!(
+                "{}: ok ({} connection(s), {} path(s))",
+                file.display(),
+                c.connections.len(),
+                paths
+            );
+            Ok(0)
+        }
+        Err(e) => Err(Failure {
+            code: EXIT_USAGE,
+            err: e.into(),
+        }),
     }
 }
