@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::command::{Command, Request};
 use crate::state::ConnShared;
 use crate::tx::TxStats;
+use mpt_proto::path::AdminStatus;
+use std::sync::mpsc::{sync_channel, SyncSender};
 
 /// Version of the request/response protocol.
 pub const CONTROL_VERSION: u64 = 1;
@@ -27,6 +30,7 @@ pub const CONTROL_VERSION: u64 = 1;
 const MAX_REQUEST: usize = 64 * 1024;
 
 /// What the status request reads.
+#[derive(Clone)]
 pub struct StatusSource {
     /// Connections.
     pub conns: Arc<Vec<Arc<ConnShared>>>,
@@ -36,6 +40,8 @@ pub struct StatusSource {
     pub tun_name: String,
     /// When the daemon started.
     pub started: Instant,
+    /// Where runtime changes go (the control loop).
+    pub commands: SyncSender<Request>,
 }
 
 /// Binds the socket (mode 0600), replacing a stale socket file.
@@ -130,11 +136,76 @@ pub fn respond(line: &[u8], source: &StatusSource) -> Value {
         }
         None => return error("missing \"version\""),
     }
-    match req.get("request").and_then(Value::as_str) {
-        Some("status") => json!({"version": CONTROL_VERSION, "ok": true, "status": status(source)}),
-        Some(other) => error(&format!("unknown request \"{other}\"")),
-        None => error("missing \"request\""),
+    let text = |key: &str| req.get(key).and_then(Value::as_str).map(str::to_string);
+    let conn_path = || match (text("conn"), text("path")) {
+        (Some(c), Some(p)) => Ok((c, p)),
+        _ => Err(error("needs \"conn\" and \"path\"")),
+    };
+    let command = match req.get("request").and_then(Value::as_str) {
+        Some("status") => {
+            return json!({"version": CONTROL_VERSION, "ok": true, "status": status(source)})
+        }
+        Some("path_state") => {
+            let (conn, path) = match conn_path() {
+                Ok(cp) => cp,
+                Err(e) => return e,
+            };
+            let state = match text("state").as_deref() {
+                Some("up") => AdminStatus::Up,
+                Some("down") => AdminStatus::Down,
+                Some("backup") => AdminStatus::Backup,
+                _ => return error("\"state\" must be \"up\", \"down\" or \"backup\""),
+            };
+            Command::PathState { conn, path, state }
+        }
+        Some("path_weight") => {
+            let (conn, path) = match conn_path() {
+                Ok(cp) => cp,
+                Err(e) => return e,
+            };
+            let Some(weight_out) = req.get("weight_out").and_then(Value::as_u64).and_then(|w| u32::try_from(w).ok()) else {
+                return error("\"weight_out\" must be a positive integer");
+            };
+            let weight_in = match req.get("weight_in") {
+                None | Some(Value::Null) => None,
+                Some(v) => match v.as_u64().and_then(|w| u16::try_from(w).ok()) {
+                    Some(w) => Some(w),
+                    None => return error("\"weight_in\" must be an integer in 1..=65535"),
+                },
+            };
+            Command::PathWeight {
+                conn,
+                path,
+                weight_out,
+                weight_in,
+            }
+        }
+        Some("reload") => Command::Reload,
+        Some("path_add") | Some("path_remove") => {
+            return error("adding and removing paths at run time is not supported yet; edit the config and restart")
+        }
+        Some(other) => return error(&format!("unknown request \"{other}\"")),
+        None => return error("missing \"request\""),
+    };
+    match execute(&source.commands, command) {
+        Ok(Value::Object(mut fields)) => {
+            fields.insert("version".into(), json!(CONTROL_VERSION));
+            fields.insert("ok".into(), json!(true));
+            Value::Object(fields)
+        }
+        Ok(_) => json!({"version": CONTROL_VERSION, "ok": true}),
+        Err(e) => error(&e),
     }
+}
+
+/// Hands a command to the control loop and waits for its answer.
+pub fn execute(commands: &SyncSender<Request>, command: Command) -> Result<Value, String> {
+    let (tx, rx) = sync_channel(1);
+    commands
+        .try_send((command, tx))
+        .map_err(|_| "the daemon is busy or shutting down; try again".to_string())?;
+    rx.recv_timeout(Duration::from_secs(5))
+        .map_err(|_| "the daemon did not answer in time".to_string())?
 }
 
 fn ms(d: Duration) -> f64 {

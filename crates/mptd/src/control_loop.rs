@@ -18,6 +18,7 @@ use mpt_proto::path::Liveness;
 use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
 use mpt_proto::{DataSummary, DropReason, Event, Session};
 
+use crate::command::{Applier, Request};
 use crate::handshake::{InitOutcome, KeyExchange};
 use crate::rx::ControlDatagram;
 use crate::state::{ConnShared, PathShared, PathView};
@@ -68,6 +69,10 @@ pub struct ControlLoop {
     pub input: Receiver<ControlDatagram>,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
+    /// Operator commands (control socket, SIGHUP).
+    pub commands: Receiver<Request>,
+    /// Applies them.
+    pub applier: Applier,
 }
 
 impl ControlLoop {
@@ -104,7 +109,19 @@ impl ControlLoop {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
+            let mut answers = Vec::new();
+            while let Ok((cmd, reply)) = self.commands.try_recv() {
+                let result =
+                    self.applier
+                        .apply(cmd, &self.conns, &mut self.sessions, Instant::now());
+                answers.push((reply, result));
+            }
             self.round(Instant::now(), &mut buf);
+            // Answer after the round published the new state, so a status
+            // request right after the answer already shows the change.
+            for (reply, result) in answers {
+                let _client_may_have_gone = reply.try_send(result);
+            }
         }
     }
 

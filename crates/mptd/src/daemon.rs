@@ -11,7 +11,7 @@
 //! SIGHUP.
 
 use std::net::SocketAddr;
-use std::process::Command;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,7 @@ use mpt_proto::{Session, SessionConfig};
 use nix::sys::signal::{SigSet, Signal};
 use tun_rs::InterruptEvent;
 
+use crate::command::{Applier, Command};
 use crate::config::{Config, Prefix};
 use crate::control::{self, StatusSource};
 use crate::control_loop::ControlLoop;
@@ -55,8 +56,9 @@ const REORDER_SLOTS: usize = 4096;
 /// be mistaken for losses.
 pub const DEFAULT_REORDER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(25);
 
-/// Runs the daemon until SIGTERM or SIGINT.
-pub fn run(config: Config) -> Result<()> {
+/// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on
+/// SIGHUP and `mpt reload`.
+pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     // Block the signals in every thread; the main thread takes them with
     // sigwait, so no handler runs in the middle of a worker.
     let mut signals = SigSet::empty();
@@ -190,12 +192,15 @@ pub fn run(config: Config) -> Result<()> {
         })
         .collect::<Result<Vec<_>, _>>()
         .context("setting up key exchange")?;
+    let (command_tx, command_rx) = sync_channel(16);
     let control_loop = ControlLoop {
         conns: conns.clone(),
         sessions,
         exchanges,
         input: control_rx,
         shutdown: shutdown.clone(),
+        commands: command_rx,
+        applier: Applier { config_path },
     };
     handles.push(spawn(
         "control".into(),
@@ -233,6 +238,23 @@ pub fn run(config: Config) -> Result<()> {
         tx: tx_stats.clone(),
         tun_name: tun.name.clone(),
         started: now,
+        commands: command_tx.clone(),
+    };
+    let metrics = match config.daemon.metrics.as_str() {
+        "" => None,
+        addr => {
+            let listener = std::net::TcpListener::bind(addr)
+                .with_context(|| format!("metrics listener on {addr}"))?;
+            let local = listener.local_addr().context("metrics listener address")?;
+            let src = source.clone();
+            let stop = shutdown.clone();
+            let handle = spawn(
+                "metrics".into(),
+                Box::new(move || crate::metrics::serve(listener, src, stop)),
+            )?;
+            tracing::info!(metrics = %local, "serving Prometheus metrics");
+            Some((handle, local))
+        }
     };
     let control_path = config.daemon.control.clone();
     let serve_shutdown = shutdown.clone();
@@ -254,9 +276,10 @@ pub fn run(config: Config) -> Result<()> {
 
     loop {
         match signals.wait() {
-            Ok(Signal::SIGHUP) => {
-                tracing::warn!("SIGHUP: configuration reload is not supported by this version; nothing changed");
-            }
+            Ok(Signal::SIGHUP) => match control::execute(&command_tx, Command::Reload) {
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "reload failed; nothing changed"),
+            },
             Ok(sig) => {
                 tracing::info!(signal = %sig, "shutting down");
                 break;
@@ -274,6 +297,10 @@ pub fn run(config: Config) -> Result<()> {
         }
     }
     let _ = control_server.join();
+    if let Some((handle, addr)) = metrics {
+        let _ = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1));
+        let _ = handle.join();
+    }
     drop(tun);
     tracing::info!("stopped");
     Ok(())
@@ -289,9 +316,6 @@ fn warn_unimplemented(config: &Config) {
             "the remote command port is not implemented in this version; ignored"
         );
     }
-    if !d.metrics.is_empty() {
-        tracing::warn!(metrics = %d.metrics, "the metrics endpoint is not implemented in this version; ignored");
-    }
     if d.accept_remote {
         tracing::warn!("accept_remote is not implemented in this version; only configured connections are served");
     }
@@ -300,7 +324,7 @@ fn warn_unimplemented(config: &Config) {
 /// Routes `net` into the tunnel. The route disappears with the interface.
 fn add_route(net: &Prefix, dev: &str) -> Result<()> {
     let family = if net.addr.is_ipv4() { "-4" } else { "-6" };
-    let out = Command::new("ip")
+    let out = std::process::Command::new("ip")
         .args([family, "route", "replace", &net.to_string(), "dev", dev])
         .output()
         .context("running `ip route` (is iproute2 installed?)")?;

@@ -13,12 +13,14 @@
 //! [`config`] turns TOML into a validated [`config::Config`]; [`daemon`]
 //! wires everything together.
 
+pub mod command;
 pub mod config;
 pub mod control;
 pub mod control_loop;
 pub mod daemon;
 pub mod handshake;
 pub mod keys;
+pub mod metrics;
 pub mod route;
 pub mod rx;
 pub mod state;

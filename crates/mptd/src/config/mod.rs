@@ -419,6 +419,9 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
         Some(d) => {
             let span = d.span().start;
             let d = d.into_inner();
+            if !d.metrics.is_empty() && d.metrics.parse::<std::net::SocketAddr>().is_err() {
+                return Err((span, format!("[daemon] key `metrics`: `{}` is not ADDRESS:PORT (e.g. \"127.0.0.1:9469\")", d.metrics)));
+            }
             if d.threads > 1024 {
                 return Err((
                     span,
