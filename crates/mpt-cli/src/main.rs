@@ -2,12 +2,13 @@
 //! arguments, maps errors to exit codes (0 ok, 1 runtime failure, 2 usage or
 //! configuration error) and prints; the work is in the library.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use mpt_cli::ctl::{self, client::Client, request::PathState, request::Request};
 use mpt_cli::emu::profile::{self, ConfigError, LinkSpec, Profile};
 use mpt_cli::emu::{selftest, signal, units, wire};
 
@@ -25,12 +26,33 @@ struct Cli {
     /// [default: info; warn for bench, whose progress goes to stdout].
     #[arg(long, global = true)]
     log: Option<String>,
+    /// mptd's control socket (status, path, reload).
+    #[arg(long, global = true, env = "MPT_SOCKET", value_name = "PATH",
+          default_value = ctl::DEFAULT_SOCKET)]
+    socket: PathBuf,
     #[command(subcommand)]
     cmd: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Show connections and paths: state, addresses, weights, RTT, loss, traffic.
+    #[command(after_help = STATUS_HELP)]
+    Status(StatusArgs),
+    /// Change a path at run time: up, down, backup, weights (add/remove: later).
+    #[command(after_help = PATH_HELP, args_conflicts_with_subcommands = true,
+              subcommand_negates_reqs = true)]
+    Path(PathArgs),
+    /// Make mptd re-read its config file and apply what can change at run time.
+    #[command(after_help = RELOAD_HELP)]
+    Reload,
+    /// Print a shell completion script.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
     /// Real-time link emulator between two interfaces (netem replacement).
     Emu {
         #[command(subcommand)]
@@ -50,6 +72,149 @@ enum Command {
         #[command(subcommand)]
         cmd: ConfigCommand,
     },
+}
+
+const STATUS_HELP: &str = "\
+Asks mptd over its control socket. The table fits 80 columns: per
+connection the session and the non-zero drop counters, then per path its
+state, local -> remote address, weights out/in, time since the last
+packet received and since the last state change, smoothed/minimum RTT,
+loss, packets and bit rates. Rates come from two samples 0.5 s apart
+(--once: one sample, byte totals instead). A missing figure shows as '-'.
+
+--json prints the daemon's status document (the stable contract for
+scripts, see SPEC section 4) and takes one sample.
+
+Exit codes: 0 ok, 1 mptd not reachable or answered an error, 2 usage.
+
+Examples:
+  mpt status
+  mpt --socket /run/mpt/other.sock status --once
+  mpt status --json | jq '.connections[].paths[] | {name, state, rtt_ms}'";
+
+#[derive(Args, Debug)]
+struct StatusArgs {
+    /// Print the daemon's status document as JSON (for scripts).
+    #[arg(long)]
+    json: bool,
+    /// One sample: byte totals instead of rates (no 0.5 s wait).
+    #[arg(long)]
+    once: bool,
+}
+
+/// Time between the two status samples that rates are computed from.
+const RATE_INTERVAL: Duration = Duration::from_millis(500);
+
+const PATH_HELP: &str = "\
+State: up carries traffic, backup carries traffic only while no up path
+of the connection is alive, down carries nothing. Weights: OUT is this
+side's share of outgoing traffic (1..=1000000), IN the share asked of the
+peer (1..=65535, unchanged if not given). The change lasts until mptd
+restarts or reloads a config that sets the path otherwise.
+
+`mpt path add` and `mpt path remove` are parsed and sent, but mptd does
+not support them yet (it answers an error, exit code 1).
+
+Examples:
+  mpt path site-b lte0 backup
+  mpt path site-b eth1 up
+  mpt path site-b eth1 weight 200
+  mpt path site-b eth1 weight 200 50
+  mpt path add site-b wifi0 --local 192.0.2.10 --remote 198.51.100.7 --weight 50
+  mpt path remove site-b wifi0";
+
+#[derive(Args, Debug)]
+struct PathArgs {
+    #[command(subcommand)]
+    cmd: Option<PathCommand>,
+    /// Connection name.
+    #[arg(required = true)]
+    conn: Option<String>,
+    /// Path name.
+    #[arg(required = true)]
+    path: Option<String>,
+    /// What to do with the path.
+    #[arg(required = true, value_enum)]
+    action: Option<PathAction>,
+    /// weight: the new weight_out.
+    #[arg(value_name = "OUT",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(mptd::config::MAX_WEIGHT)))]
+    weight_out: Option<u32>,
+    /// weight: the new weight_in (default: unchanged).
+    #[arg(value_name = "IN", value_parser = clap::value_parser!(u16).range(1..))]
+    weight_in: Option<u16>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum PathAction {
+    /// Carry traffic.
+    Up,
+    /// Carry nothing.
+    Down,
+    /// Carry traffic only while no up path is alive.
+    Backup,
+    /// Set the weights: OUT [IN].
+    Weight,
+}
+
+#[derive(Subcommand, Debug)]
+enum PathCommand {
+    /// Add a path to a running connection (not supported by mptd yet).
+    #[command(after_help = "Example:\n  \
+        mpt path add site-b wifi0 --local 192.0.2.10 --remote 198.51.100.7 --weight 50")]
+    Add(PathAddArgs),
+    /// Remove a path from a running connection (not supported by mptd yet).
+    #[command(after_help = "Example:\n  mpt path remove site-b wifi0")]
+    Remove {
+        /// Connection name.
+        conn: String,
+        /// Path name.
+        path: String,
+    },
+}
+
+#[derive(Args, Debug)]
+struct PathAddArgs {
+    /// Connection name.
+    conn: String,
+    /// Name of the new path.
+    name: String,
+    /// Local address to send from.
+    #[arg(long, value_name = "IP")]
+    local: std::net::IpAddr,
+    /// Remote address (learnt from the peer if not given).
+    #[arg(long, value_name = "IP")]
+    remote: Option<std::net::IpAddr>,
+    /// Bind to this network device.
+    #[arg(long, value_name = "IF")]
+    interface: Option<String>,
+    /// weight_out of the new path.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(mptd::config::MAX_WEIGHT)))]
+    weight: Option<u32>,
+}
+
+const RELOAD_HELP: &str = "\
+mptd re-reads the config file it was started with and applies what can
+change at run time (path weights, status, timers); it lists what changed
+and what needs a restart. Same as sending SIGHUP, but with the answer.
+
+Example:
+  mpt reload";
+
+const COMPLETIONS_HELP: &str = "\
+Generated copies are in conf/completions/ (mpt.bash, _mpt, mpt.fish).
+
+Examples:
+  mpt completions bash > /etc/bash_completion.d/mpt
+  mpt completions zsh > /usr/local/share/zsh/site-functions/_mpt
+  mpt completions fish > ~/.config/fish/completions/mpt.fish";
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 const GENKEY_HELP: &str = "\
@@ -316,6 +481,10 @@ fn main() -> ExitCode {
     let log = cli.log.clone().unwrap_or_else(|| {
         match cli.cmd {
             Command::Bench(_) => "warn",
+            Command::Status(_)
+            | Command::Path(_)
+            | Command::Reload
+            | Command::Completions { .. } => "warn",
             Command::Emu { .. } | Command::Genkey { .. } | Command::Config { .. } => "info",
         }
         .to_string()
@@ -334,6 +503,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.cmd {
+        Command::Status(args) => status(&cli.socket, &args),
+        Command::Path(args) => path(&cli.socket, args),
+        Command::Reload => reload(&cli.socket),
+        Command::Completions { shell } => completions(shell),
         Command::Emu { cmd } => match cmd {
             EmuCommand::Run(args) => emu_run(*args),
             EmuCommand::Selftest(args) => emu_selftest(&args),
@@ -352,6 +525,168 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// `mpt status`.
+fn status(socket: &Path, args: &StatusArgs) -> Result<u8, Failure> {
+    use mpt_cli::ctl::status::{render, Traffic, WIDTH};
+    fn doc(mut response: serde_json::Value) -> Result<serde_json::Value, Failure> {
+        match response.get_mut("status").map(serde_json::Value::take) {
+            Some(s) if s.is_object() => Ok(s),
+            _ => Err(runtime(anyhow::anyhow!(
+                "malformed response from mptd: no \"status\" object"
+            ))),
+        }
+    }
+    let mut client = Client::connect(socket).map_err(runtime)?;
+    let first = doc(client.call(&Request::Status).map_err(runtime)?)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&first).map_err(runtime)? + "\n"
+    } else if args.once {
+        render(&first, Traffic::Totals, WIDTH)
+    } else {
+        let t0 = Instant::now();
+        std::thread::sleep(RATE_INTERVAL);
+        let second = doc(client.call(&Request::Status).map_err(runtime)?)?;
+        let traffic = Traffic::Rates {
+            earlier: &first,
+            elapsed: t0.elapsed(),
+        };
+        render(&second, traffic, WIDTH)
+    };
+    print!("{text}");
+    Ok(0)
+}
+
+/// `mpt path ...`.
+fn path(socket: &Path, args: PathArgs) -> Result<u8, Failure> {
+    let req = match args.cmd {
+        Some(PathCommand::Add(a)) => Request::PathAdd {
+            conn: a.conn,
+            name: a.name,
+            local: a.local,
+            remote: a.remote,
+            interface: a.interface,
+            weight_out: a.weight,
+        },
+        Some(PathCommand::Remove { conn, path }) => Request::PathRemove { conn, path },
+        None => {
+            let (Some(conn), Some(path), Some(action)) = (args.conn, args.path, args.action) else {
+                // clap enforces these (required unless a subcommand is given).
+                return Err(usage(anyhow::anyhow!("usage: mpt path CONN PATH ACTION")));
+            };
+            let state = match action {
+                PathAction::Up => PathState::Up,
+                PathAction::Down => PathState::Down,
+                PathAction::Backup => PathState::Backup,
+                PathAction::Weight => {
+                    let Some(weight_out) = args.weight_out else {
+                        path_usage_error(
+                            clap::error::ErrorKind::MissingRequiredArgument,
+                            "`mpt path CONN PATH weight` needs OUT (and optionally IN)".into(),
+                        )
+                    };
+                    return path_call(
+                        socket,
+                        &Request::PathWeight {
+                            conn,
+                            path,
+                            weight_out,
+                            weight_in: args.weight_in,
+                        },
+                    );
+                }
+            };
+            if args.weight_out.is_some() {
+                path_usage_error(
+                    clap::error::ErrorKind::TooManyValues,
+                    format!("`mpt path CONN PATH {}` takes no OUT/IN", state.as_str()),
+                )
+            }
+            Request::PathState { conn, path, state }
+        }
+    };
+    path_call(socket, &req)
+}
+
+/// A usage error clap cannot see (values that depend on ACTION): printed
+/// with `mpt path`'s usage, exit code 2 like every other usage error.
+fn path_usage_error(kind: clap::error::ErrorKind, msg: String) -> ! {
+    let mut cmd = Cli::command();
+    cmd.build();
+    match cmd.find_subcommand_mut("path") {
+        Some(path) => path.error(kind, msg).exit(),
+        None => cmd.error(kind, msg).exit(),
+    }
+}
+
+fn path_call(socket: &Path, req: &Request) -> Result<u8, Failure> {
+    ctl::client::call(socket, req).map_err(runtime)?;
+    match req {
+        Request::PathState { conn, path, state } => {
+            println!("{conn} {path}: {}", state.as_str());
+        }
+        Request::PathWeight {
+            conn,
+            path,
+            weight_out,
+            weight_in,
+        } => match weight_in {
+            Some(w) => println!("{conn} {path}: weight_out {weight_out}, weight_in {w}"),
+            None => println!("{conn} {path}: weight_out {weight_out}"),
+        },
+        Request::PathAdd { conn, name, .. } => println!("{conn} {name}: added"),
+        Request::PathRemove { conn, path } => println!("{conn} {path}: removed"),
+        Request::Status | Request::Reload => {}
+    }
+    Ok(0)
+}
+
+/// `mpt reload`: prints what changed and what needs a restart.
+fn reload(socket: &Path) -> Result<u8, Failure> {
+    let resp = ctl::client::call(socket, &Request::Reload).map_err(runtime)?;
+    let list = |key: &str| -> Vec<String> {
+        resp.get(key)
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (changes, not_applied) = (list("changes"), list("not_applied"));
+    if changes.is_empty() {
+        println!("reloaded: no changes");
+    } else {
+        println!("reloaded, applied:");
+        changes.iter().for_each(|c| println!("  {c}"));
+    }
+    if !not_applied.is_empty() {
+        println!("not applied (restart mptd for these):");
+        not_applied.iter().for_each(|c| println!("  {c}"));
+    }
+    Ok(0)
+}
+
+/// `mpt completions SHELL`.
+fn completions(shell: CompletionShell) -> Result<u8, Failure> {
+    use clap_complete::Shell;
+    let shell = match shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
+    };
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "mpt", &mut out);
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&out)
+        .and_then(|_| stdout.flush())
+        .context("writing the completion script")
+        .map_err(runtime)?;
+    Ok(0)
 }
 
 fn emu_run(args: RunArgs) -> Result<u8, Failure> {

@@ -1,0 +1,150 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_mpt_global_optspecs
+    string join \n log= socket= h/help V/version
+end
+
+function __fish_mpt_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_mpt_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_mpt_using_subcommand
+    set -l cmd (__fish_mpt_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c mpt -n "__fish_mpt_needs_command" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_needs_command" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_needs_command" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_needs_command" -s V -l version -d 'Print version'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "path" -d 'Change a path at run time: up, down, backup, weights (add/remove: later)'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "completions" -d 'Print a shell completion script'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "bench" -d 'Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd)'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "config" -d 'Configuration files'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand status" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand status" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand status" -l json -d 'Print the daemon\'s status document as JSON (for scripts)'
+complete -c mpt -n "__fish_mpt_using_subcommand status" -l once -d 'One sample: byte totals instead of rates (no 0.5 s wait)'
+complete -c mpt -n "__fish_mpt_using_subcommand status" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "add" -d 'Add a path to a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "remove" -d 'Remove a path from a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l local -d 'Local address to send from' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l remote -d 'Remote address (learnt from the peer if not given)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l interface -d 'Bind to this network device' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l weight -d 'weight_out of the new path' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from remove" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from remove" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a path to a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a path from a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand reload" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand reload" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand reload" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand completions" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand completions" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and not __fish_seen_subcommand_from run selftest profiles help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and not __fish_seen_subcommand_from run selftest profiles help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and not __fish_seen_subcommand_from run selftest profiles help" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and not __fish_seen_subcommand_from run selftest profiles help" -f -a "run" -d 'Emulate a link between interfaces A and B until Ctrl-C, SIGTERM or --duration'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and not __fish_seen_subcommand_from run selftest profiles help" -f -a "selftest" -d 'Measure the emulator\'s accuracy in throw-away namespaces (needs root)'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and not __fish_seen_subcommand_from run selftest profiles help" -f -a "profiles" -d 'List the link profile presets, or print one'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and not __fish_seen_subcommand_from run selftest profiles help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l a -d 'Interface of side a' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l b -d 'Interface of side b' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l netns -d 'Network namespace (ip netns) holding both interfaces' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l profile -d 'Link profile: a preset name or a TOML file' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l rate -d 'Rate on whole Ethernet frames, e.g. 10mbit, 1gbit, unlimited' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l delay -d 'Fixed one-way delay, e.g. 300ms' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l jitter -d 'Jitter: half-width (uniform) or standard deviation (normal), e.g. 5ms' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l jitter-dist -d 'Jitter distribution: uniform or normal' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l loss -d 'Bernoulli packet error rate, e.g. 0.01 or 1%' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l ge -d 'Gilbert-Elliott bursts p,r[,h[,k]]: p good->bad, r bad->good, h/k delivery probability in bad/good (default 0/1)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l queue -d 'Tail-drop limit of the transmit backlog, e.g. 100kB (default 1514000 B)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l outage -d 'Down windows from the start, START+LEN[,START+LEN...], e.g. 10s+2s,30s+500ms' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l periodic -d 'Periodic contacts UP/DOWN, e.g. 20s/10s (starts up)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l relay -d 'Store-and-forward custody: hold up to BYTES over outages instead of dropping' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l trace -d 'Rate/delay trace file (TIME RATE [DELAY] per line)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l ab -d 'Override for a->b only, KEY=VALUE (repeatable), e.g. --ab rate=2mbit' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l ba -d 'Override for b->a only, KEY=VALUE (repeatable)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l seed -d 'Seed for loss and jitter (default: the profile\'s, else 1)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l duration -d 'Stop after this long (seconds, or with a unit), e.g. 60 or 2m' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l report-json -d 'Also write the configuration and report as JSON to FILE' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l rt-priority -d 'SCHED_FIFO priority of the wire threads (1-99); 0 = normal scheduling' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l reorder -d 'Let jitter reorder packets (default: order preserved)'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l keep-offloads -d 'Leave TSO/GSO/GRO of the interfaces as they are'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from selftest" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from selftest" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from selftest" -l json -d 'Print the results as JSON (for scripts) instead of a table'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from selftest" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from profiles" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from profiles" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from profiles" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from help" -f -a "run" -d 'Emulate a link between interfaces A and B until Ctrl-C, SIGTERM or --duration'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from help" -f -a "selftest" -d 'Measure the emulator\'s accuracy in throw-away namespaces (needs root)'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from help" -f -a "profiles" -d 'List the link profile presets, or print one'
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l paths -d 'Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l duration -d 'Seconds per measurement (1..3600)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l combos -d 'Inner-in-outer IP versions: 4in4, 6in4, 4in6, 6in6 (comma-separated) or all' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l out -d 'Output directory (default ./bench-out/<scenario>-<timestamp>)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l mptd -d 'mptd binary (default: MPTD_BIN, next to mpt, then PATH)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l quick -d 'Short run for CI: the scenario\'s [quick] settings (ethernet: 2 paths, 3 s)'
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand genkey" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'
+complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'
+complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "path" -d 'Change a path at run time: up, down, backup, weights (add/remove: later)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "completions" -d 'Print a shell completion script'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "bench" -d 'Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "config" -d 'Configuration files'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "add" -d 'Add a path to a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "remove" -d 'Remove a path from a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "run" -d 'Emulate a link between interfaces A and B until Ctrl-C, SIGTERM or --duration'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "selftest" -d 'Measure the emulator\'s accuracy in throw-away namespaces (needs root)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "profiles" -d 'List the link profile presets, or print one'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from config" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'

@@ -1,0 +1,470 @@
+//! `mpt status`: the daemon's status document as a table.
+//!
+//! The document is read as untyped JSON on purpose: a field this client
+//! does not know is ignored, a field the daemon does not send shows as `-`,
+//! so old and new daemons both print. The layout fits [`WIDTH`] columns for
+//! up to at least 12 paths per connection: per connection a header line,
+//! then two tables keyed by path name, one for identity and liveness
+//! (state, addresses, weights, time since the last packet and since the
+//! last state change) and one for traffic (RTT, loss, packets, rates).
+//! Rows follow the document's order, which is the configuration's.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Width the table is laid out for.
+pub const WIDTH: usize = 80;
+
+/// Longest path name shown before it is cut with `…`.
+const MAX_NAME: usize = 12;
+
+/// Spaces between columns.
+const GAP: usize = 2;
+
+/// Indent of the per-connection tables.
+const INDENT: usize = 2;
+
+/// What the traffic table shows besides packet counts.
+#[derive(Debug, Clone, Copy)]
+pub enum Traffic<'a> {
+    /// Byte totals from one sample (`--once`).
+    Totals,
+    /// Bit rates from the byte counters of an earlier sample `elapsed` ago.
+    Rates {
+        /// The earlier status document.
+        earlier: &'a Value,
+        /// Time between the two samples.
+        elapsed: Duration,
+    },
+}
+
+/// Renders the status document (the `status` object of the response).
+pub fn render(status: &Value, traffic: Traffic<'_>, width: usize) -> String {
+    let mut out = String::new();
+    let mut top = format!(
+        "tunnel {}, up {}",
+        text(status.get("tunnel")),
+        status
+            .get("uptime_s")
+            .and_then(Value::as_f64)
+            .map_or_else(|| "-".to_string(), |s| age(s * 1e3)),
+    );
+    let drops = nonzero(status.get("drops"));
+    if !drops.is_empty() {
+        top.push_str("; drops: ");
+        top.push_str(&drops.join(", "));
+    }
+    push_wrapped(&mut out, &top, 0, width);
+    let conns = status
+        .get("connections")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if conns.is_empty() {
+        out.push_str("no connections\n");
+    }
+    for conn in conns {
+        out.push('\n');
+        render_conn(&mut out, conn, traffic, width);
+    }
+    out
+}
+
+fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usize) {
+    let name = text(conn.get("name"));
+    let mut head = name.clone();
+    if let Some(id) = conn.get("id").filter(|v| !v.is_null()) {
+        let _ = write!(head, " (id {})", plain(id));
+    }
+    head.push_str(": ");
+    head.push_str(&session(conn.get("session")));
+    push_wrapped(out, &head, 0, width);
+    let drops = nonzero(conn.get("drops"));
+    if !drops.is_empty() {
+        push_wrapped(out, &format!("drops: {}", drops.join(", ")), INDENT, width);
+    }
+    let paths = conn
+        .get("paths")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if paths.is_empty() {
+        push_wrapped(out, "no paths", INDENT, width);
+        return;
+    }
+
+    let mut links = Table::new(&[
+        ("PATH", Align::Left),
+        ("STATE", Align::Left),
+        ("LOCAL -> REMOTE", Align::Left),
+        ("W OUT/IN", Align::Right),
+        ("RX AGO", Align::Right),
+        ("CHANGED", Align::Right),
+    ]);
+    links.elastic = Some(2);
+    let (tx_head, rx_head) = match traffic {
+        Traffic::Totals => ("TX BYTES", "RX BYTES"),
+        Traffic::Rates { .. } => ("TX bit/s", "RX bit/s"),
+    };
+    let mut load = Table::new(&[
+        ("PATH", Align::Left),
+        ("RTT/MIN ms", Align::Right),
+        ("LOSS", Align::Right),
+        ("TX PKTS", Align::Right),
+        ("RX PKTS", Align::Right),
+        (tx_head, Align::Right),
+        (rx_head, Align::Right),
+    ]);
+    let earlier_paths = match traffic {
+        Traffic::Rates { earlier, .. } => find_conn(earlier, &name)
+            .and_then(|c| c.get("paths"))
+            .and_then(Value::as_array)
+            .map(Vec::as_slice),
+        Traffic::Totals => None,
+    };
+    for p in paths {
+        let pname = cut_end(&text(p.get("name")), MAX_NAME);
+        let remote = match p.get("remote") {
+            Some(Value::Null) => "?".to_string(),
+            other => text(other),
+        };
+        links.rows.push(vec![
+            pname.clone(),
+            text(p.get("state")),
+            format!("{} -> {}", text(p.get("local")), remote),
+            format!("{}/{}", text(p.get("weight_out")), text(p.get("weight_in"))),
+            match p.get("last_rx_ms_ago") {
+                Some(Value::Null) => "never".to_string(),
+                v => v.and_then(Value::as_f64).map_or_else(|| "-".into(), age),
+            },
+            p.get("last_change_ms_ago")
+                .and_then(Value::as_f64)
+                .map_or_else(|| "-".into(), age),
+        ]);
+        let rtt = (p.get("rtt_ms").and_then(Value::as_f64)).map_or_else(|| "-".into(), millis);
+        let rtt_min =
+            (p.get("rtt_min_ms").and_then(Value::as_f64)).map_or_else(|| "-".into(), millis);
+        let (tx, rx) = match traffic {
+            Traffic::Totals => (count(p.get("tx_bytes")), count(p.get("rx_bytes"))),
+            Traffic::Rates { elapsed, .. } => {
+                let before = earlier_paths.and_then(|ps| {
+                    ps.iter()
+                        .find(|q| q.get("name").is_some() && q.get("name") == p.get("name"))
+                });
+                let rate = |key: &str| {
+                    before
+                        .and_then(|b| bit_rate(b.get(key), p.get(key), elapsed))
+                        .map_or_else(|| "-".into(), si)
+                };
+                (rate("tx_bytes"), rate("rx_bytes"))
+            }
+        };
+        load.rows.push(vec![
+            pname,
+            if rtt == "-" && rtt_min == "-" {
+                "-".into()
+            } else {
+                format!("{rtt}/{rtt_min}")
+            },
+            p.get("loss_pct")
+                .and_then(Value::as_f64)
+                .map_or_else(|| "-".into(), percent),
+            count(p.get("tx_packets")),
+            count(p.get("rx_packets")),
+            tx,
+            rx,
+        ]);
+    }
+    links.render(out, INDENT, width);
+    out.push('\n');
+    load.render(out, INDENT, width);
+}
+
+fn find_conn<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
+    status
+        .get("connections")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some(name))
+}
+
+/// Bits per second between two byte counters; `None` when either is
+/// missing, the counter went back (daemon restarted) or no time passed.
+pub fn bit_rate(before: Option<&Value>, after: Option<&Value>, elapsed: Duration) -> Option<f64> {
+    let (b, a) = (before?.as_u64()?, after?.as_u64()?);
+    let secs = elapsed.as_secs_f64();
+    (a >= b && secs > 0.0).then(|| (a - b) as f64 * 8.0 / secs)
+}
+
+fn session(s: Option<&Value>) -> String {
+    let Some(s) = s.filter(|s| s.is_object()) else {
+        return "session -".into();
+    };
+    let handshakes = s.get("handshakes").and_then(Value::as_u64);
+    let mut t = match (
+        s.get("encrypted").and_then(Value::as_bool),
+        s.get("established").and_then(Value::as_bool),
+    ) {
+        (Some(false), _) => return "unencrypted (no key)".into(),
+        (Some(true), Some(true)) => "session established, encrypted".to_string(),
+        (Some(true), Some(false)) => "session NOT established".to_string(),
+        _ => "session -".to_string(),
+    };
+    if let Some(n) = handshakes {
+        let _ = write!(t, " ({n} handshake{})", if n == 1 { "" } else { "s" });
+    }
+    t
+}
+
+/// `name value` for each non-zero counter of an object, in key order.
+fn nonzero(obj: Option<&Value>) -> Vec<String> {
+    let Some(map) = obj.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    map.iter()
+        .filter(|(_, v)| v.as_f64().is_some_and(|n| n != 0.0))
+        .map(|(k, v)| format!("{k} {}", plain(v)))
+        .collect()
+}
+
+/// Appends `line` indented, wrapped at `, ` separators to fit `width`.
+fn push_wrapped(out: &mut String, line: &str, indent: usize, width: usize) {
+    let mut cur = String::new();
+    for (i, piece) in line.split(", ").enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let len = indent + cur.chars().count() + sep.len() + piece.chars().count();
+        if i > 0 && len > width {
+            let _ = writeln!(out, "{:indent$}{cur},", "");
+            cur = format!("  {piece}");
+        } else {
+            cur.push_str(sep);
+            cur.push_str(piece);
+        }
+    }
+    let _ = writeln!(out, "{:indent$}{cur}", "");
+}
+
+/// A JSON scalar as text; `-` when missing or null.
+fn text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "-".into(),
+        Some(v) => plain(v),
+    }
+}
+
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A counter in 3 significant digits: 999, 1.23k, 45.6M.
+fn count(v: Option<&Value>) -> String {
+    v.and_then(Value::as_f64).map_or_else(|| "-".into(), si)
+}
+
+/// 3 significant digits with a k/M/G/T/P suffix above 999.
+pub fn si(x: f64) -> String {
+    if !x.is_finite() || x < 0.0 {
+        return "-".into();
+    }
+    if x < 999.5 {
+        return format!("{x:.0}");
+    }
+    let mut v = x;
+    for unit in ["k", "M", "G", "T", "P"] {
+        v /= 1000.0;
+        if v < 999.5 || unit == "P" {
+            return if v < 9.995 {
+                format!("{v:.2}{unit}")
+            } else if v < 99.95 {
+                format!("{v:.1}{unit}")
+            } else {
+                format!("{v:.0}{unit}")
+            };
+        }
+    }
+    unreachable!("the loop returns at P")
+}
+
+/// Milliseconds with 3 significant digits (at least whole ms).
+fn millis(ms: f64) -> String {
+    if ms < 9.995 {
+        format!("{ms:.2}")
+    } else if ms < 99.95 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.0}")
+    }
+}
+
+fn percent(p: f64) -> String {
+    if p >= 99.95 {
+        "100%".into()
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// An age given in milliseconds, e.g. 850ms, 4.2s, 37s, 5m07s, 3h05m, 2d04h.
+pub fn age(ms: f64) -> String {
+    if !ms.is_finite() || ms < 0.0 {
+        return "-".into();
+    }
+    if ms < 999.5 {
+        return format!("{ms:.0}ms");
+    }
+    let s = ms / 1e3;
+    if s < 9.95 {
+        return format!("{s:.1}s");
+    }
+    let s = s.round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// Cuts `s` to `max` characters, ending in `…` when cut.
+fn cut_end(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// Cuts `s` to `max` characters by replacing its middle with `…`.
+fn cut_middle(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    if max < 3 {
+        return cut_end(s, max);
+    }
+    let keep = max - 1;
+    let head = keep.div_ceil(2);
+    let tail = keep - head;
+    let mut t: String = s.chars().take(head).collect();
+    t.push('…');
+    t.extend(s.chars().skip(n - tail));
+    t
+}
+
+/// Drops the port of `ip:port` / `[v6]:port`, keeping a bare address.
+fn without_port(addr: &str) -> &str {
+    if let Some(rest) = addr.strip_prefix('[') {
+        return rest.split_once(']').map_or(addr, |(ip, _)| ip);
+    }
+    match addr.rsplit_once(':') {
+        Some((ip, port)) if !ip.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => ip,
+        _ => addr,
+    }
+}
+
+/// Shortens `local -> remote` to `max` characters: first without ports,
+/// then each side cut in the middle.
+pub fn shorten_addrs(cell: &str, max: usize) -> String {
+    if cell.chars().count() <= max {
+        return cell.to_string();
+    }
+    let Some((l, r)) = cell.split_once(" -> ") else {
+        return cut_middle(cell, max);
+    };
+    let (l, r) = (without_port(l), without_port(r));
+    let bare = format!("{l} -> {r}");
+    if bare.chars().count() <= max {
+        return bare;
+    }
+    // Each side gets half the room; a short side lends the rest to the other.
+    let side = max.saturating_sub(4);
+    let (ln, rn) = (l.chars().count(), r.chars().count());
+    let l_max = ln.min(side.saturating_sub(rn.min(side / 2)));
+    let (l, r) = (cut_middle(l, l_max), cut_middle(r, side - l_max));
+    format!("{l} -> {r}")
+}
+
+#[derive(Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// A text table; column `elastic` (the addresses) is shortened to make
+/// the rows fit the width.
+struct Table {
+    cols: Vec<(&'static str, Align)>,
+    rows: Vec<Vec<String>>,
+    elastic: Option<usize>,
+}
+
+impl Table {
+    fn new(cols: &[(&'static str, Align)]) -> Table {
+        Table {
+            cols: cols.to_vec(),
+            rows: Vec::new(),
+            elastic: None,
+        }
+    }
+
+    fn render(mut self, out: &mut String, indent: usize, width: usize) {
+        let widths = |rows: &[Vec<String>], cols: &[(&str, Align)]| -> Vec<usize> {
+            cols.iter()
+                .enumerate()
+                .map(|(i, (h, _))| {
+                    rows.iter()
+                        .map(|r| r[i].chars().count())
+                        .chain([h.chars().count()])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect()
+        };
+        let mut w = widths(&self.rows, &self.cols);
+        if let Some(e) = self.elastic {
+            let others: usize = w
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != e)
+                .map(|(_, w)| w)
+                .sum();
+            let fixed = indent + others + GAP * (w.len() - 1);
+            let room = width.saturating_sub(fixed).max(self.cols[e].0.len());
+            if w[e] > room {
+                for row in &mut self.rows {
+                    row[e] = shorten_addrs(&row[e], room);
+                }
+                w = widths(&self.rows, &self.cols);
+            }
+        }
+        let header: Vec<String> = self.cols.iter().map(|(h, _)| h.to_string()).collect();
+        for row in std::iter::once(&header).chain(&self.rows) {
+            let mut line = " ".repeat(indent);
+            for (i, cell) in row.iter().enumerate() {
+                if i > 0 {
+                    line.push_str(&" ".repeat(GAP));
+                }
+                let pad = w[i].saturating_sub(cell.chars().count());
+                match self.cols[i].1 {
+                    Align::Left => {
+                        line.push_str(cell);
+                        line.push_str(&" ".repeat(pad));
+                    }
+                    Align::Right => {
+                        line.push_str(&" ".repeat(pad));
+                        line.push_str(cell);
+                    }
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The `mpt status` table, the request objects and response checking,
+//! from canned documents (no daemon).
+
+use std::time::Duration;
+
+use mpt_cli::ctl::client::{parse_response, CtlError};
+use mpt_cli::ctl::request::{PathState, Request};
+use mpt_cli::ctl::status::{age, bit_rate, render, shorten_addrs, si, Traffic, WIDTH};
+use serde_json::{json, Value};
+
+/// A path as the daemon reports it, with every field.
+fn path(i: usize, tx_bytes: u64, rx_bytes: u64) -> Value {
+    let state = ["up", "backup", "probing", "down"][i % 4];
+    json!({
+        "name": format!("path{i:02}"),
+        "state": state,
+        "local": format!("192.168.{i}.10:65022"),
+        "remote": format!("203.0.113.{}:65022", 100 + i),
+        "weight_out": 100 * i as u64,
+        "weight_in": 65535,
+        "window": 8,
+        "peer_weight_in": 100,
+        "rtt_ms": 612.345,
+        "rtt_min_ms": 600.4,
+        "loss_pct": 12.345,
+        "tx_packets": 123_456_789u64,
+        "rx_packets": 98_765,
+        "tx_bytes": tx_bytes,
+        "rx_bytes": rx_bytes,
+        "tx_data_packets": 123_456_000u64,
+        "rx_data_packets": 98_000,
+        "last_rx_ms_ago": 12.5,
+        "last_change_ms_ago": 3_723_000.0,
+    })
+}
+
+fn doc(paths: Vec<Value>) -> Value {
+    json!({
+        "tunnel": "mpt0",
+        "uptime_s": 90061,
+        "drops": {"no_route": 3, "tun_read_errors": 0},
+        "connections": [{
+            "name": "site-b",
+            "id": 7,
+            "drops": {"malformed": 0, "auth": 2, "replay": 1, "unknown_connection": 0,
+                      "handshake_rate_limited": 0},
+            "reorder": {"in_order": 5, "held": 0, "late": 0},
+            "session": {"encrypted": true, "established": true, "handshakes": 2},
+            "paths": paths,
+        }],
+    })
+}
+
+fn twelve(tx: u64, rx: u64) -> Value {
+    doc((1..=12).map(|i| path(i, tx, rx)).collect())
+}
+
+fn assert_fits(text: &str) {
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= WIDTH,
+            "line of {} columns:\n{line}\nin:\n{text}",
+            line.chars().count()
+        );
+    }
+}
+
+/// The line of the given table (0: links, 1: traffic) for a path.
+fn row<'a>(text: &'a str, name: &str, table: usize) -> &'a str {
+    text.lines()
+        .filter(|l| l.split_whitespace().next() == Some(name))
+        .nth(table)
+        .unwrap_or_else(|| panic!("no row {table} for {name} in\n{text}"))
+}
+
+#[test]
+fn twelve_paths_fit_80_columns_with_rates() {
+    let earlier = twelve(1_000_000, 5_000);
+    let later = twelve(1_000_000 + 1_250_000, 5_000 + 125);
+    let text = render(
+        &later,
+        Traffic::Rates {
+            earlier: &earlier,
+            elapsed: Duration::from_secs(1),
+        },
+        WIDTH,
+    );
+    println!("{text}");
+    assert_fits(&text);
+    // 12 paths, each in both tables.
+    for i in 1..=12 {
+        let name = format!("path{i:02}");
+        let links = row(&text, &name, 0);
+        let load = row(&text, &name, 1);
+        assert!(links.contains("65535"), "{links}");
+        assert!(links.contains("12ms"), "last rx: {links}");
+        assert!(links.contains("1h02m"), "last change: {links}");
+        assert!(load.contains("612/600"), "rtt: {load}");
+        assert!(load.contains("12.3%"), "loss: {load}");
+        assert!(load.contains("123M"), "tx packets: {load}");
+        assert!(load.contains("98.8k"), "rx packets: {load}");
+        // 1.25 MB in 1 s = 10 Mbit/s; 125 B = 1000 bit/s.
+        assert!(load.contains("10.0M"), "tx rate: {load}");
+        assert!(load.trim_end().ends_with("1.00k"), "rx rate: {load}");
+    }
+    assert!(text.contains("TX bit/s"));
+    assert!(
+        text.starts_with("tunnel mpt0, up 1d01h; drops: no_route 3\n"),
+        "{text}"
+    );
+    assert!(text.contains("site-b (id 7): session established, encrypted (2 handshakes)"));
+    assert!(text.contains("drops: auth 2, replay 1\n"), "{text}");
+    assert!(!text.contains("malformed"), "zero counters are left out");
+    assert!(!text.contains("tun_read_errors"));
+}
+
+#[test]
+fn addresses_fit_or_are_shortened() {
+    // Typical IPv4 addresses with ports and weights fit whole.
+    let typical: Vec<Value> = (1..=12)
+        .map(|i| {
+            let mut p = path(i, 0, 0);
+            p["local"] = json!(format!("10.0.{i}.1:65022"));
+            p["remote"] = json!(format!("10.0.{i}.2:65022"));
+            p["weight_out"] = json!(100);
+            p["weight_in"] = json!(100);
+            p
+        })
+        .collect();
+    let text = render(&doc(typical), Traffic::Totals, WIDTH);
+    println!("{text}");
+    assert!(
+        row(&text, "path12", 0).contains("10.0.12.1:65022 -> 10.0.12.2:65022"),
+        "{text}"
+    );
+    // Wide weights leave less room: the ports go first.
+    let text = render(&twelve(0, 0), Traffic::Totals, WIDTH);
+    assert!(
+        row(&text, "path12", 0).contains(" 192.168.12.10 -> 203.0.113.112 "),
+        "{text}"
+    );
+    // Long IPv6 addresses are shortened to fit.
+    let mut p = path(1, 0, 0);
+    p["local"] = json!("[2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff]:65022");
+    p["remote"] = json!("[2001:db8:1111:2222:3333:4444:5555:6666]:65022");
+    let text = render(&doc(vec![p.clone(); 12]), Traffic::Totals, WIDTH);
+    println!("{text}");
+    assert_fits(&text);
+    assert!(row(&text, "path01", 0).contains('…'));
+    // Without the pressure of a narrow table it is left whole.
+    let wide = render(&doc(vec![p]), Traffic::Totals, 200);
+    assert!(wide.contains("[2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff]:65022 -> "));
+}
+
+#[test]
+fn shorten_addrs_drops_ports_then_cuts_the_middle() {
+    let cell = "192.168.100.200:65022 -> 192.168.100.201:65022";
+    assert_eq!(shorten_addrs(cell, 80), cell);
+    assert_eq!(
+        shorten_addrs(cell, 36),
+        "192.168.100.200 -> 192.168.100.201"
+    );
+    let cut = shorten_addrs(cell, 20);
+    assert_eq!(cut.chars().count(), 20, "{cut}");
+    assert!(cut.contains(" -> "), "{cut}");
+    assert_eq!(shorten_addrs("[fe80::1]:1 -> ?", 12), "fe80::1 -> ?");
+    // A short side lends its room to the other.
+    let cut = shorten_addrs("2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff -> ?", 24);
+    assert_eq!(cut.chars().count(), 24, "{cut}");
+    assert!(cut.ends_with(" -> ?"), "{cut}");
+}
+
+#[test]
+fn long_path_names_are_cut() {
+    let mut p = path(1, 0, 0);
+    p["name"] = json!("a-very-long-path-name-indeed");
+    let text = render(&doc(vec![p]), Traffic::Totals, WIDTH);
+    assert!(text.contains("a-very-long…"), "{text}");
+    assert_fits(&text);
+}
+
+#[test]
+fn missing_and_null_fields_show_as_dash() {
+    let text = render(
+        &json!({"connections": [{"name": "c", "paths": [{"name": "p"}]}]}),
+        Traffic::Totals,
+        WIDTH,
+    );
+    println!("{text}");
+    assert!(text.starts_with("tunnel -, up -\n"), "{text}");
+    assert!(text.contains("c: session -"), "{text}");
+    let links: Vec<&str> = row(&text, "p", 0).split_whitespace().collect();
+    assert_eq!(links, ["p", "-", "-", "->", "-", "-/-", "-", "-"]);
+    let load: Vec<&str> = row(&text, "p", 1).split_whitespace().collect();
+    assert_eq!(load, ["p", "-", "-", "-", "-", "-", "-"]);
+
+    // Nulls mean something: remote not learnt yet, nothing received yet,
+    // loss not measured yet.
+    let mut p = path(1, 0, 0);
+    p["remote"] = Value::Null;
+    p["last_rx_ms_ago"] = Value::Null;
+    p["loss_pct"] = Value::Null;
+    p["rtt_min_ms"] = Value::Null;
+    let mut d = doc(vec![p]);
+    d["connections"][0]["session"] = json!({"encrypted": false, "established": false});
+    let text = render(&d, Traffic::Totals, WIDTH);
+    println!("{text}");
+    assert!(
+        row(&text, "path01", 0).contains("192.168.1.10:65022 -> ?"),
+        "{text}"
+    );
+    assert!(row(&text, "path01", 0).contains("never"), "{text}");
+    assert!(row(&text, "path01", 1).contains("612/-"), "{text}");
+    assert!(text.contains("site-b (id 7): unencrypted"), "{text}");
+
+    // Degenerate documents do not panic.
+    for d in [
+        json!({}),
+        json!({"connections": []}),
+        json!({"connections": [{}]}),
+        json!(null),
+    ] {
+        let t = render(&d, Traffic::Totals, WIDTH);
+        assert!(!t.is_empty());
+    }
+    assert!(render(&json!({}), Traffic::Totals, WIDTH).contains("no connections"));
+    assert!(render(
+        &json!({"connections": [{"name": "x"}]}),
+        Traffic::Totals,
+        WIDTH
+    )
+    .contains("no paths"));
+}
+
+#[test]
+fn totals_with_once() {
+    let text = render(&twelve(9_876_543_210, 0), Traffic::Totals, WIDTH);
+    assert!(text.contains("TX BYTES"), "{text}");
+    let load: Vec<&str> = row(&text, "path03", 1).split_whitespace().collect();
+    assert_eq!(load[5..], ["9.88G", "0"]);
+}
+
+#[test]
+fn rates_need_both_samples_and_a_forward_counter() {
+    let s = Duration::from_millis(500);
+    assert_eq!(
+        bit_rate(Some(&json!(1000)), Some(&json!(1500)), s),
+        Some(8000.0)
+    );
+    assert_eq!(bit_rate(Some(&json!(1500)), Some(&json!(1000)), s), None);
+    assert_eq!(bit_rate(None, Some(&json!(1000)), s), None);
+    assert_eq!(
+        bit_rate(Some(&json!(0)), Some(&json!(1)), Duration::ZERO),
+        None
+    );
+
+    // A path new in the second sample, and a daemon restart between the
+    // samples (counter went back), show '-'.
+    let earlier = doc(vec![path(1, 5_000, 5_000)]);
+    let later = doc(vec![path(1, 1_000, 6_000), path(2, 1_000, 1_000)]);
+    let text = render(
+        &later,
+        Traffic::Rates {
+            earlier: &earlier,
+            elapsed: Duration::from_secs(1),
+        },
+        WIDTH,
+    );
+    println!("{text}");
+    let p1: Vec<&str> = row(&text, "path01", 1).split_whitespace().collect();
+    assert_eq!(p1[5..], ["-", "8.00k"]);
+    let p2: Vec<&str> = row(&text, "path02", 1).split_whitespace().collect();
+    assert_eq!(p2[5..], ["-", "-"]);
+}
+
+#[test]
+fn number_and_age_formats() {
+    assert_eq!(si(0.0), "0");
+    assert_eq!(si(999.0), "999");
+    assert_eq!(si(1234.0), "1.23k");
+    assert_eq!(si(99_960.0), "100k");
+    assert_eq!(si(1e15 * 5.0), "5.00P");
+    assert_eq!(age(0.4), "0ms");
+    assert_eq!(age(850.0), "850ms");
+    assert_eq!(age(4_200.0), "4.2s");
+    assert_eq!(age(37_000.0), "37s");
+    assert_eq!(age(307_000.0), "5m07s");
+    assert_eq!(age(11_100_000.0), "3h05m");
+    assert_eq!(age(187_200_000.0), "2d04h");
+}
+
+#[test]
+fn request_objects() {
+    let s = |c: &str| c.to_string();
+    let cases = [
+        (Request::Status, json!({"version": 1, "request": "status"})),
+        (Request::Reload, json!({"version": 1, "request": "reload"})),
+        (
+            Request::PathState {
+                conn: s("c"),
+                path: s("p"),
+                state: PathState::Backup,
+            },
+            json!({"version": 1, "request": "path_state", "conn": "c", "path": "p", "state": "backup"}),
+        ),
+        (
+            Request::PathWeight {
+                conn: s("c"),
+                path: s("p"),
+                weight_out: 7,
+                weight_in: None,
+            },
+            json!({"version": 1, "request": "path_weight", "conn": "c", "path": "p", "weight_out": 7}),
+        ),
+        (
+            Request::PathWeight {
+                conn: s("c"),
+                path: s("p"),
+                weight_out: 7,
+                weight_in: Some(9),
+            },
+            json!({"version": 1, "request": "path_weight", "conn": "c", "path": "p",
+                   "weight_out": 7, "weight_in": 9}),
+        ),
+        (
+            Request::PathAdd {
+                conn: s("c"),
+                name: s("n"),
+                local: "2001:db8::1".parse().unwrap(),
+                remote: None,
+                interface: Some(s("eth2")),
+                weight_out: None,
+            },
+            json!({"version": 1, "request": "path_add", "conn": "c", "name": "n",
+                   "local": "2001:db8::1", "interface": "eth2"}),
+        ),
+        (
+            Request::PathRemove {
+                conn: s("c"),
+                path: s("p"),
+            },
+            json!({"version": 1, "request": "path_remove", "conn": "c", "path": "p"}),
+        ),
+    ];
+    for (req, want) in cases {
+        assert_eq!(req.to_json(), want, "{req:?}");
+        assert!(!req.to_json().to_string().contains('\n'));
+    }
+}
+
+#[test]
+fn responses_are_checked() {
+    let ok = parse_response(br#"{"version":1,"ok":true,"status":{}}"#).unwrap();
+    assert_eq!(ok["status"], json!({}));
+    match parse_response(br#"{"version":1,"ok":false,"error":"no connection named \"x\""}"#) {
+        Err(CtlError::Daemon(m)) => assert_eq!(m, "no connection named \"x\""),
+        other => panic!("{other:?}"),
+    }
+    for bad in [
+        &b"not json"[..],
+        br#"[1]"#,
+        br#"{"ok":true}"#,
+        br#"{"version":2,"ok":true}"#,
+        br#"{"version":1}"#,
+    ] {
+        assert!(
+            matches!(parse_response(bad), Err(CtlError::Malformed(_))),
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
