@@ -98,6 +98,9 @@ impl ControlLoop {
                 .map_or(now + TICK, |t| t.min(now + TICK));
             match self.input.recv_timeout(wake.saturating_duration_since(now)) {
                 Ok(d) => {
+                    // Data counted before these messages arrived must be in
+                    // the sessions' receive reports first.
+                    self.pull_summaries();
                     self.on_datagram(d, &mut buf);
                     for _ in 0..MAX_INPUT_PER_ROUND {
                         match self.input.try_recv() {
@@ -217,8 +220,9 @@ impl ControlLoop {
         }
     }
 
-    fn round(&mut self, now: Instant, buf: &mut [u8; OUT_LEN]) {
-        for (ci, (session, conn)) in self.sessions.iter_mut().zip(self.conns.iter()).enumerate() {
+    /// Feeds the data plane's receive summaries into the sessions.
+    fn pull_summaries(&mut self) {
+        for (session, conn) in self.sessions.iter_mut().zip(self.conns.iter()) {
             for (i, p) in conn.paths.iter().enumerate() {
                 let packets = p.rx_summary_packets.swap(0, Relaxed);
                 if packets > 0 {
@@ -232,6 +236,12 @@ impl ControlLoop {
                     let _unknown_path_impossible = session.handle_data_summary(i, summary);
                 }
             }
+        }
+    }
+
+    fn round(&mut self, now: Instant, buf: &mut [u8; OUT_LEN]) {
+        self.pull_summaries();
+        for (ci, (session, conn)) in self.sessions.iter_mut().zip(self.conns.iter()).enumerate() {
             let keys = match (&conn.crypto, self.exchanges.get_mut(ci)) {
                 (Some(crypto), Some(Some(exchange))) => {
                     let keys = crypto.keys();

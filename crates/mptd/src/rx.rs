@@ -36,6 +36,10 @@ use mpt_proto::{DecodeError, Transmit};
 struct RxCrypto {
     keys: Option<Arc<SessionKeys>>,
     replay: ReplayWindow,
+    /// Control messages of the current batch, handed over only after the
+    /// batch's data summary is stored: a probe's report must never count
+    /// less data than arrived before it (that would read as loss).
+    pending: Vec<ControlDatagram>,
 }
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
@@ -163,6 +167,7 @@ impl RxWorker {
         let mut crypto = RxCrypto {
             keys: None,
             replay: ReplayWindow::new(),
+            pending: Vec::with_capacity(RECV_MESSAGES),
         };
         let mut start = 0usize;
         while !self.shutdown.load(Relaxed) {
@@ -279,6 +284,12 @@ impl RxWorker {
             let ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
             path.rx_summary_last_ns.store(ns, Relaxed);
         }
+        for msg in crypto.pending.drain(..) {
+            match self.control.try_send(msg) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(_)) => conn.drops.control_queue_full.add(1),
+            }
+        }
     }
 
     /// Checks one datagram (opening it when the connection is encrypted);
@@ -329,7 +340,7 @@ impl RxWorker {
             } else if dgram.len() != expected {
                 conn.drops.malformed.add(1);
             } else {
-                self.to_control(pi, dgram, from, now);
+                self.to_control(pi, dgram, from, now, &mut crypto.pending);
             }
             return (Verdict::Drop, dgram);
         }
@@ -376,7 +387,7 @@ impl RxWorker {
                 if dgram.len() != Transmit::LEN {
                     conn.drops.malformed.add(1);
                 } else {
-                    self.to_control(pi, dgram, from, now);
+                    self.to_control(pi, dgram, from, now, &mut crypto.pending);
                 }
                 Verdict::Skip(header.seq)
             }
@@ -388,8 +399,16 @@ impl RxWorker {
         (verdict, dgram)
     }
 
-    /// Queues a (plaintext) message for the control loop.
-    fn to_control(&self, pi: usize, dgram: &[u8], from: Option<SocketAddr>, now: Instant) {
+    /// Queues a (plaintext) message for the control loop (sent at the end
+    /// of the batch; bounded: beyond the capacity it is dropped and counted).
+    fn to_control(
+        &self,
+        pi: usize,
+        dgram: &[u8],
+        from: Option<SocketAddr>,
+        now: Instant,
+        pending: &mut Vec<ControlDatagram>,
+    ) {
         let conn = &*self.conn;
         let mut msg = ControlDatagram {
             conn: conn.index,
@@ -401,9 +420,10 @@ impl RxWorker {
         };
         msg.bytes[..msg.len].copy_from_slice(&dgram[..msg.len]);
         msg.bytes[1] &= !Flags::SEALED.bits();
-        match self.control.try_send(msg) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => conn.drops.control_queue_full.add(1),
+        if pending.len() < pending.capacity() {
+            pending.push(msg);
+        } else {
+            conn.drops.control_queue_full.add(1);
         }
     }
 
