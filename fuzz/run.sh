@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for N seconds each (default 60).
 #
-#   fuzz/run.sh [seconds] [target...]
+#   fuzz/run.sh [seconds] [target...]   (no target: all of `cargo fuzz list`)
 #
 # cargo-fuzz passes -Zsanitizer=address and other nightly flags to rustc;
 # RUSTC_BOOTSTRAP=1 lets the stable toolchain accept them. Corpora grow in
@@ -13,9 +13,6 @@ cd "$(dirname "$0")"
 secs="${1:-60}"
 shift || true
 targets=("$@")
-if [ "${#targets[@]}" -eq 0 ]; then
-    targets=(decode session)
-fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "cargo-fuzz not found; installing it from crates.io" >&2
@@ -23,6 +20,10 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 export RUSTC_BOOTSTRAP=1
+if [ "${#targets[@]}" -eq 0 ]; then
+    # Every [[bin]] of Cargo.toml: decode session handshake open.
+    mapfile -t targets < <(cargo fuzz list)
+fi
 for t in "${targets[@]}"; do
     extra=()
     # The header parser rejects datagrams over MAX_DATAGRAM (9216 bytes);
