@@ -13,6 +13,8 @@ fi
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+# nftables: the roaming test rewrites a client's source address with it.
+command -v nft >/dev/null 2>&1 || need+=(nftables)
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     apt-get update -qq

@@ -237,8 +237,8 @@ enum ConfigCommand {
 }
 
 const BENCH_HELP: &str = "\
-SCENARIO is a preset (ethernet, satellite) or a scenario TOML file (see
-conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
+SCENARIO is a preset (ethernet, satellite, lte-gateway, dtn-relay) or a
+scenario TOML file (see conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
 joined by the case's paths (tbf-shaped veths, or veths through the link
 emulator in a middle namespace), runs mptd on both sides and measures with
 iperf3: raw UDP/TCP over path 0 (baseline), then UDP (offered a bit above
@@ -262,7 +262,7 @@ Examples:
 
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// Scenario preset (ethernet, satellite) or TOML file.
+    /// Scenario preset (ethernet, satellite, lte-gateway, dtn-relay) or TOML file.
     scenario: String,
     /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
     #[arg(long, value_name = "LIST", value_delimiter = ',',

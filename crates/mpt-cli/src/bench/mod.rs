@@ -8,11 +8,16 @@
 //! polls; the testbed guards then clean up and the partial results are
 //! written.
 
+pub mod bundle;
+pub mod dtn;
 pub mod http;
 pub mod iperf;
+pub mod lte;
+pub mod plot;
 pub mod report;
 pub mod scenario;
 pub mod testbed;
+pub mod voip;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -167,7 +172,14 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
     );
     let mut result = Ok(());
     for (k, case) in s.cases.iter().enumerate() {
-        match run_case(k, case, s, opts, &work, stop) {
+        let r = if let Some(p) = &s.lte {
+            lte::run_case(k, case, s, p, opts, &work, stop)
+        } else if let Some(p) = &s.dtn {
+            dtn::run_case(k, case, s, p, opts, &work, stop)
+        } else {
+            run_case(k, case, s, opts, &work, stop)
+        };
+        match r {
             Ok(row) => report.rows.push(row),
             Err(e) => {
                 result = Err(e);

@@ -42,6 +42,12 @@ pub struct Row {
     pub mptd_status_a: Option<serde_json::Value>,
     /// Emulator reports of the emulated paths.
     pub wires: Vec<serde_json::Value>,
+    /// `lte-gateway`: VoIP, bulk and handover figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lte: Option<super::lte::LteResult>,
+    /// `dtn-relay`: bundle figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dtn: Option<super::dtn::DtnResult>,
 }
 
 impl Row {
@@ -96,6 +102,12 @@ fn case_label(r: &Row) -> String {
 
 impl Report {
     pub fn table(&self) -> String {
+        if self.rows.iter().any(|r| r.lte.is_some()) {
+            return super::lte::table(self);
+        }
+        if self.rows.iter().any(|r| r.dtn.is_some()) {
+            return super::dtn::table(self);
+        }
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -140,6 +152,12 @@ impl Report {
     }
 
     pub fn csv(&self) -> String {
+        if self.rows.iter().any(|r| r.lte.is_some()) {
+            return super::lte::csv(self);
+        }
+        if self.rows.iter().any(|r| r.dtn.is_some()) {
+            return super::dtn::csv(self);
+        }
         let mut s = String::from(
             "combo,n,paths,rtt_ms,loss,extra,ideal_mbps,udp_mbps,udp_sent_mbps,udp_loss_pct,\
              tcp_mbps,tcp_retransmits,http_mbps,raw_udp_mbps,raw_tcp_mbps,udp_frac_ideal,tcp_frac_ideal,\
@@ -182,6 +200,12 @@ impl Report {
     /// Throughput against the swept variable (N, or RTT when N is fixed),
     /// one line per test and case family, and the ideal as a dashed line.
     pub fn svg(&self) -> String {
+        if self.rows.iter().any(|r| r.lte.is_some()) {
+            return super::lte::svg(self);
+        }
+        if self.rows.iter().any(|r| r.dtn.is_some()) {
+            return super::dtn::svg(self);
+        }
         let by_n = {
             let mut ns: Vec<usize> = self.rows.iter().map(|r| r.n).collect();
             ns.dedup();

@@ -20,6 +20,14 @@ pub const PRESETS: &[(&str, &str)] = &[
         "satellite",
         include_str!("../../../../conf/scenarios/satellite.toml"),
     ),
+    (
+        "lte-gateway",
+        include_str!("../../../../conf/scenarios/lte-gateway.toml"),
+    ),
+    (
+        "dtn-relay",
+        include_str!("../../../../conf/scenarios/dtn-relay.toml"),
+    ),
 ];
 
 /// Most paths a case may have (address plan 10.77.<i>.0/24, one veth pair
@@ -121,6 +129,10 @@ pub struct ScenarioFile {
     pub extra_link: Option<LinkDef>,
     #[serde(default)]
     pub quick: QuickDef,
+    /// `lte-gateway`: VoIP beside bulk TCP, WiFi handover (see [`super::lte`]).
+    pub lte: Option<super::lte::LteDef>,
+    /// `dtn-relay`: bundles over two hops through a relay (see [`super::dtn`]).
+    pub dtn: Option<super::dtn::DtnDef>,
 }
 
 fn default_paths() -> Vec<usize> {
@@ -224,6 +236,10 @@ pub struct Case {
     pub rtt_ms: Option<f64>,
     pub loss: Option<f64>,
     pub extra: bool,
+    /// mptd path weights (default 100 each), e.g. proportional to link rates.
+    pub weights: Vec<u32>,
+    /// A hop in series before path 0's link (A -> relay -> B), for `dtn-relay`.
+    pub series: Option<Box<(LinkConfig, LinkConfig)>>,
 }
 
 /// A scenario ready to run.
@@ -235,6 +251,10 @@ pub struct Scenario {
     pub tests: Vec<TestKind>,
     pub udp_overload: f64,
     pub cases: Vec<Case>,
+    /// Set for `lte-gateway`-style scenarios (VoIP + bulk + handover).
+    pub lte: Option<super::lte::LteParams>,
+    /// Set for `dtn-relay`-style scenarios (bundles through a relay).
+    pub dtn: Option<super::dtn::DtnParams>,
 }
 
 /// Command-line overrides of a scenario.
@@ -280,7 +300,7 @@ pub fn load(name_or_path: &str, ov: &Overrides) -> Result<Scenario, ScenarioErro
     expand(&name, &origin, file, ov)
 }
 
-fn invalid(origin: &str, msg: impl Into<String>) -> ScenarioError {
+pub(crate) fn invalid(origin: &str, msg: impl Into<String>) -> ScenarioError {
     ScenarioError::Invalid {
         origin: origin.to_string(),
         msg: msg.into(),
@@ -305,6 +325,20 @@ pub fn expand(
     if let Some(p) = &ov.paths {
         f.paths = p.clone();
     }
+    if f.lte.is_some() || f.dtn.is_some() {
+        // One path per link role (WiFi + LTE; the relayed path).
+        f.paths = vec![1];
+    }
+    let lte = f
+        .lte
+        .as_ref()
+        .map(|d| d.resolve(origin, ov.quick))
+        .transpose()?;
+    let dtn = f
+        .dtn
+        .as_ref()
+        .map(|d| d.resolve(origin, ov.quick))
+        .transpose()?;
     if let Some(d) = ov.duration {
         f.duration = d;
     }
@@ -384,6 +418,8 @@ pub fn expand(
                             rtt_ms: rtt.map(|d| d.as_secs_f64() * 1e3),
                             loss,
                             extra,
+                            weights: Vec::new(),
+                            series: None,
                         });
                     }
                 }
@@ -397,10 +433,12 @@ pub fn expand(
         tests: f.tests,
         udp_overload: f.udp_overload,
         cases,
+        lte,
+        dtn,
     })
 }
 
-fn resolve_link(
+pub(crate) fn resolve_link(
     origin: &str,
     def: &LinkDef,
     rtt: Option<Duration>,

@@ -169,6 +169,8 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
 pub struct Plan {
     pub combo: Combo,
     pub mtu: u32,
+    /// mptd weight of path i (weight_out and weight_in); 100 if absent.
+    pub weights: Vec<u32>,
 }
 
 impl Plan {
@@ -180,6 +182,7 @@ impl Plan {
             } else {
                 MTU_OUTER6
             },
+            weights: Vec::new(),
         }
     }
 
@@ -241,9 +244,10 @@ impl Plan {
             self.mtu
         );
         for i in 0..n {
+            let w = self.weights.get(i).copied().unwrap_or(100);
             s += &format!(
                 "\n[[connection.path]]\nname = \"p{i}\"\nlocal = \"{}\"\nremote = \"{}\"\n\
-                 weight_out = 100\nweight_in = 100\nwindow = 1\nstatus = \"up\"\n",
+                 weight_out = {w}\nweight_in = {w}\nwindow = 1\nstatus = \"up\"\n",
                 self.outer(i, side),
                 self.outer(i, peer)
             );
@@ -334,7 +338,8 @@ impl Testbed {
             })
             .context("sysctls in M")?;
         }
-        let plan = Plan::new(case.combo);
+        let mut plan = Plan::new(case.combo);
+        plan.weights = case.weights.clone();
         let (an, bn) = (a.name().to_string(), b.name().to_string());
         let mut wires = Vec::new();
         let (mut a_ifs, mut b_ifs, mut m_ifs) = (Vec::new(), Vec::new(), Vec::new());
@@ -362,6 +367,16 @@ impl Testbed {
                     ip(&["-n", &mn, "link", "set", "dev", &mb, "up"])?;
                     m_ifs.push(ma);
                     m_ifs.push(mb);
+                    if i == 0 && case.series.is_some() {
+                        // The relay: hop 1 ends on ra0, hop 2 starts on rb0.
+                        ip(&[
+                            "-n", &mn, "link", "add", "ra0", "type", "veth", "peer", "name", "rb0",
+                        ])?;
+                        ip(&["-n", &mn, "link", "set", "dev", "ra0", "up"])?;
+                        ip(&["-n", &mn, "link", "set", "dev", "rb0", "up"])?;
+                        m_ifs.push("ra0".into());
+                        m_ifs.push("rb0".into());
+                    }
                 }
             }
             for (ns, ifname, side) in [(&an, &va, 1u8), (&bn, &vb, 2u8)] {
@@ -397,8 +412,24 @@ impl Testbed {
                     }
                 }
                 Link::Emu { a_to_b, b_to_a, .. } => {
+                    let mut a_end = format!("ma{i}");
+                    if let (0, Some(hop)) = (i, &case.series) {
+                        // A's hop in series: ma0 <-> ra0; the link: rb0 <-> mb0.
+                        let cfg = WireConfig {
+                            a: a_end.clone(),
+                            b: "ra0".into(),
+                            netns: m.as_ref().map(|m| m.name().to_string()),
+                            a_to_b: hop.0.clone(),
+                            b_to_a: hop.1.clone(),
+                            seed: 101,
+                            disable_offloads: false,
+                            realtime_priority: None,
+                        };
+                        wires.push(Wire::start(cfg).context("starting emulator on hop 1")?);
+                        a_end = "rb0".into();
+                    }
                     let cfg = WireConfig {
-                        a: format!("ma{i}"),
+                        a: a_end,
                         b: format!("mb{i}"),
                         netns: m.as_ref().map(|m| m.name().to_string()),
                         a_to_b: (**a_to_b).clone(),
@@ -525,6 +556,12 @@ impl Testbed {
                 Err(e) => serde_json::json!({ "error": e.to_string() }),
             })
             .collect()
+    }
+
+    /// Time zero of each wire's schedules and traces, in start order (for a
+    /// case with a hop in series, the hop's wire comes first).
+    pub fn wire_epochs(&self) -> Vec<Instant> {
+        self.wires.iter().map(Wire::epoch).collect()
     }
 
     pub fn m_name(&self) -> Option<&str> {

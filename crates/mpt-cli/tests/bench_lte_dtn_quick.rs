@@ -1,0 +1,54 @@
+//! End to end: `mpt bench lte-gateway --quick` and `mpt bench dtn-relay
+//! --quick` (about 17 s and 13 s) build their testbeds in namespaces (root,
+//! iperf3 and a release mptd next to `mpt` needed) and report VoIP and
+//! bundle figures. One test, the two runs in sequence (2-core CI machines).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn run(scenario: &str) -> serde_json::Value {
+    let mpt = PathBuf::from(env!("CARGO_BIN_EXE_mpt"));
+    let mptd = std::env::var_os("MPTD_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| mpt.with_file_name("mptd"));
+    assert!(mptd.is_file(), "mptd not found at {}", mptd.display());
+    let out = std::env::temp_dir().join(format!("mpt-bench-{scenario}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let res = Command::new(&mpt)
+        .args(["bench", scenario, "--quick", "--out"])
+        .arg(&out)
+        .arg("--mptd")
+        .arg(&mptd)
+        .output()
+        .expect("running mpt bench");
+    let stdout = String::from_utf8_lossy(&res.stdout);
+    assert!(
+        res.status.success(),
+        "mpt bench {scenario} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    for f in ["results.json", "results.csv", "plot.svg"] {
+        assert!(out.join(f).is_file(), "{f} missing in {}", out.display());
+    }
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    let _ = std::fs::remove_dir_all(&out);
+    serde_json::from_str(&text).expect("results.json parses")
+}
+
+#[test]
+fn bench_lte_and_dtn_quick() {
+    assert!(
+        mpt_cli::emu::sys::is_root(),
+        "needs root (network namespaces)"
+    );
+    let v = run("lte-gateway");
+    let l = &v["rows"][0]["lte"];
+    assert!(l["voip"]["received"].as_u64().unwrap_or(0) > 0, "{l}");
+    assert!(
+        l["voip"]["delay_p50_ms"].as_f64().unwrap_or(0.0) > 0.0,
+        "{l}"
+    );
+    let v = run("dtn-relay");
+    let d = &v["rows"][0]["dtn"];
+    assert!(d["delivered"].as_u64().unwrap_or(0) > 0, "{d}");
+}
