@@ -20,6 +20,12 @@
 //! `fd77:<i>::2/64`) for path `p<i>`; tunnel `mpt0` with `192.168.77.1/24`,
 //! `fd00:77::1/64` in A and `.2`/`::2` in B. On A the connection is named
 //! `b`, on B it is named `a`.
+//!
+//! Encrypted beds: [`BedSpec::key`] / [`BedSpec::shared_key`] give a side a
+//! pre-shared key, written as `<a|b>.key` (mode 0600) next to the control
+//! socket and named by `key_file`. [`Capture`] reads a veth's UDP
+//! datagrams with an `AF_PACKET` socket, [`send_flood`] and
+//! [`send_datagrams`] inject datagrams from a path address.
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -186,6 +192,13 @@ impl Side {
         match self {
             Side::A => Side::B,
             Side::B => Side::A,
+        }
+    }
+    /// 0 for A, 1 for B: the index of per-side arrays such as [`BedSpec::keys`].
+    pub fn index(self) -> usize {
+        match self {
+            Side::A => 0,
+            Side::B => 1,
         }
     }
     fn letter(self) -> &'static str {
@@ -494,6 +507,13 @@ pub struct BedSpec {
     pub inner: Vec<Family>,
     pub keepalive: Duration,
     pub dead_timer: Duration,
+    /// Pre-shared key per side (index [`Side::index`]): written by
+    /// [`TestBed::start`] to `<a|b>.key` next to the control socket, mode
+    /// 0600, and named by the connection's `key_file`. `None`: no key.
+    pub keys: [Option<[u8; KEY_LEN]>; 2],
+    /// Per side: leave `remote` out of every path, so the daemon has to
+    /// learn the peer's addresses from its datagrams.
+    pub learn_remote: [bool; 2],
 }
 
 impl BedSpec {
@@ -507,11 +527,33 @@ impl BedSpec {
             inner: vec![Family::V4, Family::V6],
             keepalive: Duration::from_millis(300),
             dead_timer: Duration::from_millis(1000),
+            keys: [None, None],
+            learn_remote: [false, false],
         }
     }
     pub fn inner(mut self, inner: &[Family]) -> Self {
         self.inner = inner.to_vec();
         self
+    }
+    /// Gives `side` a pre-shared key (see [`BedSpec::keys`]).
+    pub fn key(mut self, side: Side, key: [u8; KEY_LEN]) -> Self {
+        self.keys[side.index()] = Some(key);
+        self
+    }
+    /// The same fresh random key on both sides.
+    pub fn shared_key(self) -> Result<Self> {
+        let k = random_key()?;
+        Ok(self.key(Side::A, k).key(Side::B, k))
+    }
+    /// `side`'s paths get no `remote`: addresses are learnt.
+    pub fn learn_remote(mut self, side: Side) -> Self {
+        self.learn_remote[side.index()] = true;
+        self
+    }
+    /// Where `side`'s key file lives for a daemon whose control socket is
+    /// `control`: `<a|b>.key` in the same directory.
+    pub fn key_path(side: Side, control: &Path) -> PathBuf {
+        control.with_file_name(format!("{}.key", side.letter()))
     }
 
     /// The TOML config of `side`'s daemon.
@@ -547,13 +589,24 @@ impl BedSpec {
             self.keepalive.as_millis(),
             self.dead_timer.as_millis()
         );
-        for (i, p) in self.paths.iter().enumerate() {
+        if self.keys[side.index()].is_some() {
             let _ = writeln!(
                 s,
-                "\n[[connection.path]]\nname = \"{}\"\nlocal = \"{}\"\nremote = \"{}\"\nweight_out = {}\nweight_in = {}\nwindow = 1\nstatus = \"up\"",
+                "key_file = {:?}",
+                Self::key_path(side, control).display().to_string()
+            );
+        }
+        for (i, p) in self.paths.iter().enumerate() {
+            let remote = if self.learn_remote[side.index()] {
+                String::new()
+            } else {
+                format!("remote = \"{}\"\n", outer_addr(i, p.outer, peer))
+            };
+            let _ = writeln!(
+                s,
+                "\n[[connection.path]]\nname = \"{}\"\nlocal = \"{}\"\n{remote}weight_out = {}\nweight_in = {}\nwindow = 1\nstatus = \"up\"",
                 path_name(i),
                 outer_addr(i, p.outer, side),
-                outer_addr(i, p.outer, peer),
                 p.weight_out(side),
                 p.weight_out(peer),
             );
@@ -596,6 +649,41 @@ pub fn add_veth_pair(a: &Netns, b: &Netns, i: usize) -> Result<()> {
         ])?;
         ns.set_link(dev, true)?;
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Pre-shared keys
+
+/// Length of a pre-shared key in bytes.
+pub const KEY_LEN: usize = 32;
+
+/// 32 bytes from the kernel's random source.
+pub fn random_key() -> Result<[u8; KEY_LEN]> {
+    let mut key = [0u8; KEY_LEN];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut key))
+        .context("reading /dev/urandom")?;
+    Ok(key)
+}
+
+/// Writes `key` as a key file: standard base64 and a newline, with exactly
+/// `mode` (set after creation, so the umask does not matter).
+pub fn write_key_file(path: &Path, key: &[u8; KEY_LEN], mode: u32) -> Result<()> {
+    use base64::Engine as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let text = base64::engine::general_purpose::STANDARD.encode(key) + "\n";
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .with_context(|| format!("chmod {mode:o} {}", path.display()))?;
     Ok(())
 }
 
@@ -690,6 +778,26 @@ impl Daemon {
 
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The daemon's pid while it runs (`ip netns exec` execs, so the
+    /// child's pid is the daemon's).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The daemon's resident set size (`VmRSS` of `/proc/PID/status`), KiB.
+    pub fn vm_rss_kib(&self) -> Result<u64> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| anyhow!("mptd {} is not running", self.label))?;
+        let path = format!("/proc/{pid}/status");
+        let text = fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| anyhow!("no VmRSS in {path}"))
     }
 
     /// The last `lines` lines of the daemon's log.
@@ -914,6 +1022,45 @@ impl ConnSnap {
             )
         })
     }
+
+    /// One counter of the `drops` object; an error if the daemon does not
+    /// report that reason.
+    pub fn drop_reason(&self, reason: &str) -> Result<u64> {
+        self.raw["drops"][reason].as_u64().ok_or_else(|| {
+            anyhow!(
+                "connection {} reports no drops.{reason}: {}",
+                self.name,
+                self.raw["drops"]
+            )
+        })
+    }
+
+    /// The `session` object (encrypted connections).
+    pub fn session(&self) -> Result<SessionSnap> {
+        let s = &self.raw["session"];
+        let established = s["established"].as_bool();
+        let handshakes = s["handshakes"].as_u64();
+        match (established, handshakes) {
+            (Some(established), Some(handshakes)) => Ok(SessionSnap {
+                established,
+                handshakes,
+            }),
+            _ => bail!(
+                "connection {} has no session {{established, handshakes}} object: {}",
+                self.name,
+                self.raw
+            ),
+        }
+    }
+}
+
+/// A connection's `session` object in a status reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionSnap {
+    /// Session keys exist (a handshake completed).
+    pub established: bool,
+    /// Handshakes completed since the daemon started.
+    pub handshakes: u64,
 }
 
 // ---------------------------------------------------------------------------
@@ -969,6 +1116,16 @@ pub struct Transfer {
     client: Task<(u64, [u8; 32])>,
 }
 
+/// How a transfer's client makes its bytes: `fill(rng, offset, buf)` fills
+/// `buf`, which starts at byte `offset` of the stream. The default is
+/// [`Prng::fill`]; tests that look for their data on the wire put a marker in.
+pub type Fill = Arc<dyn Fn(&mut Prng, u64, &mut [u8]) + Send + Sync>;
+
+/// The default [`Fill`]: pseudo-random bytes.
+pub fn random_fill() -> Fill {
+    Arc::new(|rng: &mut Prng, _offset: u64, buf: &mut [u8]| rng.fill(buf))
+}
+
 /// Socket timeout inside a transfer: a stall this long fails the transfer.
 const STALL: Duration = Duration::from_secs(20);
 const CHUNK: usize = 64 * 1024;
@@ -987,6 +1144,30 @@ impl Transfer {
         bytes: u64,
         seed: u64,
         pace: Option<u64>,
+    ) -> Result<Self> {
+        Self::start_with(
+            client_ns,
+            server_ns,
+            server_addr,
+            port,
+            bytes,
+            seed,
+            pace,
+            random_fill(),
+        )
+    }
+
+    /// [`Transfer::start`] with the client's bytes made by `fill`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with(
+        client_ns: &Netns,
+        server_ns: &Netns,
+        server_addr: IpAddr,
+        port: u16,
+        bytes: u64,
+        seed: u64,
+        pace: Option<u64>,
+        fill: Fill,
     ) -> Result<Self> {
         let addr = SocketAddr::new(server_addr, port);
         let (ready_tx, ready_rx) = mpsc::channel::<()>();
@@ -1062,7 +1243,7 @@ impl Transfer {
                     }
                 }
                 let n = CHUNK.min(usize::try_from(bytes - sent).unwrap_or(CHUNK));
-                rng.fill(&mut buf[..n]);
+                fill(&mut rng, sent, &mut buf[..n]);
                 (&stream)
                     .write_all(&buf[..n])
                     .with_context(|| format!("client write after {sent} bytes"))?;
@@ -1168,6 +1349,36 @@ pub fn send_datagrams(
     })
 }
 
+/// Sends `count` datagrams made by `make(i, buf)` from an ephemeral port
+/// on `from` (inside `ns`) to `to`, pausing 1 ms after every `burst`: a
+/// flood, as fast as a blocking socket goes with that pause. Returns how
+/// many were sent. Gives up after `timeout`.
+pub fn send_flood(
+    ns: &Netns,
+    from: IpAddr,
+    to: SocketAddr,
+    count: u64,
+    burst: u64,
+    timeout: Duration,
+    mut make: impl FnMut(u64, &mut Vec<u8>) + Send + 'static,
+) -> Result<u64> {
+    ns.run_in("udp flood", timeout, move || {
+        let sock =
+            UdpSocket::bind(SocketAddr::new(from, 0)).with_context(|| format!("bind {from}"))?;
+        let mut buf = Vec::with_capacity(65536);
+        for i in 0..count {
+            buf.clear();
+            make(i, &mut buf);
+            sock.send_to(&buf, to)
+                .with_context(|| format!("send_to {to} (datagram {i})"))?;
+            if burst > 0 && i % burst == burst - 1 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(count)
+    })
+}
+
 /// `s` without ANSI escape sequences (`ESC [ ... letter`), for log excerpts.
 pub fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -1243,12 +1454,24 @@ pub struct TestBed {
     dir: TempDir,
     next_port: u16,
     finished: bool,
+    /// Daemons started so far per side, to name the logs of restarts.
+    starts: [u32; 2],
 }
 
 impl TestBed {
     /// Builds the bed and waits until both daemons are ready and every
     /// path is `up` on both sides.
     pub fn new(spec: BedSpec) -> Result<Self> {
+        let mut bed = Self::start(spec)?;
+        bed.wait_all_up(Duration::from_secs(5))?;
+        Ok(bed)
+    }
+
+    /// Builds the bed and waits until both daemons are ready (control
+    /// socket answers, tun exists), without waiting for any path: for beds
+    /// whose paths are not meant to come up. Writes the key files of
+    /// [`BedSpec::keys`] first.
+    pub fn start(spec: BedSpec) -> Result<Self> {
         // Fail before building anything if there is no daemon to test.
         mptd_bin()?;
         let dir = TempDir::new("dir")?;
@@ -1265,6 +1488,7 @@ impl TestBed {
             dir,
             next_port: 5001,
             finished: false,
+            starts: [1, 1],
         };
         for side in [Side::A, Side::B] {
             let d = bed.dir.path();
@@ -1274,6 +1498,9 @@ impl TestBed {
                 d.join(format!("{l}.sock")),
                 d.join(format!("{l}.log")),
             );
+            if let Some(key) = &bed.spec.keys[side.index()] {
+                write_key_file(&BedSpec::key_path(side, &control), key, 0o600)?;
+            }
             fs::write(&cfg, bed.spec.config(side, &control))?;
             let daemon = Daemon::start(bed.ns(side), l, &cfg, &control, &log)?;
             bed.daemons.push(daemon);
@@ -1286,8 +1513,138 @@ impl TestBed {
             };
             bed.daemons[i].wait_ready(ns, TUN, Duration::from_secs(10))?;
         }
-        bed.wait_all_up(Duration::from_secs(5))?;
         Ok(bed)
+    }
+
+    /// Path of `side`'s config file.
+    pub fn config_path(&self, side: Side) -> PathBuf {
+        self.dir().join(format!("{}.toml", side.letter()))
+    }
+
+    /// Stops `side`'s daemon (SIGTERM) and requires a clean exit with its
+    /// tun gone, as [`Daemon::stop_clean`].
+    pub fn stop_daemon(&mut self, side: Side) -> Result<()> {
+        let i = self.index(side);
+        let ns = match side {
+            Side::A => &self.a,
+            Side::B => &self.b,
+        };
+        self.daemons[i].stop_clean(ns, TUN)
+    }
+
+    /// Starts `side`'s daemon again after [`TestBed::stop_daemon`], with
+    /// `config` written over its config file if given (else the same
+    /// config), logging to `<a|b>-<n>.log`; waits until it is ready.
+    pub fn restart_daemon(&mut self, side: Side, config: Option<&str>) -> Result<()> {
+        let i = self.index(side);
+        ensure!(
+            self.daemons[i].child.is_none(),
+            "mptd {} is still running; stop it first",
+            self.daemons[i].label
+        );
+        let cfg = self.config_path(side);
+        if let Some(text) = config {
+            fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
+        }
+        self.starts[i] += 1;
+        let l = side.letter();
+        let label = format!("{l}-{}", self.starts[i]);
+        let log = self.dir().join(format!("{label}.log"));
+        let control = self.daemons[i].control.clone();
+        let daemon = Daemon::start(self.ns(side), &label, &cfg, &control, &log)?;
+        self.daemons[i] = daemon;
+        let ns = match side {
+            Side::A => &self.a,
+            Side::B => &self.b,
+        };
+        self.daemons[i].wait_ready(ns, TUN, Duration::from_secs(10))
+    }
+
+    /// Sends small UDP datagrams through the tunnel from `from` to an echo
+    /// server on the other side's inner address (family `inner`), one every
+    /// 100 ms, until one comes back; returns how long that took. Fails
+    /// after `timeout`.
+    pub fn wait_tunnel(
+        &mut self,
+        from: Side,
+        inner: Family,
+        timeout: Duration,
+    ) -> Result<Duration> {
+        let port = self.next_port;
+        self.next_port += 1;
+        let to = from.other();
+        let (local, server) = (
+            inner_addr(inner, from),
+            SocketAddr::new(inner_addr(inner, to), port),
+        );
+        let t0 = Instant::now();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop_echo = stop.clone();
+        let echo = self
+            .ns(to)
+            .spawn(&format!("udp echo on {server}"), move || {
+                // The tun address may still be settling: retry bind.
+                let sock = wait_until(&format!("bind {server}"), timeout, POLL, || {
+                    Ok(Some(
+                        UdpSocket::bind(server).with_context(|| format!("bind {server}"))?,
+                    ))
+                })?;
+                sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+                let mut buf = [0u8; 64];
+                while !stop_echo.load(Ordering::Relaxed) {
+                    match sock.recv_from(&mut buf) {
+                        Ok((n, peer)) => {
+                            sock.send_to(&buf[..n], peer).context("echo")?;
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                            ) => {}
+                        Err(e) => return Err(anyhow!(e).context("echo recv")),
+                    }
+                }
+                Ok(())
+            })?;
+        let client = self
+            .ns(from)
+            .spawn(&format!("udp ping to {server}"), move || {
+                let sock = wait_until(&format!("bind {local}"), timeout, POLL, || {
+                    Ok(Some(
+                        UdpSocket::bind(SocketAddr::new(local, 0))
+                            .with_context(|| format!("bind {local}"))?,
+                    ))
+                })?;
+                sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+                let mut buf = [0u8; 64];
+                let mut n = 0u64;
+                wait_until(
+                    &format!("an echo from {server} through the tunnel"),
+                    timeout.saturating_sub(t0.elapsed()),
+                    Duration::ZERO,
+                    || {
+                        n += 1;
+                        let ping = n.to_be_bytes();
+                        // Errors (no route yet while a tun comes up) are retried.
+                        sock.send_to(&ping, server).context("send")?;
+                        let deadline = Instant::now() + Duration::from_millis(100);
+                        while Instant::now() < deadline {
+                            match sock.recv_from(&mut buf) {
+                                Ok((8, _)) if buf[..8] == ping => return Ok(Some(t0.elapsed())),
+                                Ok(_) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        Ok(None)
+                    },
+                )
+            })?;
+        let r = client.wait(timeout + Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+        let e = echo.wait(Duration::from_secs(2));
+        let took = r?;
+        e?;
+        Ok(took)
     }
 
     fn index(&self, side: Side) -> usize {
@@ -1411,6 +1768,30 @@ impl TestBed {
             bytes,
             u64::from(port),
             pace,
+        )
+    }
+
+    /// [`TestBed::start_transfer`] with the client's bytes made by `fill`.
+    pub fn start_transfer_with(
+        &mut self,
+        from: Side,
+        inner: Family,
+        bytes: u64,
+        pace: Option<u64>,
+        fill: Fill,
+    ) -> Result<Transfer> {
+        let port = self.next_port;
+        self.next_port += 1;
+        let to = from.other();
+        Transfer::start_with(
+            self.ns(from),
+            self.ns(to),
+            inner_addr(inner, to),
+            port,
+            bytes,
+            u64::from(port),
+            pace,
+            fill,
         )
     }
 
@@ -1551,5 +1932,330 @@ impl Drop for TestBed {
                 );
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Packet capture
+
+/// One UDP datagram seen by a [`Capture`] (GSO aggregates already split
+/// into the datagrams they stand for).
+#[derive(Debug, Clone, Copy)]
+pub struct Captured<'a> {
+    /// Sent by this namespace (else received).
+    pub outgoing: bool,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// The UDP payload.
+    pub payload: &'a [u8],
+}
+
+/// What a capture counted besides what its callback kept.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CaptureStats {
+    /// Frames read from the packet socket.
+    pub frames: u64,
+    /// UDP datagrams to or from the port, after splitting aggregates.
+    pub datagrams: u64,
+    /// Frames that were GSO aggregates.
+    pub gso_frames: u64,
+    /// Frames the kernel dropped because the capture fell behind
+    /// (`PACKET_STATISTICS`).
+    pub kernel_drops: u64,
+}
+
+/// An `AF_PACKET` capture on one interface inside a namespace, from a
+/// thread that entered it. Every UDP datagram to or from `port` is handed
+/// to a callback with the caller's state, which [`Capture::stop`] returns.
+///
+/// The socket reads with `PACKET_VNET_HDR`, so a GSO aggregate (one frame
+/// holding many datagrams, as the daemon's UDP GSO sends them over veths)
+/// comes with its segment size and is split back into datagrams.
+pub struct Capture<S> {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: Task<(S, CaptureStats)>,
+}
+
+/// `struct virtio_net_hdr` (linux/virtio_net.h) in front of every frame
+/// read from a `PACKET_VNET_HDR` socket.
+const VNET_HDR_LEN: usize = 10;
+/// Largest frame: a 64 KiB aggregate, Ethernet header, vnet header.
+const MAX_FRAME: usize = VNET_HDR_LEN + 14 + 65_535;
+
+impl<S: Send + 'static> Capture<S> {
+    /// Starts capturing on `ifname` in `ns`; returns once the socket is
+    /// bound, so nothing sent afterwards is missed.
+    pub fn start(
+        ns: &Netns,
+        ifname: &str,
+        port: u16,
+        mut state: S,
+        mut on_datagram: impl FnMut(&mut S, &Captured<'_>) + Send + 'static,
+    ) -> Result<Self> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop_thread = stop.clone();
+        let (ready_tx, ready_rx) = mpsc::channel::<()>();
+        let ifname = ifname.to_owned();
+        let what = format!("capture on {ifname} in {}", ns.name());
+        let task = ns.spawn(&what, move || {
+            let sock = PacketSocket::open(&ifname)?;
+            let _ = ready_tx.send(());
+            let mut stats = CaptureStats::default();
+            let mut buf = vec![0u8; MAX_FRAME];
+            loop {
+                // Read the stop flag before draining, so what was queued
+                // when stop() was called is still read.
+                let stopping = stop_thread.load(Ordering::Relaxed);
+                while let Some((n, outgoing)) = sock.recv(&mut buf)? {
+                    stats.frames += 1;
+                    split_frame(&buf[..n], outgoing, port, &mut stats, |d| {
+                        on_datagram(&mut state, d)
+                    });
+                }
+                if stopping {
+                    break;
+                }
+                sock.wait_readable(Duration::from_millis(20))?;
+            }
+            stats.kernel_drops = sock.drops()?;
+            Ok((state, stats))
+        })?;
+        if ready_rx.recv_timeout(Duration::from_secs(5)).is_err() {
+            // The thread failed before binding: its error says why.
+            return Err(match task.wait(Duration::from_secs(1)) {
+                Err(e) => e,
+                Ok(_) => anyhow!("capture ended before it started"),
+            });
+        }
+        Ok(Capture { stop, task })
+    }
+
+    /// Stops the capture after reading what is queued; returns the state
+    /// and the counters.
+    pub fn stop(self) -> Result<(S, CaptureStats)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.wait(Duration::from_secs(10))
+    }
+}
+
+/// Parses one vnet header + Ethernet frame; calls `f` for each UDP
+/// datagram to or from `port` in it (several for a GSO aggregate).
+fn split_frame(
+    frame: &[u8],
+    outgoing: bool,
+    port: u16,
+    stats: &mut CaptureStats,
+    mut f: impl FnMut(&Captured<'_>),
+) {
+    let Some((vnet, eth)) = frame.split_at_checked(VNET_HDR_LEN) else {
+        return;
+    };
+    // virtio_net_hdr: flags u8, gso_type u8, hdr_len u16, gso_size u16, ...
+    // (native endianness on a packet socket).
+    let gso_size = usize::from(u16::from_ne_bytes([vnet[4], vnet[5]]));
+    let gso = vnet[1] != 0 && gso_size != 0;
+    let be16 = |b: &[u8], at: usize| usize::from(u16::from_be_bytes([b[at], b[at + 1]]));
+    if eth.len() < 14 {
+        return;
+    }
+    let ip = &eth[14..];
+    // (src, dst, udp start, end of the IP packet by its length field)
+    let (src, dst, udp, end) = match be16(eth, 12) {
+        0x0800 if ip.len() >= 20 && ip[9] == 17 => {
+            // Fragments (offset or more-fragments set) carry no full datagram.
+            if be16(ip, 6) & 0x3fff != 0 {
+                return;
+            }
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let mut s = [0u8; 4];
+            let mut d = [0u8; 4];
+            s.copy_from_slice(&ip[12..16]);
+            d.copy_from_slice(&ip[16..20]);
+            (IpAddr::from(s), IpAddr::from(d), ihl, be16(ip, 2))
+        }
+        // No extension headers in our traffic: UDP right after the header.
+        0x86dd if ip.len() >= 40 && ip[6] == 17 => {
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&ip[8..24]);
+            d.copy_from_slice(&ip[24..40]);
+            (IpAddr::from(s), IpAddr::from(d), 40, 40 + be16(ip, 4))
+        }
+        _ => return,
+    };
+    if ip.len() < udp + 8 {
+        return;
+    }
+    let (sport, dport) = (be16(ip, udp) as u16, be16(ip, udp + 2) as u16);
+    if sport != port && dport != port {
+        return;
+    }
+    let c = |payload| Captured {
+        outgoing,
+        src: SocketAddr::new(src, sport),
+        dst: SocketAddr::new(dst, dport),
+        payload,
+    };
+    if gso {
+        // An aggregate's length fields describe one segment or nothing
+        // useful; the frame's own length holds all segments.
+        stats.gso_frames += 1;
+        for seg in ip[udp + 8..].chunks(gso_size) {
+            stats.datagrams += 1;
+            f(&c(seg));
+        }
+    } else {
+        stats.datagrams += 1;
+        f(&c(&ip[udp + 8..end.clamp(udp + 8, ip.len())]));
+    }
+}
+
+/// An `AF_PACKET`/`SOCK_RAW` socket bound to one interface, every protocol,
+/// both directions, with vnet headers. Closed on drop.
+struct PacketSocket {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl PacketSocket {
+    fn open(ifname: &str) -> Result<Self> {
+        use std::mem::{size_of, zeroed};
+        use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+        let name = std::ffi::CString::new(ifname)?;
+        // SAFETY: name is a live NUL-terminated string.
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        ensure!(
+            index != 0,
+            "no interface {ifname}: {}",
+            std::io::Error::last_os_error()
+        );
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: socket() has no memory arguments; the fd is owned at once.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                libc::c_int::from(proto),
+            )
+        };
+        ensure!(
+            raw >= 0,
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: raw is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let sock = PacketSocket { fd };
+        sock.setsockopt(libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)
+            .context("PACKET_VNET_HDR")?;
+        // A 20 MB transfer at full speed must not overrun the capture.
+        sock.setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 64 << 20)
+            .context("SO_RCVBUFFORCE")?;
+        // SAFETY: a zeroed sockaddr_ll is valid; bind needs these fields.
+        let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = index as libc::c_int;
+        // SAFETY: sll is a live sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(
+                sock.fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        ensure!(
+            r == 0,
+            "bind to {ifname}: {}",
+            std::io::Error::last_os_error()
+        );
+        Ok(sock)
+    }
+
+    fn setsockopt(&self, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> Result<()> {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: value is a live c_int of the size passed.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        ensure!(r == 0, "{}", std::io::Error::last_os_error());
+        Ok(())
+    }
+
+    /// Non-blocking read of one vnet header + frame: its length and whether
+    /// the host sent it, or `None` when nothing is queued.
+    fn recv(&self, buf: &mut [u8]) -> Result<Option<(usize, bool)>> {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: a zeroed sockaddr_ll is valid.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: buf, addr and len are live for the call, of the sizes passed.
+        let n = unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+                (&mut addr as *mut libc::sockaddr_ll).cast(),
+                &mut len,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(anyhow!(e).context("recvfrom on the packet socket")),
+            };
+        }
+        Ok(Some((
+            n as usize,
+            addr.sll_pkttype == libc::PACKET_OUTGOING,
+        )))
+    }
+
+    fn wait_readable(&self, timeout: Duration) -> Result<()> {
+        use std::os::fd::AsRawFd as _;
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one live pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            ensure!(e.kind() == std::io::ErrorKind::Interrupted, "poll: {e}");
+        }
+        Ok(())
+    }
+
+    /// Frames dropped since the last call (`PACKET_STATISTICS`).
+    fn drops(&self) -> Result<u64> {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: a zeroed tpacket_stats is valid.
+        let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: st and len are live, of the size passed.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        ensure!(
+            r == 0,
+            "PACKET_STATISTICS: {}",
+            std::io::Error::last_os_error()
+        );
+        Ok(u64::from(st.tp_drops))
     }
 }

@@ -1,0 +1,274 @@
+//! The control plane with real daemons: `mpt status/path/reload` against a
+//! running `mptd`, the metrics endpoint, and hostile control requests.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mpt_e2e::*;
+use serde_json::{json, Value};
+
+fn mpt_bin() -> PathBuf {
+    let p = mptd_bin().expect("mptd").with_file_name("mpt");
+    assert!(
+        p.is_file(),
+        "mpt not found at {}: build it first: cargo build --release --bins",
+        p.display()
+    );
+    p
+}
+
+/// Runs `mpt --socket SOCK ARGS`; returns (exit code, stdout, stderr).
+fn mpt(socket: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(mpt_bin())
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("run mpt");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn socket(bed: &TestBed, side: Side) -> PathBuf {
+    let letter = match side {
+        Side::A => "a",
+        Side::B => "b",
+    };
+    bed.dir().join(format!("{letter}.sock"))
+}
+
+fn status_json(sock: &Path) -> Value {
+    let (code, out, err) = mpt(sock, &["status", "--json"]);
+    assert_eq!(code, 0, "mpt status --json failed: {err}");
+    serde_json::from_str(&out).expect("status --json is JSON")
+}
+
+fn path_field<'a>(status: &'a Value, path: &str, field: &str) -> &'a Value {
+    status["connections"][0]["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .find(|p| p["name"] == path)
+        .map(|p| &p[field])
+        .unwrap_or(&Value::Null)
+}
+
+#[test]
+fn operator_changes_show_in_status_and_steer_traffic() {
+    let spec = BedSpec::uniform(2, Family::V4).inner(&[Family::V4]);
+    let mut bed = TestBed::new(spec).expect("test bed");
+    let sock = socket(&bed, Side::A);
+    let conn = conn_name(Side::A);
+    let p1 = path_name(1);
+
+    // The human table names both paths; --json carries the contract fields.
+    let (code, table, err) = mpt(&sock, &["status", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        table.contains(&path_name(0)) && table.contains(&p1),
+        "{table}"
+    );
+    let st = status_json(&sock);
+    for field in [
+        "state",
+        "local",
+        "remote",
+        "weight_out",
+        "weight_in",
+        "rtt_ms",
+        "loss_pct",
+        "tx_packets",
+        "rx_packets",
+        "tx_bytes",
+        "rx_bytes",
+    ] {
+        assert!(
+            st["connections"][0]["paths"][0].get(field).is_some(),
+            "status lacks {field}: {st}"
+        );
+    }
+
+    // Path 1 down by hand: reported down, and it carries no data.
+    let (code, _, err) = mpt(&sock, &["path", conn, &p1, "down"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(path_field(&status_json(&sock), &p1, "state"), "down");
+    let before = bed.tx_data(Side::A).expect("tx");
+    bed.transfer(Side::A, Family::V4, 8 << 20)
+        .expect("transfer with one path down");
+    let after = bed.tx_data(Side::A).expect("tx");
+    assert_eq!(after[1], before[1], "path 1 carried data while down");
+    assert!(after[0] > before[0]);
+
+    // Back up, then weights 3:1 (the harness configures 100 on each path).
+    let (code, _, err) = mpt(&sock, &["path", conn, &p1, "up"]);
+    assert_eq!(code, 0, "{err}");
+    bed.wait_path_state(Side::A, 1, "up", Instant::now(), Duration::from_secs(5))
+        .expect("p1 up");
+    let (code, _, err) = mpt(&sock, &["path", conn, &path_name(0), "weight", "300"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        path_field(&status_json(&sock), &path_name(0), "weight_out"),
+        300
+    );
+    let before = bed.tx_data(Side::A).expect("tx");
+    bed.transfer(Side::A, Family::V4, 16 << 20)
+        .expect("transfer");
+    let after = bed.tx_data(Side::A).expect("tx");
+    let (d0, d1) = ((after[0] - before[0]) as f64, (after[1] - before[1]) as f64);
+    let ratio = d0 / d1.max(1.0);
+    assert!(
+        (2.7..=3.3).contains(&ratio),
+        "shares {d0}:{d1} (ratio {ratio:.2}), expected 3:1 within 10 %"
+    );
+
+    // Unknown names are errors with exit code 1 and change nothing.
+    let (code, _, err) = mpt(&sock, &["path", conn, "nope", "down"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nope"), "{err}");
+    bed.shutdown().expect("clean shutdown");
+}
+
+#[test]
+fn reload_applies_a_valid_file_and_a_broken_one_changes_nothing() {
+    let spec = BedSpec::uniform(2, Family::V4).inner(&[Family::V4]);
+    let mut bed = TestBed::new(spec).expect("test bed");
+    let sock = socket(&bed, Side::A);
+    let cfg = bed.config_path(Side::A);
+    let original = std::fs::read_to_string(&cfg).expect("config");
+
+    // weight_out of path 0: 100 -> 400, through `mpt reload`.
+    let changed = original.replacen("weight_out = 100\n", "weight_out = 400\n", 1);
+    assert_ne!(changed, original);
+    std::fs::write(&cfg, &changed).expect("write config");
+    let (code, out, err) = mpt(&sock, &["reload"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("weight_out 100 -> 400"), "{out}");
+    assert_eq!(
+        path_field(&status_json(&sock), &path_name(0), "weight_out"),
+        400
+    );
+
+    // A broken file: error naming file and line, nothing changes, traffic flows.
+    std::fs::write(&cfg, format!("{changed}\nthis is not toml\n")).expect("write config");
+    let (code, _, err) = mpt(&sock, &["reload"]);
+    assert_eq!(code, 1, "a broken reload must fail");
+    assert!(
+        err.contains("a.toml:"),
+        "error should name the file and line: {err}"
+    );
+    assert_eq!(
+        path_field(&status_json(&sock), &path_name(0), "weight_out"),
+        400
+    );
+    bed.transfer(Side::A, Family::V4, 4 << 20)
+        .expect("traffic after a failed reload");
+
+    // SIGHUP re-reads too.
+    std::fs::write(&cfg, &original).expect("write config");
+    let pid = bed.daemon(Side::A).pid().expect("pid");
+    run("kill", &["-HUP", &pid.to_string()]).expect("SIGHUP");
+    wait_until("SIGHUP reload", Duration::from_secs(5), POLL, || {
+        Ok((path_field(&status_json(&sock), &path_name(0), "weight_out") == 100).then_some(()))
+    })
+    .expect("weight back to 100 after SIGHUP");
+    bed.shutdown().expect("clean shutdown");
+}
+
+#[test]
+fn metrics_endpoint_serves_the_documented_series() {
+    let spec = BedSpec::uniform(2, Family::V4).inner(&[Family::V4]);
+    let mut bed = TestBed::new(spec).expect("test bed");
+    bed.stop_daemon(Side::A).expect("stop A");
+    let cfg = std::fs::read_to_string(bed.config_path(Side::A)).expect("config");
+    let with_metrics = cfg.replacen("[daemon]\n", "[daemon]\nmetrics = \"127.0.0.1:19469\"\n", 1);
+    bed.restart_daemon(Side::A, Some(&with_metrics))
+        .expect("restart with metrics");
+    bed.wait_all_up(Duration::from_secs(5)).expect("paths up");
+    bed.transfer(Side::A, Family::V4, 2 << 20)
+        .expect("some traffic");
+    let page = bed
+        .ns(Side::A)
+        .run_in("scrape metrics", Duration::from_secs(5), || {
+            let mut s = std::net::TcpStream::connect("127.0.0.1:19469")?;
+            s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
+            let mut page = String::new();
+            s.read_to_string(&mut page)?;
+            Ok(page)
+        })
+        .expect("scrape");
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    for series in [
+        "# TYPE mpt_path_up gauge",
+        "# TYPE mpt_path_rtt_seconds gauge",
+        "# TYPE mpt_path_loss_ratio gauge",
+        "# TYPE mpt_path_tx_bytes_total counter",
+        "# TYPE mpt_path_rx_packets_total counter",
+        "# TYPE mpt_drops_total counter",
+        "mpt_drops_total{conn=",
+        "reason=\"malformed\"}",
+        "mpt_path_up{conn=",
+    ] {
+        assert!(page.contains(series), "metrics lack {series}:\n{page}");
+    }
+    let tx_line = page
+        .lines()
+        .find(|l| {
+            l.starts_with("mpt_path_tx_bytes_total{")
+                && l.contains(&format!("path=\"{}\"", path_name(0)))
+        })
+        .expect("tx bytes of path 0");
+    let value: f64 = tx_line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("number");
+    assert!(value > 1e6, "{tx_line}");
+    bed.shutdown().expect("clean shutdown");
+}
+
+#[test]
+fn hostile_control_requests_get_errors_and_forwarding_continues() {
+    let spec = BedSpec::uniform(2, Family::V4).inner(&[Family::V4]);
+    let mut bed = TestBed::new(spec).expect("test bed");
+    let sock = socket(&bed, Side::A);
+    let ask = |line: &[u8]| -> Value {
+        let s = UnixStream::connect(&sock).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        (&s).write_all(line).expect("write");
+        let mut reply = String::new();
+        BufReader::new(&s).read_line(&mut reply).expect("reply");
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("reply {reply:?} is not JSON: {e}"))
+    };
+    for bad in [
+        &b"not json at all\n"[..],
+        b"{\"version\":99,\"request\":\"status\"}\n",
+        b"{\"version\":1,\"request\":\"self_destruct\"}\n",
+        b"{\"version\":1}\n",
+        b"{\"version\":1,\"request\":\"path_weight\",\"conn\":\"x\",\"path\":\"y\",\"weight_out\":-5}\n",
+        b"[1,2,3]\n",
+    ] {
+        let r = ask(bad);
+        assert_eq!(r["ok"], false, "{} -> {r}", String::from_utf8_lossy(bad));
+        assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
+    }
+    let mut huge = vec![b'x'; 100 * 1024];
+    huge.push(b'\n');
+    let r = ask(&huge);
+    assert_eq!(r["ok"], false, "{r}");
+    // The daemon still answers and forwards.
+    let st = bed
+        .daemon(Side::A)
+        .request(&json!({"version": 1, "request": "status"}))
+        .expect("status");
+    assert_eq!(st["ok"], true);
+    bed.transfer(Side::A, Family::V4, 4 << 20)
+        .expect("traffic after hostile requests");
+    bed.shutdown().expect("clean shutdown");
+}
