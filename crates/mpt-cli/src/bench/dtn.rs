@@ -204,6 +204,7 @@ pub fn run_case(
         .context("starting the bundle receiver")?;
     let tx_stop = Arc::new(AtomicBool::new(false));
     let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
+    let self0 = testbed::cpu_time(std::process::id());
     let sender = bundle::spawn_sender(
         tb.a.name(),
         target,
@@ -295,9 +296,15 @@ pub fn run_case(
         ideal_mbps: case.links[0].rate_bps().unwrap_or(0) as f64 / 1e6,
         cpu_a_pct: cpu_a,
         cpu_b_pct: cpu_b,
+        emu_cpu_pct: super::report::self_cpu_pct(
+            self0,
+            testbed::cpu_time(std::process::id()),
+            c0.2.elapsed(),
+        ),
         ..Row::default()
     };
     row.mptd_status_a = testbed::mptd_status(&tb.control_a).ok();
+    row.tunnel_rtt_ms = super::report::mean_path_rtt(row.mptd_status_a.as_ref());
     row.wires = tb.stop_wires();
     row.dtn = Some(r);
     row.finish();
@@ -324,7 +331,7 @@ pub fn table(r: &Report) -> String {
         "goodput",
         "t p50 s",
         "t max s",
-        "CPU A/B %"
+        "CPU A/B/emu %"
     );
     for row in &r.rows {
         let Some(d) = &row.dtn else { continue };
@@ -341,7 +348,12 @@ pub fn table(r: &Report) -> String {
             d.goodput_mbps,
             fmt(d.delivery_p50_s, 2),
             fmt(d.delivery_max_s, 2),
-            format!("{}/{}", fmt(row.cpu_a_pct, 0), fmt(row.cpu_b_pct, 0)),
+            format!(
+                "{}/{}/{}",
+                fmt(row.cpu_a_pct, 0),
+                fmt(row.cpu_b_pct, 0),
+                fmt(row.emu_cpu_pct, 0)
+            ),
         );
     }
     s += "RTT ms (e2e = wired + satellite hop); contacts UP/DOWN of the satellite hop; bundles of \

@@ -294,6 +294,7 @@ pub fn run_case(
         sender_stop.clone(),
     );
     let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
+    let self0 = testbed::cpu_time(std::process::id());
     let tun_target = plan.inner(2);
     let bulk_m = if bulk {
         let json = work.join(format!("iperf3-{k}-bulk.json"));
@@ -394,9 +395,15 @@ pub fn run_case(
         tcp: bulk_m.clone(),
         cpu_a_pct: cpu_a,
         cpu_b_pct: cpu_b,
+        emu_cpu_pct: super::report::self_cpu_pct(
+            self0,
+            testbed::cpu_time(std::process::id()),
+            c0.2.elapsed(),
+        ),
         ..Row::default()
     };
     row.mptd_status_a = testbed::mptd_status(&tb.control_a).ok();
+    row.tunnel_rtt_ms = super::report::mean_path_rtt(row.mptd_status_a.as_ref());
     row.wires = tb.stop_wires();
     row.lte = Some(LteResult {
         voip: st,
@@ -432,7 +439,7 @@ pub fn table(r: &Report) -> String {
         "switch ms",
         "back ms",
         "bulk TCP",
-        "CPU A/B %"
+        "CPU A/B/emu %"
     );
     for row in &r.rows {
         let Some(l) = &row.lte else { continue };
@@ -449,7 +456,12 @@ pub fn table(r: &Report) -> String {
             fmt(l.voip.switch_ms, 0),
             fmt(l.voip.switch_back_ms, 0),
             fmt(l.bulk.as_ref().map(|m| m.mbps), 2),
-            format!("{}/{}", fmt(row.cpu_a_pct, 0), fmt(row.cpu_b_pct, 0)),
+            format!(
+                "{}/{}/{}",
+                fmt(row.cpu_a_pct, 0),
+                fmt(row.cpu_b_pct, 0),
+                fmt(row.emu_cpu_pct, 0)
+            ),
         );
         s += &format!(
             "WiFi outage at {:.1} s for {:.1} s; VoIP {} packets sent, {} received; longest loss gap {:.0} ms\n",

@@ -243,6 +243,8 @@ fn run_case(
     let path0_bps = case.links.first().and_then(Link::rate_bps).unwrap_or(0);
     let mut cpu_wall = 0.0;
     let (mut cpu_a, mut cpu_b) = (0.0, 0.0);
+    let (mut emu_cpu, mut emu_wall) = (0.0, 0.0);
+    let me = std::process::id();
     for &test in &s.tests {
         check_stop(stop)?;
         if tb.wire_failed() {
@@ -295,6 +297,7 @@ fn run_case(
         );
         let json = work.join(format!("iperf3-{k}-{test:?}.json").to_lowercase());
         let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
+        let self0 = testbed::cpu_time(me);
         let m = if test == TestKind::Http {
             // Sized to take about the test duration at the ideal rate.
             let size = if ideal_bps > 0 {
@@ -331,6 +334,14 @@ fn run_case(
             if let (Some(b0), Some(b1)) = (c0.1, c1.1) {
                 cpu_b += (b1 - b0).as_secs_f64();
             }
+            // The HTTP server and client run in this process; leave that
+            // test out of the emulator's share.
+            if test != TestKind::Http {
+                if let (Some(s0), Some(s1)) = (self0, testbed::cpu_time(me)) {
+                    emu_cpu += s1.saturating_sub(s0).as_secs_f64();
+                    emu_wall += c0.2.elapsed().as_secs_f64();
+                }
+            }
         }
         println!(
             "    {:.1} Mbit/s{}",
@@ -350,6 +361,9 @@ fn run_case(
         row.cpu_a_pct = Some(100.0 * cpu_a / cpu_wall);
         row.cpu_b_pct = Some(100.0 * cpu_b / cpu_wall);
     }
+    if emu_wall > 0.0 {
+        row.emu_cpu_pct = Some(100.0 * emu_cpu / emu_wall);
+    }
     for p in [&mut tb.mptd_a, &mut tb.mptd_b] {
         if let Some(st) = p.exited() {
             bail!(
@@ -366,6 +380,7 @@ fn run_case(
             None
         }
     };
+    row.tunnel_rtt_ms = report::mean_path_rtt(row.mptd_status_a.as_ref());
     row.wires = tb.stop_wires();
     row.finish();
     progress(k, total, case, "tearing down");

@@ -38,6 +38,12 @@ pub struct Row {
     /// CPU use of mptd A and B over the tunnel tests, percent of one core.
     pub cpu_a_pct: Option<f64>,
     pub cpu_b_pct: Option<f64>,
+    /// CPU % of this `mpt` process during the tunnel measurements: the
+    /// in-process link emulator (plus light traffic-generator threads in
+    /// lte-gateway and dtn-relay; the HTTP test is excluded).
+    pub emu_cpu_pct: Option<f64>,
+    /// Mean smoothed RTT over the paths as mptd A measured it (probes).
+    pub tunnel_rtt_ms: Option<f64>,
     /// mptd A's status after the tunnel tests (per-path counters).
     pub mptd_status_a: Option<serde_json::Value>,
     /// Emulator reports of the emulated paths.
@@ -48,6 +54,29 @@ pub struct Row {
     /// `dtn-relay`: bundle figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dtn: Option<super::dtn::DtnResult>,
+}
+
+/// Mean of the paths' smoothed RTT in an mptd status document.
+pub fn mean_path_rtt(status: Option<&serde_json::Value>) -> Option<f64> {
+    let conns = status?.get("connections")?.as_array()?;
+    let rtts: Vec<f64> = conns
+        .iter()
+        .filter_map(|c| c.get("paths")?.as_array())
+        .flatten()
+        .filter_map(|p| p.get("rtt_ms")?.as_f64())
+        .collect();
+    (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64)
+}
+
+/// CPU % of this process between two readings taken `wall` apart.
+pub fn self_cpu_pct(
+    before: Option<std::time::Duration>,
+    after: Option<std::time::Duration>,
+    wall: std::time::Duration,
+) -> Option<f64> {
+    let (b, a) = (before?, after?);
+    (wall.as_secs_f64() > 0.0)
+        .then(|| 100.0 * a.saturating_sub(b).as_secs_f64() / wall.as_secs_f64())
 }
 
 impl Row {
@@ -111,7 +140,7 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{:<30} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>11}",
+            "{:<30} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
             "case",
             "ideal",
             "UDP",
@@ -123,12 +152,12 @@ impl Report {
             "rawTCP",
             "UDP/rw",
             "TCP/rw",
-            "CPU A/B %"
+            "CPU A/B/emu %"
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{:<30} {:>8.1} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>11}",
+                "{:<30} {:>8.1} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
                 case_label(r),
                 r.ideal_mbps,
                 opt(mbps(&r.udp), 1),
@@ -140,7 +169,12 @@ impl Report {
                 opt(mbps(&r.raw_tcp), 1),
                 opt(r.udp_frac_raw, 2),
                 opt(r.tcp_frac_raw, 2),
-                format!("{}/{}", opt(r.cpu_a_pct, 0), opt(r.cpu_b_pct, 0)),
+                format!(
+                    "{}/{}/{}",
+                    opt(r.cpu_a_pct, 0),
+                    opt(r.cpu_b_pct, 0),
+                    opt(r.emu_cpu_pct, 0)
+                ),
             );
         }
         let _ = writeln!(
@@ -161,13 +195,13 @@ impl Report {
         let mut s = String::from(
             "combo,n,paths,rtt_ms,loss,extra,ideal_mbps,udp_mbps,udp_sent_mbps,udp_loss_pct,\
              tcp_mbps,tcp_retransmits,http_mbps,raw_udp_mbps,raw_tcp_mbps,udp_frac_ideal,tcp_frac_ideal,\
-             udp_frac_raw,tcp_frac_raw,cpu_a_pct,cpu_b_pct\n",
+             udp_frac_raw,tcp_frac_raw,cpu_a_pct,cpu_b_pct,emu_cpu_pct,tunnel_rtt_ms\n",
         );
         let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 r.combo,
                 r.n,
                 r.paths,
@@ -192,6 +226,8 @@ impl Report {
                 o(r.tcp_frac_raw),
                 o(r.cpu_a_pct),
                 o(r.cpu_b_pct),
+                o(r.emu_cpu_pct),
+                o(r.tunnel_rtt_ms),
             );
         }
         s
