@@ -27,8 +27,8 @@ const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
-/// Rounds up to a round axis maximum.
-fn nice(v: f64) -> f64 {
+/// Rounds up to a round axis maximum (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k).
+pub(crate) fn nice(v: f64) -> f64 {
     if !(v.is_finite() && v > 0.0) {
         return 1.0;
     }
@@ -41,7 +41,8 @@ fn nice(v: f64) -> f64 {
     10.0 * e
 }
 
-fn xml(s: &str) -> String {
+/// Escapes text for SVG.
+pub(crate) fn xml(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

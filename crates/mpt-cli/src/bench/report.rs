@@ -8,6 +8,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::iperf::Measurement;
+use super::plot::{nice, xml};
 
 /// Measurements of one case.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -443,23 +444,6 @@ impl Report {
 
 /// A plot line: label, points, dashed.
 type Series = (String, Vec<(f64, f64)>, bool);
-
-/// Rounds up to a round axis maximum (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k).
-fn nice(v: f64) -> f64 {
-    let e = 10f64.powf(v.log10().floor());
-    for m in [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0] {
-        if v <= m * e {
-            return m * e;
-        }
-    }
-    10.0 * e
-}
-
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 #[cfg(test)]
 mod tests {
