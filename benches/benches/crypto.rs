@@ -20,7 +20,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mpt_benches::{
     bench_psk, handshake, ipv4_packet, sealed_data_header, session_keys, Interleaved, CONN_ID,
-    MEASUREMENT_TIME, PACKET_LEN, SAMPLE_SIZE, WARM_UP_TIME,
+    PACKET_LEN,
 };
 use mpt_proto::crypto::{ReplayWindow, Responder, TAG_LEN};
 use mpt_proto::wire::HEADER_LEN;
@@ -140,17 +140,9 @@ fn full_handshake(c: &mut Criterion) {
     g.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(WARM_UP_TIME)
-        .measurement_time(MEASUREMENT_TIME)
-        .sample_size(SAMPLE_SIZE)
-        .without_plots()
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = mpt_benches::criterion_config();
     targets = aead, replay, full_handshake
 }
 criterion_main!(benches);

@@ -7,9 +7,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use mpt_benches::{
-    ipv4_packet, Interleaved, MEASUREMENT_TIME, PACKET_LEN, SAMPLE_SIZE, WARM_UP_TIME,
-};
+use mpt_benches::{ipv4_packet, Interleaved, PACKET_LEN};
 use mpt_proto::reorder::Resequencer;
 
 /// Ring slots: the daemon's default order of magnitude; the streams here
@@ -60,17 +58,9 @@ fn reorder(c: &mut Criterion) {
     g.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(WARM_UP_TIME)
-        .measurement_time(MEASUREMENT_TIME)
-        .sample_size(SAMPLE_SIZE)
-        .without_plots()
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = mpt_benches::criterion_config();
     targets = reorder
 }
 criterion_main!(benches);

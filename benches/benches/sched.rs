@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mpt_benches::{all_paths_mask, mixed_paths, MEASUREMENT_TIME, SAMPLE_SIZE, WARM_UP_TIME};
+use mpt_benches::{all_paths_mask, mixed_paths};
 use mpt_proto::sched::{Scheduler, Weighted};
 
 fn sched(c: &mut Criterion) {
@@ -26,17 +26,9 @@ fn sched(c: &mut Criterion) {
     g.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(WARM_UP_TIME)
-        .measurement_time(MEASUREMENT_TIME)
-        .sample_size(SAMPLE_SIZE)
-        .without_plots()
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = mpt_benches::criterion_config();
     targets = sched
 }
 criterion_main!(benches);

@@ -6,9 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use mpt_benches::{
-    data_header, ipv4_packet, MEASUREMENT_TIME, PACKET_LEN, SAMPLE_SIZE, WARM_UP_TIME,
-};
+use mpt_benches::{data_header, ipv4_packet, PACKET_LEN};
 use mpt_proto::wire::{check_ip_packet, Header, Keepalive, PathReport, HEADER_LEN};
 
 fn wire(c: &mut Criterion) {
@@ -56,17 +54,9 @@ fn wire(c: &mut Criterion) {
     g.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(WARM_UP_TIME)
-        .measurement_time(MEASUREMENT_TIME)
-        .sample_size(SAMPLE_SIZE)
-        .without_plots()
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = mpt_benches::criterion_config();
     targets = wire
 }
 criterion_main!(benches);

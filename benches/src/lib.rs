@@ -38,6 +38,16 @@ pub const MEASUREMENT_TIME: Duration = Duration::from_secs(3);
 /// Criterion samples per benchmark (its minimum is 10).
 pub const SAMPLE_SIZE: usize = 30;
 
+/// The criterion settings every bench of this crate uses: short runs, so
+/// `cargo bench -p mpt-benches` stays within a couple of minutes on 2 cores.
+pub fn criterion_config() -> criterion::Criterion {
+    criterion::Criterion::default()
+        .warm_up_time(WARM_UP_TIME)
+        .measurement_time(MEASUREMENT_TIME)
+        .sample_size(SAMPLE_SIZE)
+        .without_plots()
+}
+
 /// A well-formed IPv4 packet of `len` bytes (at least 20): version 4,
 /// IHL 5, total length `len`, UDP, the rest filled with 0xa5.
 pub fn ipv4_packet(len: usize) -> Vec<u8> {

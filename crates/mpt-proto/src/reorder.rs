@@ -268,23 +268,26 @@ impl Resequencer {
         self.release_proven(now, &mut deliver);
     }
 
+    /// Empties slot `i`, delivering its packet if it holds one; returns
+    /// what the slot held.
+    fn release(&mut self, i: usize, deliver: &mut impl FnMut(&[u8])) -> Slot {
+        let slot = self.slots[i];
+        if let Slot::Packet { len } = slot {
+            let off = i * self.slot_len;
+            deliver(&self.storage[off..off + len]);
+            self.held -= 1;
+            self.stats.held += 1;
+        }
+        self.slots[i] = Slot::Empty;
+        self.arrived[i] = None;
+        slot
+    }
+
     /// Delivers the contiguous run at the head of the window.
     fn drain(&mut self, deliver: &mut impl FnMut(&[u8])) {
         let Some(mut next) = self.next else { return };
-        loop {
-            let i = self.index(next);
-            match self.slots[i] {
-                Slot::Empty => break,
-                Slot::Skip => {}
-                Slot::Packet { len } => {
-                    let off = i * self.slot_len;
-                    deliver(&self.storage[off..off + len]);
-                    self.held -= 1;
-                    self.stats.held += 1;
-                }
-            }
-            self.slots[i] = Slot::Empty;
-            self.arrived[i] = None;
+        while self.slots[self.index(next)] != Slot::Empty {
+            self.release(self.index(next), deliver);
             next += 1;
         }
         self.next = Some(next);
@@ -294,19 +297,9 @@ impl Resequencer {
     fn advance_to(&mut self, target: u64, deliver: &mut impl FnMut(&[u8])) {
         let Some(mut next) = self.next else { return };
         while next < target {
-            let i = self.index(next);
-            match self.slots[i] {
-                Slot::Empty => self.stats.gaps_skipped += 1,
-                Slot::Skip => {}
-                Slot::Packet { len } => {
-                    let off = i * self.slot_len;
-                    deliver(&self.storage[off..off + len]);
-                    self.held -= 1;
-                    self.stats.held += 1;
-                }
+            if self.release(self.index(next), deliver) == Slot::Empty {
+                self.stats.gaps_skipped += 1;
             }
-            self.slots[i] = Slot::Empty;
-            self.arrived[i] = None;
             next += 1;
         }
         self.next = Some(next);
