@@ -201,7 +201,7 @@ impl Side {
             Side::B => 1,
         }
     }
-    fn letter(self) -> &'static str {
+    pub fn letter(self) -> &'static str {
         match self {
             Side::A => "a",
             Side::B => "b",
@@ -514,6 +514,9 @@ pub struct BedSpec {
     /// Per side: leave `remote` out of every path, so the daemon has to
     /// learn the peer's addresses from its datagrams.
     pub learn_remote: [bool; 2],
+    /// Per side: `[daemon] cmd_port` (the remote command port); `None`: not
+    /// set (off).
+    pub cmd_port: [Option<u16>; 2],
 }
 
 impl BedSpec {
@@ -529,6 +532,7 @@ impl BedSpec {
             dead_timer: Duration::from_millis(1000),
             keys: [None, None],
             learn_remote: [false, false],
+            cmd_port: [None, None],
         }
     }
     pub fn inner(mut self, inner: &[Family]) -> Self {
@@ -550,6 +554,11 @@ impl BedSpec {
         self.learn_remote[side.index()] = true;
         self
     }
+    /// `side`'s daemon serves the remote command port on `port`.
+    pub fn cmd_port(mut self, side: Side, port: u16) -> Self {
+        self.cmd_port[side.index()] = Some(port);
+        self
+    }
     /// Where `side`'s key file lives for a daemon whose control socket is
     /// `control`: `<a|b>.key` in the same directory.
     pub fn key_path(side: Side, control: &Path) -> PathBuf {
@@ -567,6 +576,10 @@ impl BedSpec {
             "[daemon]\ncontrol = {:?}\nlog = {level:?}\n",
             control.display().to_string()
         );
+        if let Some(port) = self.cmd_port[side.index()] {
+            // Still in the [daemon] table: [tunnel] follows.
+            let _ = writeln!(s, "cmd_port = {port}\n");
+        }
         let _ = writeln!(s, "[tunnel]\nname = {TUN:?}\nmtu = {MTU}");
         for f in &self.inner {
             let (key, prefix) = match f {

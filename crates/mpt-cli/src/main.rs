@@ -2,13 +2,13 @@
 //! arguments, maps errors to exit codes (0 ok, 1 runtime failure, 2 usage or
 //! configuration error) and prints; the work is in the library.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
-use mpt_cli::ctl::{self, client::Client, request::PathState, request::Request};
+use mpt_cli::ctl::{self, remote::Endpoint, request::PathState, request::Request};
 use mpt_cli::emu::profile::{self, ConfigError, LinkSpec, Profile};
 use mpt_cli::emu::{selftest, signal, units, wire};
 
@@ -30,8 +30,53 @@ struct Cli {
     #[arg(long, global = true, env = "MPT_SOCKET", value_name = "PATH",
           default_value = ctl::DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// Manage a remote mptd over its command port ([daemon] cmd_port)
+    /// instead of the local socket (status, path, reload; give it before
+    /// the command). Needs --remote-conn and --key.
+    #[arg(long, value_name = "HOST:PORT", value_parser = ctl::remote::parse_target,
+          requires_all = ["remote_conn", "key"])]
+    remote: Option<String>,
+    /// With --remote: the connection, as the remote mptd names it, whose
+    /// pre-shared key --key holds; the key manages that connection only.
+    #[arg(long, value_name = "NAME", requires = "remote")]
+    remote_conn: Option<String>,
+    /// With --remote: that connection's key file (as written by `mpt
+    /// genkey`, mode 0600).
+    #[arg(long, value_name = "FILE", requires = "remote")]
+    key: Option<PathBuf>,
+    /// With --remote: UDP (one datagram each way) instead of TCP.
+    #[arg(long, requires = "remote")]
+    udp: bool,
     #[command(subcommand)]
     cmd: Command,
+}
+
+impl Cli {
+    /// Where status, path and reload go: --remote, else the socket.
+    fn endpoint(&self) -> Endpoint {
+        let (Some(target), Some(conn), Some(key_file)) =
+            (&self.remote, &self.remote_conn, &self.key)
+        else {
+            return Endpoint::Local(self.socket.clone());
+        };
+        if !matches!(
+            self.cmd,
+            Command::Status(_) | Command::Path(_) | Command::Reload
+        ) {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--remote only applies to status, path and reload",
+                )
+                .exit()
+        }
+        Endpoint::Remote(ctl::remote::Remote {
+            target: target.clone(),
+            conn: conn.clone(),
+            key_file: key_file.clone(),
+            udp: self.udp,
+        })
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -39,7 +84,7 @@ enum Command {
     /// Show connections and paths: state, addresses, weights, RTT, loss, traffic.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
-    /// Change a path at run time: up, down, backup, weights (add/remove: later).
+    /// Change a path at run time: up, down, backup, weights, add, remove.
     #[command(after_help = PATH_HELP, args_conflicts_with_subcommands = true,
               subcommand_negates_reqs = true)]
     Path(PathArgs),
@@ -112,8 +157,16 @@ side's share of outgoing traffic (1..=1000000), IN the share asked of the
 peer (1..=65535, unchanged if not given). The change lasts until mptd
 restarts or reloads a config that sets the path otherwise.
 
-`mpt path add` and `mpt path remove` are parsed and sent, but mptd does
-not support them yet (it answers an error, exit code 1).
+`mpt path add` opens a socket on --local (the connection's port) and
+tells the peer, which opens its end (on the --remote address, or where
+its routing towards --local leads) and answers; the command waits up to
+3 s for that answer. A refusal takes the path out again (exit code 1).
+The new path carries data once probes went both ways (about one
+keepalive). `mpt path remove` stops sending on the path at once, keeps
+receiving on it for a few seconds (packets in flight), and tells the
+peer. It refuses to remove the only usable path unless --force.
+Vertical handover without loss: add the new path, wait until `mpt status`
+shows it up, then remove the old one. Run these on one side only.
 
 Examples:
   mpt path site-b lte0 backup
@@ -159,17 +212,20 @@ enum PathAction {
 
 #[derive(Subcommand, Debug)]
 enum PathCommand {
-    /// Add a path to a running connection (not supported by mptd yet).
+    /// Add a path to a running connection; the peer is told.
     #[command(after_help = "Example:\n  \
         mpt path add site-b wifi0 --local 192.0.2.10 --remote 198.51.100.7 --weight 50")]
     Add(PathAddArgs),
-    /// Remove a path from a running connection (not supported by mptd yet).
+    /// Remove a path from a running connection; the peer is told.
     #[command(after_help = "Example:\n  mpt path remove site-b wifi0")]
     Remove {
         /// Connection name.
         conn: String,
         /// Path name.
         path: String,
+        /// Remove it even if it is the connection's only usable path.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -502,10 +558,11 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    let endpoint = cli.endpoint();
     let result = match cli.cmd {
-        Command::Status(args) => status(&cli.socket, &args),
-        Command::Path(args) => path(&cli.socket, args),
-        Command::Reload => reload(&cli.socket),
+        Command::Status(args) => status(&endpoint, &args),
+        Command::Path(args) => path(&endpoint, args),
+        Command::Reload => reload(&endpoint),
         Command::Completions { shell } => completions(shell),
         Command::Emu { cmd } => match cmd {
             EmuCommand::Run(args) => emu_run(*args),
@@ -528,7 +585,7 @@ fn main() -> ExitCode {
 }
 
 /// `mpt status`.
-fn status(socket: &Path, args: &StatusArgs) -> Result<u8, Failure> {
+fn status(endpoint: &Endpoint, args: &StatusArgs) -> Result<u8, Failure> {
     use mpt_cli::ctl::status::{render, Traffic, WIDTH};
     fn doc(mut response: serde_json::Value) -> Result<serde_json::Value, Failure> {
         match response.get_mut("status").map(serde_json::Value::take) {
@@ -538,7 +595,7 @@ fn status(socket: &Path, args: &StatusArgs) -> Result<u8, Failure> {
             ))),
         }
     }
-    let mut client = Client::connect(socket).map_err(runtime)?;
+    let mut client = endpoint.connect().map_err(runtime)?;
     let first = doc(client.call(&Request::Status).map_err(runtime)?)?;
     let text = if args.json {
         serde_json::to_string_pretty(&first).map_err(runtime)? + "\n"
@@ -559,7 +616,7 @@ fn status(socket: &Path, args: &StatusArgs) -> Result<u8, Failure> {
 }
 
 /// `mpt path ...`.
-fn path(socket: &Path, args: PathArgs) -> Result<u8, Failure> {
+fn path(socket: &Endpoint, args: PathArgs) -> Result<u8, Failure> {
     let req = match args.cmd {
         Some(PathCommand::Add(a)) => Request::PathAdd {
             conn: a.conn,
@@ -569,7 +626,9 @@ fn path(socket: &Path, args: PathArgs) -> Result<u8, Failure> {
             interface: a.interface,
             weight_out: a.weight,
         },
-        Some(PathCommand::Remove { conn, path }) => Request::PathRemove { conn, path },
+        Some(PathCommand::Remove { conn, path, force }) => {
+            Request::PathRemove { conn, path, force }
+        }
         None => {
             let (Some(conn), Some(path), Some(action)) = (args.conn, args.path, args.action) else {
                 // clap enforces these (required unless a subcommand is given).
@@ -620,8 +679,13 @@ fn path_usage_error(kind: clap::error::ErrorKind, msg: String) -> ! {
     }
 }
 
-fn path_call(socket: &Path, req: &Request) -> Result<u8, Failure> {
-    ctl::client::call(socket, req).map_err(runtime)?;
+fn path_call(endpoint: &Endpoint, req: &Request) -> Result<u8, Failure> {
+    let resp = endpoint.call(req).map_err(runtime)?;
+    let peer = resp
+        .get("peer")
+        .and_then(serde_json::Value::as_str)
+        .map(|p| format!(" (peer: {p})"))
+        .unwrap_or_default();
     match req {
         Request::PathState { conn, path, state } => {
             println!("{conn} {path}: {}", state.as_str());
@@ -635,16 +699,16 @@ fn path_call(socket: &Path, req: &Request) -> Result<u8, Failure> {
             Some(w) => println!("{conn} {path}: weight_out {weight_out}, weight_in {w}"),
             None => println!("{conn} {path}: weight_out {weight_out}"),
         },
-        Request::PathAdd { conn, name, .. } => println!("{conn} {name}: added"),
-        Request::PathRemove { conn, path } => println!("{conn} {path}: removed"),
+        Request::PathAdd { conn, name, .. } => println!("{conn} {name}: added{peer}"),
+        Request::PathRemove { conn, path, .. } => println!("{conn} {path}: removed{peer}"),
         Request::Status | Request::Reload => {}
     }
     Ok(0)
 }
 
 /// `mpt reload`: prints what changed and what needs a restart.
-fn reload(socket: &Path) -> Result<u8, Failure> {
-    let resp = ctl::client::call(socket, &Request::Reload).map_err(runtime)?;
+fn reload(endpoint: &Endpoint) -> Result<u8, Failure> {
+    let resp = endpoint.call(&Request::Reload).map_err(runtime)?;
     let list = |key: &str| -> Vec<String> {
         resp.get(key)
             .and_then(serde_json::Value::as_array)

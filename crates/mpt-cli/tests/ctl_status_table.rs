@@ -338,8 +338,17 @@ fn request_objects() {
             Request::PathRemove {
                 conn: s("c"),
                 path: s("p"),
+                force: false,
             },
             json!({"version": 1, "request": "path_remove", "conn": "c", "path": "p"}),
+        ),
+        (
+            Request::PathRemove {
+                conn: s("c"),
+                path: s("p"),
+                force: true,
+            },
+            json!({"version": 1, "request": "path_remove", "conn": "c", "path": "p", "force": true}),
         ),
     ];
     for (req, want) in cases {

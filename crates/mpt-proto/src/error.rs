@@ -44,6 +44,9 @@ pub enum DecodeError {
         /// Length required.
         expected: usize,
     },
+    /// A control message body is not well formed.
+    #[error("malformed control message")]
+    BadControl,
     /// A data payload is not a well-formed IPv4/IPv6 packet.
     #[error("data payload is not an IPv4/IPv6 packet of consistent length")]
     BadInnerPacket,

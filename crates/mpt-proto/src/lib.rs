@@ -19,6 +19,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![warn(missing_docs)]
 
+pub mod control;
 pub mod crypto;
 pub mod error;
 pub mod path;
@@ -30,6 +31,6 @@ pub mod wire;
 
 pub use error::{DecodeError, EncodeError};
 pub use session::{
-    timestamp_us, DataSummary, DropReason, Event, Received, Session, SessionConfig, SessionError,
-    Transmit,
+    timestamp_us, DataSummary, DropReason, Event, Payload, Received, Session, SessionConfig,
+    SessionError, Transmit,
 };

@@ -118,6 +118,14 @@ impl Resequencer {
         }
     }
 
+    /// Forgets what path `path` delivered: it was removed, and its id may
+    /// soon name a new path that starts from nothing.
+    pub fn forget_path(&mut self, path: usize) {
+        if let Some(slot) = self.paths.get_mut(path) {
+            *slot = None;
+        }
+    }
+
     /// The lowest "highest delivered" over the paths carrying traffic:
     /// every gap below it is a loss.
     fn proven_lost_below(&self, now: Instant) -> Option<u64> {
@@ -432,6 +440,22 @@ mod tests {
         assert_eq!(out.0, [0, 1, 3, 4], "path 1 moved past 2: it is lost");
         assert_eq!(r.stats().gaps_skipped, 1);
         assert_eq!(r.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_forgotten_path_no_longer_holds_up_loss_proofs() {
+        let t = t0();
+        let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+        let mut out = Out(vec![]);
+        r.insert(0, 1, &pkt(0), t, out.sink());
+        r.insert(1, 0, &pkt(1), t, out.sink());
+        r.insert(3, 0, &pkt(3), t, out.sink());
+        assert_eq!(out.0, [0, 1], "path 1 may still bring 2");
+        // Path 1 is removed: only path 0 is left, and it moved past 2.
+        r.forget_path(1);
+        r.insert(4, 0, &pkt(4), t, out.sink());
+        assert_eq!(out.0, [0, 1, 3, 4]);
+        r.forget_path(99);
     }
 
     #[test]

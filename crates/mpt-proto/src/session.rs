@@ -16,15 +16,31 @@
 //! Data datagrams may also be fed through `handle_datagram` (the simulation
 //! tests do); the two inputs account the same way, so a datagram must be fed
 //! through exactly one of them.
+//!
+//! Paths live in slots indexed by their path id (the `path_id` on the wire),
+//! so paths can come and go while the others keep their ids:
+//! [`Session::add_path`], [`Session::remove_path`]. The peer learns of such
+//! changes through control messages the driver sends with
+//! [`Session::send_control`]; the session repeats them until acknowledged
+//! and reports the answer as [`Event::ControlAnswered`]. A request from the
+//! peer surfaces as [`Event::PeerControl`]; the driver acts on it and
+//! answers with [`Session::answer_control`].
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::control::{ControlChannel, ControlError, Due, Incoming};
 use crate::error::{DecodeError, EncodeError};
 use crate::path::{AdminStatus, Path, PathParams, PathState};
 use crate::sched::{Eligibility, MAX_PATHS};
-use crate::timer::Timer;
-use crate::wire::{Flags, Header, Keepalive, MsgType, HEADER_LEN};
+use crate::timer::{Timer, TimerKind};
+use crate::wire::{
+    ControlBody, ControlMsg, Flags, Header, Keepalive, MsgType, Refusal, HEADER_LEN,
+};
+
+/// Paths a control message is sent on at once (the usable ones, fastest
+/// first): enough to get through when one of them is failing.
+const CONTROL_FANOUT: usize = 3;
 
 /// Outgoing datagrams a session may queue before it drops new probe
 /// replies: far more than the paths' probes per keepalive round, small
@@ -36,8 +52,12 @@ const MAX_QUEUED_TRANSMITS: usize = 4 * MAX_PATHS;
 pub struct SessionConfig {
     /// Connection id carried in every header.
     pub conn_id: u32,
-    /// The paths, in index order.
+    /// The paths, in index order: path `i` gets id `i`.
     pub paths: Vec<PathParams>,
+    /// Id of the first control message this session sends. Must exceed
+    /// every id a previous incarnation of this sender used (the daemon
+    /// takes the wall clock in microseconds).
+    pub first_control_id: u64,
 }
 
 /// Why a datagram was not accepted. Each maps to a drop counter.
@@ -69,6 +89,12 @@ pub enum SessionError {
     /// The path index is not one of ours.
     #[error("no such path {0}")]
     UnknownPath(usize),
+    /// The path id is taken.
+    #[error("path id {0} is in use")]
+    PathExists(usize),
+    /// Too many control messages await an answer.
+    #[error(transparent)]
+    Control(#[from] ControlError),
 }
 
 /// What an accepted datagram was.
@@ -80,9 +106,11 @@ pub enum Received<'a> {
     Probe,
     /// A probe reply (RTT and loss updated).
     ProbeReply,
+    /// A control message (see the events).
+    Control,
 }
 
-/// Something an operator wants to know about.
+/// Something the driver or an operator must know about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// A path's reported state changed.
@@ -94,6 +122,35 @@ pub enum Event {
         /// New state.
         to: PathState,
     },
+    /// The peer asks for a change (add or remove a path). The driver acts
+    /// on it and must answer with [`Session::answer_control`].
+    PeerControl {
+        /// The path it arrived on (the answer goes back there).
+        via: usize,
+        /// The request.
+        msg: ControlMsg,
+    },
+    /// The peer answered one of our control messages.
+    ControlAnswered {
+        /// Our message.
+        msg: ControlMsg,
+        /// Its answer.
+        result: Result<(), Refusal>,
+    },
+    /// The peer never answered one of our control messages.
+    ControlGaveUp {
+        /// Our message.
+        msg: ControlMsg,
+    },
+}
+
+/// The body of a datagram the session wants sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// A probe or probe reply body.
+    Keepalive(Keepalive),
+    /// A control message.
+    Control(ControlMsg),
 }
 
 /// Data datagrams the data plane received on one path since the last
@@ -114,19 +171,22 @@ pub struct DataSummary {
 pub struct Transmit {
     /// Path index to send on.
     pub path: usize,
-    /// Probe or probe reply.
+    /// Probe, probe reply or control.
     pub msg_type: MsgType,
     /// Connection id.
     pub conn_id: u32,
     /// Send timestamp.
     pub timestamp_us: u32,
     /// Body.
-    pub body: Keepalive,
+    pub body: Payload,
 }
 
 impl Transmit {
-    /// Encoded length.
-    pub const LEN: usize = HEADER_LEN + Keepalive::LEN;
+    /// Encoded length of a probe or probe reply.
+    pub const KEEPALIVE_LEN: usize = HEADER_LEN + Keepalive::LEN;
+
+    /// Longest datagram a session asks to send (a control message).
+    pub const MAX_LEN: usize = HEADER_LEN + ControlMsg::MAX_LEN;
 
     /// Writes the datagram into `buf` and returns its length.
     pub fn emit(&self, seq: u64, path_seq: u32, buf: &mut [u8]) -> Result<usize, EncodeError> {
@@ -140,9 +200,15 @@ impl Transmit {
             timestamp_us: self.timestamp_us,
         };
         header.emit(buf)?;
-        self.body
-            .emit(buf.get_mut(HEADER_LEN..).unwrap_or_default())?;
-        Ok(Self::LEN)
+        let body = buf.get_mut(HEADER_LEN..).unwrap_or_default();
+        let len = match &self.body {
+            Payload::Keepalive(k) => {
+                k.emit(body)?;
+                Keepalive::LEN
+            }
+            Payload::Control(c) => c.emit(body)?,
+        };
+        Ok(HEADER_LEN + len)
     }
 }
 
@@ -158,7 +224,9 @@ pub fn timestamp_us(epoch: Instant, now: Instant) -> u32 {
 pub struct Session {
     conn_id: u32,
     epoch: Instant,
-    paths: Vec<Path>,
+    /// Slot `i` holds the path with id `i`.
+    paths: Vec<Option<Path>>,
+    control: ControlChannel,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     dropped_transmits: u64,
@@ -176,8 +244,9 @@ impl Session {
             paths: config
                 .paths
                 .into_iter()
-                .map(|p| Path::new(p, now))
+                .map(|p| Some(Path::new(p, now)))
                 .collect(),
+            control: ControlChannel::new(config.first_control_id),
             transmits: VecDeque::with_capacity(MAX_QUEUED_TRANSMITS),
             events: VecDeque::new(),
             dropped_transmits: 0,
@@ -194,9 +263,60 @@ impl Session {
         self.epoch
     }
 
-    /// The paths, by index.
-    pub fn paths(&self) -> &[Path] {
-        &self.paths
+    /// The paths with their ids, in id order.
+    pub fn paths(&self) -> impl Iterator<Item = (usize, &Path)> + '_ {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+    }
+
+    /// The path with id `id`.
+    pub fn path(&self, id: usize) -> Option<&Path> {
+        self.paths.get(id).and_then(Option::as_ref)
+    }
+
+    /// The lowest free path id, if the connection has room.
+    pub fn free_path_id(&self) -> Option<usize> {
+        (0..MAX_PATHS).find(|&i| self.path(i).is_none())
+    }
+
+    /// Adds a path under id `id`; it probes at `now`.
+    pub fn add_path(
+        &mut self,
+        id: usize,
+        params: PathParams,
+        now: Instant,
+    ) -> Result<(), SessionError> {
+        if id >= MAX_PATHS {
+            return Err(SessionError::TooManyPaths(id + 1));
+        }
+        if self.path(id).is_some() {
+            return Err(SessionError::PathExists(id));
+        }
+        if self.paths.len() <= id {
+            self.paths.resize_with(id + 1, || None);
+        }
+        self.paths[id] = Some(Path::new(params, now));
+        Ok(())
+    }
+
+    /// Removes path `id`; it is forgotten at once (no event).
+    pub fn remove_path(&mut self, id: usize) -> Result<Path, SessionError> {
+        let path = self
+            .paths
+            .get_mut(id)
+            .and_then(Option::take)
+            .ok_or(SessionError::UnknownPath(id))?;
+        while self.paths.last().is_some_and(Option::is_none) {
+            self.paths.pop();
+        }
+        Ok(path)
+    }
+
+    /// Control messages awaiting the peer's answer.
+    pub fn control_outstanding(&self) -> usize {
+        self.control.outstanding()
     }
 
     /// Probe replies not queued because the queue was full.
@@ -207,7 +327,7 @@ impl Session {
     /// Which paths may carry data now.
     pub fn eligibility(&self) -> Eligibility {
         let mut e = Eligibility::default();
-        for (i, p) in self.paths.iter().enumerate().filter(|(_, p)| p.usable()) {
+        for (i, p) in self.paths().filter(|(_, p)| p.usable()) {
             match p.params().admin {
                 AdminStatus::Up => e.primary |= 1 << i,
                 AdminStatus::Backup => e.backup |= 1 << i,
@@ -219,7 +339,7 @@ impl Session {
 
     /// Runs `f` on path `i` and records a state change it causes.
     fn with_path<R>(&mut self, i: usize, f: impl FnOnce(&mut Path) -> R) -> Option<R> {
-        let path = self.paths.get_mut(i)?;
+        let path = self.paths.get_mut(i)?.as_mut()?;
         let from = path.state();
         let r = f(path);
         let to = path.state();
@@ -242,7 +362,7 @@ impl Session {
         if header.conn_id != self.conn_id {
             return Err(DropReason::UnknownConnection(header.conn_id));
         }
-        if path >= self.paths.len() {
+        if self.path(path).is_none() {
             return Err(DropReason::UnknownPath(path));
         }
         if header.flags.contains(Flags::SEALED) {
@@ -264,11 +384,119 @@ impl Session {
                     Received::ProbeReply
                 }
             }
-            t @ (MsgType::Control | MsgType::HandshakeInit | MsgType::HandshakeResponse) => {
+            MsgType::Control => {
+                let msg = ControlMsg::parse(payload)?;
+                self.with_path(path, |p| p.on_receive(1, header.path_seq, now));
+                self.on_control(path, msg, now);
+                Received::Control
+            }
+            t @ (MsgType::HandshakeInit | MsgType::HandshakeResponse) => {
                 return Err(DropReason::Unsupported(t))
             }
         };
         Ok(received)
+    }
+
+    fn on_control(&mut self, via: usize, msg: ControlMsg, now: Instant) {
+        if let ControlBody::Ack(result) = msg.body {
+            if let Some(ours) = self.control.on_ack(msg.id) {
+                self.events
+                    .push_back(Event::ControlAnswered { msg: ours, result });
+            }
+            return;
+        }
+        match self.control.on_request(msg.id) {
+            Incoming::New => self.events.push_back(Event::PeerControl { via, msg }),
+            Incoming::Repeat(result) => self.queue_ack(via, &msg, result, now),
+            Incoming::Stale => self.queue_ack(via, &msg, Err(Refusal::Refused), now),
+        }
+    }
+
+    fn queue_ack(
+        &mut self,
+        via: usize,
+        msg: &ControlMsg,
+        result: Result<(), Refusal>,
+        now: Instant,
+    ) {
+        let ack = ControlMsg {
+            id: msg.id,
+            path_id: msg.path_id,
+            body: ControlBody::Ack(result),
+        };
+        self.queue_transmit(Transmit {
+            path: via,
+            msg_type: MsgType::Control,
+            conn_id: self.conn_id,
+            timestamp_us: timestamp_us(self.epoch, now),
+            body: Payload::Control(ack),
+        });
+    }
+
+    /// Answers a request the driver got as [`Event::PeerControl`]; the ack
+    /// goes back on the path it came on. Repeats of the request are
+    /// answered the same way without another event.
+    pub fn answer_control(
+        &mut self,
+        via: usize,
+        msg: &ControlMsg,
+        result: Result<(), Refusal>,
+        now: Instant,
+    ) {
+        self.control.record_answer(msg.id, result);
+        self.queue_ack(via, msg, result, now);
+    }
+
+    /// Tells the peer about path `path_id` (added or removed here). The
+    /// session repeats the message until the peer answers; the answer
+    /// arrives as [`Event::ControlAnswered`] (or [`Event::ControlGaveUp`]).
+    /// Returns the message id.
+    pub fn send_control(
+        &mut self,
+        path_id: u16,
+        body: ControlBody,
+        now: Instant,
+    ) -> Result<u64, SessionError> {
+        let id = self.control.send(path_id, body, now)?;
+        self.flush_control(now);
+        Ok(id)
+    }
+
+    /// Sends the control messages due at `now` on the best paths: the
+    /// usable ones by smoothed RTT, or every path not switched off when
+    /// none is usable yet.
+    fn flush_control(&mut self, now: Instant) {
+        while let Some(due) = self.control.poll_due(now) {
+            let msg = match due {
+                Due::Send(m) => m,
+                Due::GaveUp(msg) => {
+                    self.events.push_back(Event::ControlGaveUp { msg });
+                    continue;
+                }
+            };
+            let mut via: Vec<(Duration, usize)> = self
+                .paths()
+                .filter(|(_, p)| p.usable())
+                .map(|(i, p)| (p.rtt().smoothed().unwrap_or(Duration::MAX), i))
+                .collect();
+            if via.is_empty() {
+                via = self
+                    .paths()
+                    .filter(|(_, p)| p.params().admin != AdminStatus::Down)
+                    .map(|(i, _)| (Duration::MAX, i))
+                    .collect();
+            }
+            via.sort_unstable();
+            for &(_, path) in via.iter().take(CONTROL_FANOUT) {
+                self.queue_transmit(Transmit {
+                    path,
+                    msg_type: MsgType::Control,
+                    conn_id: self.conn_id,
+                    timestamp_us: timestamp_us(self.epoch, now),
+                    body: Payload::Control(msg),
+                });
+            }
+        }
     }
 
     fn on_probe(&mut self, path: usize, header: &Header, body: &Keepalive, now: Instant) {
@@ -279,7 +507,7 @@ impl Session {
             p.on_receive(1, header.path_seq, now);
             p.on_report(&body.report, now);
         });
-        let Some(p) = self.paths.get(path) else {
+        let Some(p) = self.path(path) else {
             return;
         };
         let reply = Transmit {
@@ -287,11 +515,11 @@ impl Session {
             msg_type: MsgType::ProbeReply,
             conn_id: self.conn_id,
             timestamp_us: timestamp_us(self.epoch, now),
-            body: Keepalive {
+            body: Payload::Keepalive(Keepalive {
                 echo_timestamp_us: header.timestamp_us,
                 echo_path_seq: header.path_seq,
                 report: p.report(),
-            },
+            }),
         };
         self.queue_transmit(reply);
     }
@@ -338,10 +566,20 @@ impl Session {
 
     /// The next time [`Session::handle_timeout`] must run.
     pub fn poll_timeout(&self) -> Option<Timer> {
-        self.paths
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.next_timer().map(|(at, kind)| Timer { at, path: i, kind }))
+        let control = self.control.next_timer().map(|at| Timer {
+            at,
+            path: None,
+            kind: TimerKind::Control,
+        });
+        self.paths()
+            .filter_map(|(i, p)| {
+                p.next_timer().map(|(at, kind)| Timer {
+                    at,
+                    path: Some(i),
+                    kind,
+                })
+            })
+            .chain(control)
             .min_by_key(|t| (t.at, t.path))
     }
 
@@ -350,20 +588,23 @@ impl Session {
         for i in 0..self.paths.len() {
             let probe_due = self.with_path(i, |p| p.on_timeout(now)).unwrap_or(false);
             if probe_due {
-                let report = self.paths[i].report();
+                let Some(report) = self.path(i).map(Path::report) else {
+                    continue;
+                };
                 self.queue_transmit(Transmit {
                     path: i,
                     msg_type: MsgType::Probe,
                     conn_id: self.conn_id,
                     timestamp_us: timestamp_us(self.epoch, now),
-                    body: Keepalive {
+                    body: Payload::Keepalive(Keepalive {
                         echo_timestamp_us: 0,
                         echo_path_seq: 0,
                         report,
-                    },
+                    }),
                 });
             }
         }
+        self.flush_control(now);
     }
 
     /// The next datagram to send, if any.

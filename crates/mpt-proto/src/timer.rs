@@ -13,6 +13,8 @@ pub enum TimerKind {
     Probe,
     /// The dead timer expires.
     Dead,
+    /// A control message is due to be sent again (or given up).
+    Control,
 }
 
 /// The next wake-up of a session.
@@ -20,8 +22,8 @@ pub enum TimerKind {
 pub struct Timer {
     /// When.
     pub at: Instant,
-    /// Which path (index in the session).
-    pub path: usize,
+    /// Which path (its id), if the timer belongs to one.
+    pub path: Option<usize>,
     /// What for.
     pub kind: TimerKind,
 }

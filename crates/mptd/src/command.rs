@@ -3,19 +3,28 @@
 //! The control loop owns the sessions, so every change goes to it as a
 //! [`Command`] with a reply channel, and it applies the change between two
 //! rounds. Nothing here touches the data plane directly except through the
-//! same per-path atomics the workers read once per batch.
+//! path table and the per-path atomics the workers read once per batch
+//! (see [`crate::pathset`]).
+//!
+//! Adding or removing a path is announced to the peer with a control
+//! message. `path add` answers once the peer confirmed (or refused, in
+//! which case the path is taken out again) or after [`PEER_ANSWER_WAIT`];
+//! a reload answers at once and logs the peer's answers.
 
-use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::SyncSender;
-use std::time::Instant;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
 
 use mpt_proto::path::{AdminStatus, PathParams};
-use mpt_proto::Session;
+use mpt_proto::wire::{ControlBody, PathAdd, PathName};
 use serde_json::{json, Value};
 
 use crate::config::{self, MAX_WEIGHT};
-use crate::state::ConnShared;
+use crate::control_loop::ControlLoop;
+use crate::pathset::{self, NewPath};
+
+/// How long `path add` and `path remove` wait for the peer's answer before
+/// answering the operator anyway (the control socket client waits 5 s).
+pub const PEER_ANSWER_WAIT: Duration = Duration::from_secs(3);
 
 /// A change to apply.
 #[derive(Debug, Clone)]
@@ -40,37 +49,56 @@ pub enum Command {
         /// New `weight_in`, if given.
         weight_in: Option<u16>,
     },
-    /// Re-read the config file and apply what can change at run time.
+    /// Add a path and tell the peer.
+    PathAdd {
+        /// Connection name.
+        conn: String,
+        /// New path's name.
+        name: String,
+        /// Local address (the connection's port).
+        local: IpAddr,
+        /// Remote address (the peer's port); learnt if absent.
+        remote: Option<IpAddr>,
+        /// Device to bind to.
+        interface: Option<String>,
+        /// `weight_out` and `weight_in` (default 1).
+        weight: Option<u32>,
+    },
+    /// Remove a path and tell the peer.
+    PathRemove {
+        /// Connection name.
+        conn: String,
+        /// Path name.
+        path: String,
+        /// Remove it even if it is the last usable path.
+        force: bool,
+    },
+    /// Re-read the config file and apply the difference.
     Reload,
 }
 
 /// A command with the channel its answer goes back on.
-pub type Request = (Command, SyncSender<Result<Value, String>>);
+pub type Request = (Command, std::sync::mpsc::SyncSender<Result<Value, String>>);
 
-/// Applies commands to the sessions; lives inside the control loop.
-pub struct Applier {
-    /// The config file, for reload.
-    pub config_path: PathBuf,
+/// How a command was handled.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Answer now.
+    Done(Result<Value, String>),
+    /// Answer when the peer answers control message `msg_id` of connection
+    /// `conn` (or after [`PEER_ANSWER_WAIT`]) with `answer` plus the peer's
+    /// verdict.
+    AwaitPeer {
+        /// Connection index.
+        conn: usize,
+        /// The control message.
+        msg_id: u64,
+        /// The answer so far.
+        answer: Value,
+    },
 }
 
-fn find(
-    conns: &[std::sync::Arc<ConnShared>],
-    conn: &str,
-    path: &str,
-) -> Result<(usize, usize), String> {
-    let ci = conns
-        .iter()
-        .position(|c| c.name == conn)
-        .ok_or_else(|| format!("no connection named \"{conn}\""))?;
-    let pi = conns[ci]
-        .paths
-        .iter()
-        .position(|p| p.name == path)
-        .ok_or_else(|| format!("connection \"{conn}\" has no path named \"{path}\""))?;
-    Ok((ci, pi))
-}
-
-fn status_name(s: AdminStatus) -> &'static str {
+pub(crate) fn status_name(s: AdminStatus) -> &'static str {
     match s {
         AdminStatus::Up => "up",
         AdminStatus::Down => "down",
@@ -78,30 +106,49 @@ fn status_name(s: AdminStatus) -> &'static str {
     }
 }
 
-impl Applier {
+impl ControlLoop {
+    fn find_conn(&self, conn: &str) -> Result<usize, String> {
+        self.conns
+            .iter()
+            .position(|c| c.name == conn)
+            .ok_or_else(|| format!("no connection named \"{conn}\""))
+    }
+
+    fn find(&self, conn: &str, path: &str) -> Result<(usize, usize), String> {
+        let ci = self.find_conn(conn)?;
+        let id = self.conns[ci]
+            .paths()
+            .iter()
+            .find(|p| p.name == path && !p.is_removed())
+            .map(|p| p.id)
+            .ok_or_else(|| format!("connection \"{conn}\" has no path named \"{path}\""))?;
+        Ok((ci, id))
+    }
+
+    fn params_of(&self, ci: usize, id: usize) -> Result<PathParams, String> {
+        self.sessions[ci]
+            .path(id)
+            .map(|p| *p.params())
+            .ok_or_else(|| format!("path id {id} is not in the session"))
+    }
+
     /// Applies one command.
-    pub fn apply(
-        &self,
-        cmd: Command,
-        conns: &[std::sync::Arc<ConnShared>],
-        sessions: &mut [Session],
-        now: Instant,
-    ) -> Result<Value, String> {
-        match cmd {
-            Command::PathState { conn, path, state } => {
-                let (ci, pi) = find(conns, &conn, &path)?;
-                let mut params = *sessions[ci].paths()[pi].params();
+    pub(crate) fn apply(&mut self, cmd: Command, now: Instant) -> Outcome {
+        let result = match cmd {
+            Command::PathState { conn, path, state } => (|| {
+                let (ci, id) = self.find(&conn, &path)?;
+                let mut params = self.params_of(ci, id)?;
                 params.admin = state;
-                set(sessions, conns, ci, pi, params, now)?;
+                self.set_params(ci, id, params, now)?;
                 tracing::info!(conn = %conn, path = %path, status = status_name(state), "path status set by operator");
                 Ok(json!({}))
-            }
+            })(),
             Command::PathWeight {
                 conn,
                 path,
                 weight_out,
                 weight_in,
-            } => {
+            } => (|| {
                 if !(1..=MAX_WEIGHT).contains(&weight_out) {
                     return Err(format!(
                         "weight_out {weight_out} is outside 1..={MAX_WEIGHT}"
@@ -110,43 +157,254 @@ impl Applier {
                 if weight_in == Some(0) {
                     return Err("weight_in must be at least 1".into());
                 }
-                let (ci, pi) = find(conns, &conn, &path)?;
-                let mut params = *sessions[ci].paths()[pi].params();
+                let (ci, id) = self.find(&conn, &path)?;
+                let mut params = self.params_of(ci, id)?;
                 params.weight_out = weight_out;
                 if let Some(w) = weight_in {
                     params.weight_in = w;
                 }
-                set(sessions, conns, ci, pi, params, now)?;
+                self.set_params(ci, id, params, now)?;
                 tracing::info!(conn = %conn, path = %path, weight_out, weight_in = params.weight_in, "path weights set by operator");
                 Ok(json!({}))
+            })(),
+            Command::PathAdd {
+                conn,
+                name,
+                local,
+                remote,
+                interface,
+                weight,
+            } => return self.operator_add(&conn, name, local, remote, interface, weight, now),
+            Command::PathRemove { conn, path, force } => {
+                return self.operator_remove(&conn, &path, force, now)
             }
-            Command::Reload => self.reload(conns, sessions, now),
+            Command::Reload => self.reload(now),
+        };
+        Outcome::Done(result)
+    }
+
+    fn set_params(
+        &mut self,
+        ci: usize,
+        id: usize,
+        params: PathParams,
+        now: Instant,
+    ) -> Result<(), String> {
+        self.sessions[ci]
+            .set_path_params(id, params, now)
+            .map_err(|e| e.to_string())?;
+        if let Some(shared) = self.conns[ci].paths().get(id) {
+            pathset::publish_params(shared, &params);
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn operator_add(
+        &mut self,
+        conn: &str,
+        name: String,
+        local: IpAddr,
+        remote: Option<IpAddr>,
+        interface: Option<String>,
+        weight: Option<u32>,
+        now: Instant,
+    ) -> Outcome {
+        let ci = match self.find_conn(conn) {
+            Ok(ci) => ci,
+            Err(e) => return Outcome::Done(Err(e)),
+        };
+        let weight = weight.unwrap_or(1);
+        if !(1..=MAX_WEIGHT).contains(&weight) {
+            return Outcome::Done(Err(format!("weight {weight} is outside 1..={MAX_WEIGHT}")));
+        }
+        if remote.is_some_and(|r| r.is_ipv4() != local.is_ipv4()) {
+            return Outcome::Done(Err(
+                "--local and --remote must be of the same address family".into(),
+            ));
+        }
+        let setup = self.setups[ci];
+        let new = NewPath {
+            name: name.clone(),
+            local: SocketAddr::new(local, setup.port),
+            remote: remote.map(|r| SocketAddr::new(r, setup.remote_port)),
+            remote_fixed: remote.is_some(),
+            interface,
+            params: PathParams {
+                keepalive: setup.keepalive,
+                dead_timer: setup.dead_timer,
+                weight_out: weight,
+                weight_in: u16::try_from(weight).unwrap_or(u16::MAX),
+                window: 1,
+                admin: AdminStatus::Up,
+            },
+        };
+        match self.add_and_announce(ci, new, now) {
+            Ok((id, msg_id)) => {
+                tracing::info!(conn = %conn, path = %name, id, local = %local, "path added by operator");
+                Outcome::AwaitPeer {
+                    conn: ci,
+                    msg_id,
+                    answer: json!({"path": name, "id": id}),
+                }
+            }
+            Err(e) => Outcome::Done(Err(e)),
         }
     }
 
-    fn reload(
-        &self,
-        conns: &[std::sync::Arc<ConnShared>],
-        sessions: &mut [Session],
+    fn operator_remove(&mut self, conn: &str, path: &str, force: bool, now: Instant) -> Outcome {
+        let (ci, id) = match self.find(conn, path) {
+            Ok(x) => x,
+            Err(e) => return Outcome::Done(Err(e)),
+        };
+        let session = &self.sessions[ci];
+        let usable = session.path(id).is_some_and(|p| p.usable());
+        let others = session
+            .paths()
+            .filter(|(i, p)| *i != id && p.usable())
+            .count();
+        if usable && others == 0 && !force {
+            return Outcome::Done(Err(format!(
+                "{path} is the only usable path of {conn}: removing it stops the tunnel \
+                 (add the new path first and wait until it is up, or use --force)"
+            )));
+        }
+        match self.remove_and_announce(ci, id, now) {
+            Ok(msg_id) => {
+                tracing::info!(conn = %conn, path = %path, id, "path removed by operator");
+                Outcome::AwaitPeer {
+                    conn: ci,
+                    msg_id,
+                    answer: json!({"path": path, "id": id}),
+                }
+            }
+            Err(e) => Outcome::Done(Err(e)),
+        }
+    }
+
+    /// Adds a path here and tells the peer; returns its id and the control
+    /// message id.
+    pub(crate) fn add_and_announce(
+        &mut self,
+        ci: usize,
+        new: NewPath,
         now: Instant,
-    ) -> Result<Value, String> {
+    ) -> Result<(usize, u64), String> {
+        let conn = self.conns[ci].clone();
+        let Some(name) = PathName::new(&new.name) else {
+            return Err(format!(
+                "path name \"{}\" must be 1 to {} bytes",
+                new.name,
+                mpt_proto::wire::MAX_NAME_LEN
+            ));
+        };
+        let session = &mut self.sessions[ci];
+        let id = pathset::free_id(&conn, session)
+            .ok_or_else(|| format!("connection {} has no room for another path", conn.name))?;
+        let params = new.params;
+        let remote = new.remote;
+        let shared = pathset::add(&conn, session, id, new, now).map_err(|e| e.to_string())?;
+        let body = ControlBody::PathAdd(PathAdd {
+            name,
+            sender_local: shared.local,
+            sender_remote: remote,
+            weight_out: params.weight_out,
+            weight_in: params.weight_in,
+            window: params.window,
+            backup: params.admin == AdminStatus::Backup,
+        });
+        match session.send_control(id as u16, body, now) {
+            Ok(msg_id) => Ok((id, msg_id)),
+            Err(e) => {
+                if let Some(d) = pathset::remove(&conn, ci, session, id, now) {
+                    pathset::finish(&conn, d.id);
+                }
+                Err(format!("cannot tell the peer: {e}; nothing changed"))
+            }
+        }
+    }
+
+    /// Removes a path here (it drains) and tells the peer; returns the
+    /// control message id.
+    pub(crate) fn remove_and_announce(
+        &mut self,
+        ci: usize,
+        id: usize,
+        now: Instant,
+    ) -> Result<u64, String> {
+        let conn = self.conns[ci].clone();
+        let table = conn.paths();
+        let path = table
+            .get(id)
+            .ok_or_else(|| format!("no path with id {id}"))?;
+        let name = PathName::new(&path.name)
+            .ok_or_else(|| format!("path name \"{}\" cannot be sent", path.name))?;
+        let session = &mut self.sessions[ci];
+        // Queue the message first: if the queue is full nothing changes.
+        let msg_id = session
+            .send_control(id as u16, ControlBody::PathRemove { name }, now)
+            .map_err(|e| format!("cannot tell the peer: {e}; nothing changed"))?;
+        if let Some(d) = pathset::remove(&conn, ci, session, id, now) {
+            self.draining.push(d);
+        }
+        Ok(msg_id)
+    }
+
+    fn reload(&mut self, now: Instant) -> Result<Value, String> {
         let new = config::load(&self.config_path).map_err(|e| e.to_string())?;
         let mut changes = Vec::new();
         let mut not_applied = Vec::new();
         for c in &new.connections {
-            let Some(ci) = conns.iter().position(|s| s.name == c.name) else {
+            let Some(ci) = self.conns.iter().position(|s| s.name == c.name) else {
                 not_applied.push(format!(
                     "connection {} is new (restart to add connections)",
                     c.name
                 ));
                 continue;
             };
+            let setup = self.setups[ci];
+            if (c.port, c.remote_port) != (setup.port, setup.remote_port) {
+                not_applied.push(format!(
+                    "connection {}: port or remote_port changed (restart to apply)",
+                    c.name
+                ));
+            }
+            self.setups[ci].keepalive = c.keepalive;
+            self.setups[ci].dead_timer = c.dead_timer;
+            // Paths that left the file, or whose addresses changed, go
+            // first, so their names are free for a re-add.
+            let mut to_add = Vec::new();
+            for s in self.conns[ci].paths().iter().filter(|p| !p.is_removed()) {
+                match c.paths.iter().find(|p| p.name == s.name) {
+                    None => match self.remove_and_announce(ci, s.id, now) {
+                        Ok(_) => {
+                            changes.push(format!("connection {} path {}: removed", c.name, s.name))
+                        }
+                        Err(e) => not_applied.push(format!(
+                            "connection {} path {}: not removed: {e}",
+                            c.name, s.name
+                        )),
+                    },
+                    Some(p) => {
+                        let local = SocketAddr::new(p.local, setup.port);
+                        let remote = p.remote.map(|r| SocketAddr::new(r, setup.remote_port));
+                        let moved = local != s.local
+                            || (p.remote.is_some() || s.remote_fixed)
+                                && remote != s.remote().map(|(a, _)| a)
+                            || p.interface != s.interface;
+                        if moved {
+                            match self.remove_and_announce(ci, s.id, now) {
+                                Ok(_) => to_add.push((p.clone(), "re-added with new addresses")),
+                                Err(e) => not_applied.push(format!(
+                                    "connection {} path {}: addresses not changed: {e}",
+                                    c.name, s.name
+                                )),
+                            }
+                        }
+                    }
+                }
+            }
             for p in &c.paths {
-                let Some(pi) = conns[ci].paths.iter().position(|s| s.name == p.name) else {
-                    not_applied.push(format!("connection {} path {} is new (adding paths at run time is not supported yet)", c.name, p.name));
-                    continue;
-                };
-                let old = *sessions[ci].paths()[pi].params();
                 let params = PathParams {
                     keepalive: c.keepalive,
                     dead_timer: c.dead_timer,
@@ -155,23 +413,48 @@ impl Applier {
                     window: p.window,
                     admin: p.status,
                 };
-                if params != old {
-                    set(sessions, conns, ci, pi, params, now)?;
-                    changes.push(format!(
-                        "connection {} path {}: {}",
-                        c.name,
-                        p.name,
-                        describe(&old, &params)
-                    ));
-                }
-            }
-            for s in &conns[ci].paths {
-                if !c.paths.iter().any(|p| p.name == s.name) {
-                    not_applied.push(format!("connection {} path {} is gone from the file (removing paths at run time is not supported yet)", c.name, s.name));
+                let existing = self.conns[ci].paths().find_live(&p.name).map(|s| s.id);
+                match existing {
+                    Some(id) => {
+                        let old = self.params_of(ci, id)?;
+                        if params != old {
+                            self.set_params(ci, id, params, now)?;
+                            changes.push(format!(
+                                "connection {} path {}: {}",
+                                c.name,
+                                p.name,
+                                describe(&old, &params)
+                            ));
+                        }
+                    }
+                    None => {
+                        let how = to_add
+                            .iter()
+                            .find(|(q, _)| q.name == p.name)
+                            .map_or("added", |(_, how)| *how);
+                        let new = NewPath {
+                            name: p.name.clone(),
+                            local: SocketAddr::new(p.local, setup.port),
+                            remote: p.remote.map(|r| SocketAddr::new(r, setup.remote_port)),
+                            remote_fixed: p.remote.is_some(),
+                            interface: p.interface.clone(),
+                            params,
+                        };
+                        match self.add_and_announce(ci, new, now) {
+                            Ok((id, _)) => changes.push(format!(
+                                "connection {} path {}: {how} (id {id})",
+                                c.name, p.name
+                            )),
+                            Err(e) => not_applied.push(format!(
+                                "connection {} path {}: not added: {e}",
+                                c.name, p.name
+                            )),
+                        }
+                    }
                 }
             }
         }
-        for s in conns {
+        for s in self.conns.iter() {
             if !new.connections.iter().any(|c| c.name == s.name) {
                 not_applied.push(format!(
                     "connection {} is gone from the file (restart to remove connections)",
@@ -228,22 +511,4 @@ fn describe(old: &PathParams, new: &PathParams) -> String {
         ));
     }
     parts.join(", ")
-}
-
-fn set(
-    sessions: &mut [Session],
-    conns: &[std::sync::Arc<ConnShared>],
-    ci: usize,
-    pi: usize,
-    params: PathParams,
-    now: Instant,
-) -> Result<(), String> {
-    sessions[ci]
-        .set_path_params(pi, params, now)
-        .map_err(|e| e.to_string())?;
-    let shared = &conns[ci].paths[pi];
-    shared.weight_out.store(params.weight_out, Relaxed);
-    shared.weight_in.store(u32::from(params.weight_in), Relaxed);
-    shared.window.store(params.window, Relaxed);
-    Ok(())
 }

@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::net::IpAddr;
+
 use serde_json::{json, Value};
 
 use crate::command::{Command, Request};
@@ -163,7 +165,11 @@ pub fn respond(line: &[u8], source: &StatusSource) -> Value {
                 Ok(cp) => cp,
                 Err(e) => return e,
             };
-            let Some(weight_out) = req.get("weight_out").and_then(Value::as_u64).and_then(|w| u32::try_from(w).ok()) else {
+            let Some(weight_out) = req
+                .get("weight_out")
+                .and_then(Value::as_u64)
+                .and_then(|w| u32::try_from(w).ok())
+            else {
                 return error("\"weight_out\" must be a positive integer");
             };
             let weight_in = match req.get("weight_in") {
@@ -181,8 +187,63 @@ pub fn respond(line: &[u8], source: &StatusSource) -> Value {
             }
         }
         Some("reload") => Command::Reload,
-        Some("path_add") | Some("path_remove") => {
-            return error("adding and removing paths at run time is not supported yet; edit the config and restart")
+        Some("path_add") => {
+            let (Some(conn), Some(name)) = (text("conn"), text("name")) else {
+                return error("needs \"conn\" and \"name\"");
+            };
+            if name.is_empty() || name.len() > mpt_proto::wire::MAX_NAME_LEN {
+                return error(&format!(
+                    "\"name\" must be 1 to {} bytes",
+                    mpt_proto::wire::MAX_NAME_LEN
+                ));
+            }
+            let ip = |key: &str| -> Result<Option<IpAddr>, Value> {
+                match req.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => v
+                        .as_str()
+                        .and_then(|t| t.parse::<IpAddr>().ok())
+                        .map(Some)
+                        .ok_or_else(|| error(&format!("\"{key}\" must be an IP address"))),
+                }
+            };
+            let local = match ip("local") {
+                Ok(Some(a)) => a,
+                Ok(None) => return error("needs \"local\""),
+                Err(e) => return e,
+            };
+            let remote = match ip("remote") {
+                Ok(a) => a,
+                Err(e) => return e,
+            };
+            let interface = match req.get("interface") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(i)) if !i.is_empty() && i.len() <= 15 => Some(i.clone()),
+                Some(_) => return error("\"interface\" must be an interface name"),
+            };
+            let weight = match req.get("weight_out").or_else(|| req.get("weight")) {
+                None | Some(Value::Null) => None,
+                Some(v) => match v.as_u64().and_then(|w| u32::try_from(w).ok()) {
+                    Some(w) => Some(w),
+                    None => return error("\"weight_out\" must be a positive integer"),
+                },
+            };
+            Command::PathAdd {
+                conn,
+                name,
+                local,
+                remote,
+                interface,
+                weight,
+            }
+        }
+        Some("path_remove") => {
+            let (conn, path) = match conn_path() {
+                Ok(cp) => cp,
+                Err(e) => return e,
+            };
+            let force = req.get("force").and_then(Value::as_bool).unwrap_or(false);
+            Command::PathRemove { conn, path, force }
         }
         Some(other) => return error(&format!("unknown request \"{other}\"")),
         None => return error("missing \"request\""),
@@ -221,12 +282,14 @@ pub fn status(source: &StatusSource) -> Value {
         .map(|c| {
             let d = &c.drops;
             let paths: Vec<Value> = c
-                .paths
+                .paths()
                 .iter()
+                .filter(|p| !p.is_removed())
                 .map(|p| {
                     let v = p.view();
                     json!({
                         "name": p.name,
+                        "id": p.id,
                         "state": v.state,
                         "local": p.local.to_string(),
                         "remote": p.remote().map(|(a, _)| a.to_string()),
@@ -275,6 +338,7 @@ pub fn status(source: &StatusSource) -> Value {
                     "control_queue_full": d.control_queue_full.get(),
                     "no_session": d.no_session.get(),
                     "handshake_rate_limited": d.handshake_rate_limited.get(),
+                    "tun_write": d.tun_write.get(),
                 },
                 "session": {
                     "encrypted": c.crypto.is_some(),

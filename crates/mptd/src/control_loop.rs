@@ -7,19 +7,30 @@
 //! paths alive without a probe per packet). Each round runs in a fixed
 //! order: input, summaries, handshakes, timers, transmits, events, publish
 //! eligibility and status.
+//!
+//! It also applies operator commands ([`crate::command`]) and the peer's
+//! control messages (a path added or removed on the other side), ends the
+//! drain of removed paths, and tells systemd when the daemon is ready.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpt_proto::crypto::{HandshakeError, SessionKeys, RESPONSE_LEN, TAG_LEN};
-use mpt_proto::path::Liveness;
-use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
+use mpt_proto::path::{AdminStatus, Liveness, PathParams};
+use mpt_proto::wire::{
+    ControlBody, ControlMsg, Flags, Header, MsgType, PathAdd, PathName, Refusal, HEADER_LEN,
+};
 use mpt_proto::{DataSummary, DropReason, Event, Session};
+use serde_json::{json, Value};
 
-use crate::command::{Applier, Request};
+use crate::command::{Outcome, Request, PEER_ANSWER_WAIT};
+use crate::config::{MAX_WEIGHT, MAX_WINDOW};
 use crate::handshake::{InitOutcome, KeyExchange};
+use crate::pathset::{self, AddError, ConnSetup, Draining, NewPath};
 use crate::rx::ControlDatagram;
 use crate::state::{ConnShared, PathShared, PathView};
 
@@ -33,8 +44,12 @@ pub const TICK: Duration = Duration::from_millis(50);
 const MAX_INPUT_PER_ROUND: usize = 256;
 
 /// Room for any datagram the control loop builds (handshake messages are
-/// the largest).
-const OUT_LEN: usize = 128;
+/// the largest), with the AEAD tag.
+const OUT_LEN: usize = 160;
+
+/// Longest wait for the paths before readiness is reported anyway (a peer
+/// that is down must not make the service fail to start).
+const READY_WAIT: Duration = Duration::from_secs(10);
 
 /// How long the resequencer waits for a gap to fill: the spread of one-way
 /// delays between the fastest and the slowest usable path (half the RTT
@@ -42,7 +57,7 @@ const OUT_LEN: usize = 128;
 /// scheduling jitter of the receive workers; capped at one second.
 pub fn reorder_timeout(session: &Session) -> Duration {
     let floor = crate::daemon::DEFAULT_REORDER_TIMEOUT;
-    let usable = session.paths().iter().filter(|p| p.usable());
+    let usable = session.paths().map(|(_, p)| p).filter(|p| p.usable());
     let (mut lo, mut hi, mut var) = (Duration::MAX, Duration::ZERO, Duration::ZERO);
     for p in usable {
         if let Some(rtt) = p.rtt().smoothed() {
@@ -71,8 +86,43 @@ pub struct ControlLoop {
     pub shutdown: Arc<AtomicBool>,
     /// Operator commands (control socket, SIGHUP).
     pub commands: Receiver<Request>,
-    /// Applies them.
-    pub applier: Applier,
+    /// The config file, for reload.
+    pub config_path: PathBuf,
+    /// Per connection: what its paths share (ports, timers).
+    pub setups: Vec<ConnSetup>,
+    /// Removed paths still receiving.
+    pub draining: Vec<Draining>,
+    /// Operator commands waiting for the peer's answer.
+    pub pending: Vec<PendingAnswer>,
+    /// Readiness notification to systemd, until sent.
+    pub readiness: Option<Readiness>,
+}
+
+/// An operator command waiting for the peer's answer to a control message.
+#[derive(Debug)]
+pub struct PendingAnswer {
+    conn: usize,
+    msg_id: u64,
+    answer: Value,
+    reply: SyncSender<Result<Value, String>>,
+    deadline: Instant,
+}
+
+/// When to tell systemd the daemon is ready: once every connection has a
+/// usable path, or at `deadline`.
+#[derive(Debug, Clone, Copy)]
+pub struct Readiness {
+    /// Report readiness at the latest then.
+    pub deadline: Instant,
+}
+
+impl Readiness {
+    /// Readiness due within [`READY_WAIT`] of `now`.
+    pub fn new(now: Instant) -> Readiness {
+        Readiness {
+            deadline: now + READY_WAIT,
+        }
+    }
 }
 
 impl ControlLoop {
@@ -114,16 +164,256 @@ impl ControlLoop {
             }
             let mut answers = Vec::new();
             while let Ok((cmd, reply)) = self.commands.try_recv() {
-                let result =
-                    self.applier
-                        .apply(cmd, &self.conns, &mut self.sessions, Instant::now());
-                answers.push((reply, result));
+                let now = Instant::now();
+                match self.apply(cmd, now) {
+                    Outcome::Done(result) => answers.push((reply, result)),
+                    Outcome::AwaitPeer {
+                        conn,
+                        msg_id,
+                        answer,
+                    } => self.pending.push(PendingAnswer {
+                        conn,
+                        msg_id,
+                        answer,
+                        reply,
+                        deadline: now + PEER_ANSWER_WAIT,
+                    }),
+                }
             }
-            self.round(Instant::now(), &mut buf);
+            let now = Instant::now();
+            self.finish_drains(now);
+            self.round(now, &mut buf);
             // Answer after the round published the new state, so a status
             // request right after the answer already shows the change.
             for (reply, result) in answers {
                 let _client_may_have_gone = reply.try_send(result);
+            }
+            self.answer_overdue(now);
+            self.notify_when_ready(now);
+        }
+    }
+
+    /// Drops drained paths from their tables.
+    fn finish_drains(&mut self, now: Instant) {
+        let conns = &self.conns;
+        self.draining.retain(|d| {
+            if d.until > now {
+                return true;
+            }
+            if let Some(conn) = conns.get(d.conn) {
+                pathset::finish(conn, d.id);
+                tracing::debug!(conn = %conn.name, id = d.id, "removed path drained");
+            }
+            false
+        });
+    }
+
+    /// Answers operator commands whose peer has not answered in time.
+    fn answer_overdue(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].deadline <= now {
+                let p = self.pending.swap_remove(i);
+                let mut answer = p.answer;
+                answer["peer"] = json!("no answer yet (still trying)");
+                let _ = p.reply.try_send(Ok(answer));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn answer_pending(&mut self, conn: usize, msg_id: u64, result: Result<(), String>) {
+        if let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.conn == conn && p.msg_id == msg_id)
+        {
+            let p = self.pending.swap_remove(i);
+            let reply = match result {
+                Ok(()) => {
+                    let mut answer = p.answer;
+                    answer["peer"] = json!("confirmed");
+                    Ok(answer)
+                }
+                Err(e) => Err(e),
+            };
+            let _ = p.reply.try_send(reply);
+        }
+    }
+
+    /// Tells systemd the daemon is ready once every connection has a usable
+    /// path (or the wait is over).
+    fn notify_when_ready(&mut self, now: Instant) {
+        let Some(r) = self.readiness else { return };
+        let all_up = self.sessions.iter().all(|s| s.eligibility().active() != 0);
+        if all_up {
+            crate::notify::ready("tunnel up: every connection has a usable path");
+        } else if now >= r.deadline {
+            crate::notify::ready("running; waiting for peers on some connections");
+        } else {
+            return;
+        }
+        self.readiness = None;
+    }
+
+    /// Acts on a control message from the peer and answers it.
+    fn on_peer_control(&mut self, ci: usize, via: usize, msg: ControlMsg, now: Instant) {
+        let id = usize::from(msg.path_id);
+        let result = match msg.body {
+            ControlBody::PathAdd(add) => self.peer_add(ci, id, &add, now),
+            ControlBody::PathRemove { name } => self.peer_remove(ci, id, name, now),
+            ControlBody::Ack(_) => return,
+        };
+        if let Err(r) = result {
+            tracing::warn!(conn = %self.conns[ci].name, id, refusal = r.as_str(), "refused the peer's path change");
+        }
+        self.sessions[ci].answer_control(via, &msg, result, now);
+    }
+
+    fn peer_add(
+        &mut self,
+        ci: usize,
+        id: usize,
+        add: &PathAdd,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let conn = self.conns[ci].clone();
+        let table = conn.paths();
+        if let Some(p) = table.get(id) {
+            if p.is_removed() {
+                // Still draining from an earlier removal: end that now.
+                self.draining.retain(|d| !(d.conn == ci && d.id == id));
+                pathset::finish(&conn, id);
+            } else if p.name == add.name.as_str() {
+                // Both sides added it (e.g. both configs were reloaded).
+                return Ok(());
+            } else {
+                return Err(Refusal::IdInUse);
+            }
+        }
+        if conn.paths().find_live(add.name.as_str()).is_some() {
+            return Err(Refusal::NameInUse);
+        }
+        let setup = self.setups[ci];
+        let params = PathParams {
+            keepalive: setup.keepalive,
+            dead_timer: setup.dead_timer,
+            weight_out: u32::from(add.weight_in).clamp(1, MAX_WEIGHT),
+            weight_in: u16::try_from(add.weight_out).unwrap_or(u16::MAX).max(1),
+            window: add.window.clamp(1, MAX_WINDOW),
+            admin: if add.backup {
+                AdminStatus::Backup
+            } else {
+                AdminStatus::Up
+            },
+        };
+        // Our end: where the peer sends to, if it said and we have that
+        // address; else the source our routing picks towards the peer.
+        let mut candidates: Vec<SocketAddr> = add.sender_remote.into_iter().collect();
+        if let Ok(ip) = pathset::source_towards(add.sender_local) {
+            candidates.push(SocketAddr::new(ip, setup.port));
+        }
+        let mut last = Refusal::CannotBind;
+        for local in candidates {
+            let new = NewPath {
+                name: add.name.as_str().to_string(),
+                local,
+                remote: Some(add.sender_local),
+                remote_fixed: false,
+                interface: None,
+                params,
+            };
+            match pathset::add(&conn, &mut self.sessions[ci], id, new, now) {
+                Ok(p) => {
+                    tracing::info!(conn = %conn.name, path = %p.name, id, local = %p.local, remote = %add.sender_local, "path added by the peer");
+                    return Ok(());
+                }
+                Err(AddError::Bind { local, source, .. }) => {
+                    tracing::debug!(conn = %conn.name, path = %add.name, local = %local, error = %source, "cannot bind for the peer's path");
+                    last = Refusal::CannotBind;
+                }
+                Err(AddError::NameInUse { .. }) => return Err(Refusal::NameInUse),
+                Err(AddError::IdInUse(_)) => return Err(Refusal::IdInUse),
+                Err(AddError::NoRoom) => return Err(Refusal::TooManyPaths),
+            }
+        }
+        Err(last)
+    }
+
+    fn peer_remove(
+        &mut self,
+        ci: usize,
+        id: usize,
+        name: PathName,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let conn = self.conns[ci].clone();
+        let table = conn.paths();
+        let Some(p) = table.get(id) else {
+            // Already gone: the answer to a repeat, or both sides removed it.
+            return Ok(());
+        };
+        if p.name != name.as_str() {
+            return Err(Refusal::UnknownPath);
+        }
+        if p.is_removed() {
+            return Ok(());
+        }
+        if let Some(d) = pathset::remove(&conn, ci, &mut self.sessions[ci], id, now) {
+            self.draining.push(d);
+        }
+        tracing::info!(conn = %conn.name, path = %name, id, "path removed by the peer");
+        Ok(())
+    }
+
+    /// The peer answered one of our control messages.
+    fn on_control_answer(
+        &mut self,
+        ci: usize,
+        msg: ControlMsg,
+        result: Result<(), Refusal>,
+        now: Instant,
+    ) {
+        let conn = self.conns[ci].clone();
+        let id = usize::from(msg.path_id);
+        match (msg.body, result) {
+            (_, Ok(())) => {
+                tracing::info!(conn = %conn.name, id, "peer confirmed the path change");
+                self.answer_pending(ci, msg.id, Ok(()));
+            }
+            (ControlBody::PathAdd(add), Err(r)) => {
+                // A path the peer will not serve is useless: take it out.
+                let ours = conn
+                    .paths()
+                    .get(id)
+                    .is_some_and(|p| p.name == add.name.as_str() && !p.is_removed());
+                if ours {
+                    if let Some(d) = pathset::remove(&conn, ci, &mut self.sessions[ci], id, now) {
+                        self.draining.push(d);
+                    }
+                }
+                tracing::error!(conn = %conn.name, path = %add.name, refusal = r.as_str(), "the peer refused the new path; removed it again");
+                self.answer_pending(
+                    ci,
+                    msg.id,
+                    Err(format!(
+                        "the peer refused path {}: {}; nothing changed",
+                        add.name,
+                        r.as_str()
+                    )),
+                );
+            }
+            (_, Err(r)) => {
+                tracing::warn!(conn = %conn.name, id, refusal = r.as_str(), "the peer refused the path change");
+                self.answer_pending(
+                    ci,
+                    msg.id,
+                    Err(format!(
+                        "the path was removed here, but the peer answered: {}",
+                        r.as_str()
+                    )),
+                );
             }
         }
     }
@@ -149,7 +439,7 @@ impl ControlLoop {
         };
         match session.handle_datagram(d.path, &header, payload, d.at) {
             Ok(_) => {
-                if let Some(p) = conn.paths.get(d.path) {
+                if let Some(p) = conn.paths().get(d.path) {
                     p.rx_packets.add(1);
                     p.rx_bytes.add(d.len as u64);
                 }
@@ -158,7 +448,39 @@ impl ControlLoop {
             Err(DropReason::UnknownConnection(_)) => conn.drops.unknown_connection.add(1),
             Err(DropReason::Sealed) => conn.drops.auth.add(1),
             Err(DropReason::Unsupported(_)) => conn.drops.unsupported.add(1),
-            Err(DropReason::UnknownPath(_)) => conn.drops.malformed.add(1),
+            // A path being drained after its removal: nothing to do.
+            Err(DropReason::UnknownPath(_)) => {}
+        }
+        self.drain_events(d.conn, d.at);
+    }
+
+    /// Handles a session's events (state changes, control messages).
+    fn drain_events(&mut self, ci: usize, now: Instant) {
+        let Some(conn) = self.conns.get(ci).cloned() else {
+            return;
+        };
+        while let Some(event) = self.sessions[ci].poll_event() {
+            match event {
+                Event::PathStateChanged { path, from, to } => {
+                    let table = conn.paths();
+                    let name = table.get(path).map_or("?", |p| p.name.as_str());
+                    tracing::info!(
+                        conn = %conn.name,
+                        path = name,
+                        from = from.as_str(),
+                        state = to.as_str(),
+                        "path state changed"
+                    );
+                }
+                Event::PeerControl { via, msg } => self.on_peer_control(ci, via, msg, now),
+                Event::ControlAnswered { msg, result } => {
+                    self.on_control_answer(ci, msg, result, now)
+                }
+                Event::ControlGaveUp { msg } => {
+                    tracing::warn!(conn = %conn.name, id = msg.path_id, "the peer never answered a path change");
+                    self.answer_pending(ci, msg.id, Err("the peer never answered".into()));
+                }
+            }
         }
     }
 
@@ -169,10 +491,11 @@ impl ControlLoop {
         header: &Header,
         out: &mut [u8; OUT_LEN],
     ) {
+        let table = conn.paths();
         let (Some(Some(exchange)), Some(crypto), Some(path)) = (
             self.exchanges.get_mut(d.conn),
             conn.crypto.as_ref(),
-            conn.paths.get(d.path),
+            table.get(d.path),
         ) else {
             conn.drops.unsupported.add(1);
             return;
@@ -223,7 +546,7 @@ impl ControlLoop {
     /// Feeds the data plane's receive summaries into the sessions.
     fn pull_summaries(&mut self) {
         for (session, conn) in self.sessions.iter_mut().zip(self.conns.iter()) {
-            for (i, p) in conn.paths.iter().enumerate() {
+            for p in conn.paths().iter() {
                 let packets = p.rx_summary_packets.swap(0, Relaxed);
                 if packets > 0 {
                     let last_ns = p.rx_summary_last_ns.load(Relaxed);
@@ -232,8 +555,8 @@ impl ControlLoop {
                         highest_path_seq: p.rx_summary_highest.load(Relaxed),
                         last_rx: conn.epoch + Duration::from_nanos(last_ns),
                     };
-                    // The index comes from the same list the session was built from.
-                    let _unknown_path_impossible = session.handle_data_summary(i, summary);
+                    // A draining path is no longer in the session.
+                    let _draining = session.handle_data_summary(p.id, summary);
                 }
             }
         }
@@ -241,14 +564,16 @@ impl ControlLoop {
 
     fn round(&mut self, now: Instant, buf: &mut [u8; OUT_LEN]) {
         self.pull_summaries();
+        for ci in 0..self.sessions.len() {
+            self.sessions[ci].handle_timeout(now);
+            self.drain_events(ci, now);
+        }
         for (ci, (session, conn)) in self.sessions.iter_mut().zip(self.conns.iter()).enumerate() {
+            let table = conn.paths();
             let keys = match (&conn.crypto, self.exchanges.get_mut(ci)) {
                 (Some(crypto), Some(Some(exchange))) => {
                     let keys = crypto.keys();
-                    let all_down = session
-                        .paths()
-                        .iter()
-                        .all(|p| p.liveness() == Liveness::Down);
+                    let all_down = session.paths().all(|(_, p)| p.liveness() == Liveness::Down);
                     if let Some(attempt) = exchange.poll_initiate(keys.is_none() || all_down, now) {
                         initiate(conn, exchange, attempt, now, buf);
                     }
@@ -256,9 +581,8 @@ impl ControlLoop {
                 }
                 _ => None,
             };
-            session.handle_timeout(now);
             while let Some(t) = session.poll_transmit() {
-                let Some(path) = conn.paths.get(t.path) else {
+                let Some(path) = table.get(t.path) else {
                     continue;
                 };
                 let Some((remote, _)) = path.remote() else {
@@ -284,24 +608,13 @@ impl ControlLoop {
                 }
                 send(conn, path, &buf[..len], remote);
             }
-            while let Some(event) = session.poll_event() {
-                match event {
-                    Event::PathStateChanged { path, from, to } => {
-                        let name = conn.paths.get(path).map_or("?", |p| p.name.as_str());
-                        tracing::info!(
-                            conn = %conn.name,
-                            path = name,
-                            from = from.as_str(),
-                            state = to.as_str(),
-                            "path state changed"
-                        );
-                    }
-                }
-            }
             conn.eligible.store(session.eligibility().active(), Relaxed);
             conn.reseq_timeout_us
                 .store(reorder_timeout(session).as_micros() as u64, Relaxed);
-            for (p, shared) in session.paths().iter().zip(conn.paths.iter()) {
+            for (id, p) in session.paths() {
+                let Some(shared) = table.get(id) else {
+                    continue;
+                };
                 let view = PathView {
                     state: p.state().as_str(),
                     rtt_ms: p.rtt().smoothed().map(|d| d.as_secs_f64() * 1e3),
@@ -325,8 +638,7 @@ impl ControlLoop {
 fn settle_time(session: &Session) -> Duration {
     session
         .paths()
-        .iter()
-        .map(|p| p.params().dead_timer)
+        .map(|(_, p)| p.params().dead_timer)
         .max()
         .unwrap_or(Duration::from_secs(5))
 }
@@ -336,7 +648,7 @@ fn next_header(conn: &ConnShared, path: &PathShared, now: Instant) -> Header {
     Header {
         msg_type: MsgType::HandshakeInit,
         flags: Flags::NONE,
-        path_id: path.index as u16,
+        path_id: path.id as u16,
         conn_id: conn.conn_id,
         seq: conn.seq.fetch_add(1, Relaxed),
         path_seq: path.path_seq.fetch_add(1, Relaxed),
@@ -352,7 +664,11 @@ fn initiate(
     now: Instant,
     buf: &mut [u8],
 ) {
-    let known: Vec<&PathShared> = conn.paths.iter().filter(|p| p.remote().is_some()).collect();
+    let table = conn.paths();
+    let known: Vec<&Arc<PathShared>> = table
+        .iter()
+        .filter(|p| p.remote().is_some() && !p.is_removed())
+        .collect();
     if known.is_empty() {
         return;
     }

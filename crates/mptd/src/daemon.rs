@@ -12,9 +12,9 @@
 
 use std::net::SocketAddr;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::sync_channel;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -26,14 +26,15 @@ use mpt_proto::{Session, SessionConfig};
 use nix::sys::signal::{SigSet, Signal};
 use tun_rs::InterruptEvent;
 
-use crate::command::{Applier, Command};
+use crate::command::Command;
 use crate::config::{Config, Prefix};
 use crate::control::{self, StatusSource};
-use crate::control_loop::ControlLoop;
+use crate::control_loop::{ControlLoop, Readiness};
 use crate::handshake::KeyExchange;
+use crate::pathset::ConnSetup;
 use crate::route::Router;
 use crate::rx::RxWorker;
-use crate::state::{ConnCrypto, ConnShared, Drops, PathShared};
+use crate::state::{ConnCrypto, ConnShared, PathShared, PathTable};
 use crate::tx::{TxStats, TxWorker};
 use crate::udp::PathSocket;
 use mpt_proto::crypto::Psk;
@@ -83,6 +84,11 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let now = Instant::now();
     let mut conns = Vec::new();
     let mut sessions = Vec::new();
+    // Control message ids start at the wall clock in µs, so a restarted
+    // daemon's messages are never taken for repeats of its old ones.
+    let first_control_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_micros() as u64);
     for (ci, c) in config.connections.iter().enumerate() {
         let mut paths = Vec::new();
         let mut params = Vec::new();
@@ -104,15 +110,10 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 weight: p.weight_out,
                 window: p.window,
             };
-            paths.push(PathShared::new(
-                pi,
-                p.name.clone(),
-                socket,
-                remote,
-                sched,
-                p.weight_in,
-                now,
-            ));
+            let mut shared =
+                PathShared::new(pi, p.name.clone(), socket, remote, sched, p.weight_in, now);
+            shared.interface = p.interface.clone();
+            paths.push(shared);
             params.push(PathParams {
                 keepalive: c.keepalive,
                 dead_timer: c.dead_timer,
@@ -127,6 +128,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 SessionConfig {
                     conn_id: c.id,
                     paths: params,
+                    first_control_id,
                 },
                 now,
             )
@@ -143,24 +145,20 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 None
             }
         };
-        conns.push(Arc::new(ConnShared {
-            index: ci,
-            name: c.name.clone(),
-            conn_id: c.id,
-            epoch: now,
-            seq: AtomicU64::new(1),
-            eligible: AtomicU64::new(0),
-            reseq: Mutex::new(Resequencer::new(
+        conns.push(Arc::new(ConnShared::new(
+            ci,
+            c.name.clone(),
+            c.id,
+            now,
+            PathTable::new(paths),
+            crypto,
+            Resequencer::new(
                 REORDER_SLOTS,
                 usize::from(config.tunnel.mtu),
                 DEFAULT_REORDER_TIMEOUT,
-            )),
-            reseq_deadline_ns: AtomicU64::new(0),
-            reseq_timeout_us: AtomicU64::new(DEFAULT_REORDER_TIMEOUT.as_micros() as u64),
-            paths,
-            drops: Drops::default(),
-            crypto,
-        }));
+            ),
+            DEFAULT_REORDER_TIMEOUT,
+        )));
     }
     let conns = Arc::new(conns);
     let listener = control::bind(&config.daemon.control)
@@ -200,7 +198,20 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         input: control_rx,
         shutdown: shutdown.clone(),
         commands: command_rx,
-        applier: Applier { config_path },
+        config_path,
+        setups: config
+            .connections
+            .iter()
+            .map(|c| ConnSetup {
+                port: c.port,
+                remote_port: c.remote_port,
+                keepalive: c.keepalive,
+                dead_timer: c.dead_timer,
+            })
+            .collect(),
+        draining: Vec::new(),
+        pending: Vec::new(),
+        readiness: Some(Readiness::new(now)),
     };
     handles.push(spawn(
         "control".into(),
@@ -220,7 +231,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     }
     let mut path_count = 0;
     for (ci, conn) in conns.iter().enumerate() {
-        path_count += conn.paths.len();
+        path_count += conn.paths().len();
         let w = RxWorker {
             conn: conn.clone(),
             tun: tun.queues[ci % tun.queues.len()].clone(),
@@ -256,6 +267,10 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             Some((handle, local))
         }
     };
+    // Remote command port (`[daemon] cmd_port`, 0 = off): TCP and UDP on
+    // its own threads, which stop with the shutdown flag.
+    let cmd_port = crate::cmd_port::start(&config, source.clone(), shutdown.clone())
+        .with_context(|| format!("remote command port {}", config.daemon.cmd_port))?;
     let control_path = config.daemon.control.clone();
     let serve_shutdown = shutdown.clone();
     let serve_path = control_path.clone();
@@ -272,7 +287,6 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         control = %control_path.display(),
         "mptd running"
     );
-    notify_ready();
 
     loop {
         match signals.wait() {
@@ -282,6 +296,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             },
             Ok(sig) => {
                 tracing::info!(signal = %sig, "shutting down");
+                crate::notify::stopping();
                 break;
             }
             Err(e) => bail!("waiting for signals: {e}"),
@@ -301,6 +316,9 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         let _ = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1));
         let _ = handle.join();
     }
+    if let Some(server) = cmd_port {
+        server.join();
+    }
     drop(tun);
     tracing::info!("stopped");
     Ok(())
@@ -310,12 +328,6 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
 /// on yet, so nobody believes they are on.
 fn warn_unimplemented(config: &Config) {
     let d = &config.daemon;
-    if d.cmd_port != 0 {
-        tracing::warn!(
-            cmd_port = d.cmd_port,
-            "the remote command port is not implemented in this version; ignored"
-        );
-    }
     if d.accept_remote {
         tracing::warn!("accept_remote is not implemented in this version; only configured connections are served");
     }
@@ -335,26 +347,4 @@ fn add_route(net: &Prefix, dev: &str) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Tells systemd (Type=notify) that the daemon is up, if it asked.
-fn notify_ready() {
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let sock = match std::os::unix::net::UnixDatagram::unbound() {
-        Ok(s) => s,
-        Err(_) => return,
-    };
-    let bytes = path.as_encoded_bytes();
-    let result = if let Some(abstract_name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name)
-            .and_then(|a| sock.send_to_addr(b"READY=1", &a))
-    } else {
-        sock.send_to(b"READY=1", &path)
-    };
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "sd_notify failed");
-    }
 }

@@ -4,15 +4,18 @@
 //! loop and batch buffers (see docs/ARCHITECTURE.md):
 //!
 //! * [`tx`]: read tun → route → schedule → send (one worker per tun queue);
-//! * [`rx`]: receive on a path → check → write tun (one worker per path);
+//! * [`rx`]: receive on a path → check → write tun (one worker per
+//!   connection);
 //! * [`control_loop`]: drives the sans-IO [`mpt_proto::Session`] of every
 //!   connection (probes, liveness, RTT, loss) and publishes which paths the
 //!   schedulers may use;
-//! * [`control`]: the unix control socket (status).
+//! * [`control`]: the unix control socket; [`command`] and [`pathset`]:
+//!   runtime changes (path state, weights, paths added and removed, reload).
 //!
 //! [`config`] turns TOML into a validated [`config::Config`]; [`daemon`]
 //! wires everything together.
 
+pub mod cmd_port;
 pub mod command;
 pub mod config;
 pub mod control;
@@ -21,6 +24,8 @@ pub mod daemon;
 pub mod handshake;
 pub mod keys;
 pub mod metrics;
+pub mod notify;
+pub mod pathset;
 pub mod route;
 pub mod rx;
 pub mod state;

@@ -65,7 +65,7 @@ pub fn render(source: &StatusSource) -> String {
     let mut drops = Vec::new();
     let mut sessions = Vec::new();
     for c in source.conns.iter() {
-        for p in &c.paths {
+        for p in c.paths().iter().filter(|p| !p.is_removed()) {
             let v = p.view();
             let l = format!("conn=\"{}\",path=\"{}\"", esc(&c.name), esc(&p.name));
             up.push((

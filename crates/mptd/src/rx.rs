@@ -43,7 +43,7 @@ struct RxCrypto {
 }
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
-use crate::state::{ConnShared, Counter};
+use crate::state::{ConnShared, Counter, PathShared, PathTable};
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
 
 /// Length of a receive buffer: with UDP GRO the kernel coalesces up to
@@ -170,32 +170,48 @@ impl RxWorker {
             pending: Vec::with_capacity(RECV_MESSAGES),
         };
         let mut start = 0usize;
+        let mut table: Arc<PathTable> = conn.paths();
+        let mut generation = 0u64;
+        let mut paths: Vec<Arc<PathShared>> = Vec::with_capacity(mpt_proto::sched::MAX_PATHS);
         while !self.shutdown.load(Relaxed) {
+            if conn.refresh_paths(&mut table, &mut generation) {
+                // Paths that left the table no longer prove losses in the
+                // resequencer (their slot may be reused by a new path).
+                let mut reseq = conn.lock_reseq();
+                for old in &paths {
+                    if table.get(old.id).is_none_or(|p| !Arc::ptr_eq(p, old)) {
+                        reseq.forget_path(old.id);
+                    }
+                }
+                drop(reseq);
+                paths.clear();
+                paths.extend(table.iter().cloned());
+            }
             let mut busy = false;
             // Read every path once per round, starting one further each
             // round so no path is always first.
-            for k in 0..conn.paths.len() {
-                let pi = (start + k) % conn.paths.len();
-                let n = match conn.paths[pi].socket.recv_batch(&mut bufs, &mut meta) {
+            for k in 0..paths.len() {
+                let path = &paths[(start + k) % paths.len()];
+                let n = match path.socket.recv_batch(&mut bufs, &mut meta) {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     Err(e) => {
                         // ICMP errors surface here (port unreachable from a
                         // peer that is not up yet); they are not fatal.
-                        tracing::trace!(conn = %conn.name, path = %conn.paths[pi].name, error = %e, "recv error");
+                        tracing::trace!(conn = %conn.name, path = %path.name, error = %e, "recv error");
                         continue;
                     }
                 };
                 busy = true;
                 self.refresh_keys(&mut crypto);
-                self.handle_batch(pi, &mut bufs[..n], &meta[..n], &mut staging, &mut crypto);
+                self.handle_batch(path, &mut bufs[..n], &meta[..n], &mut staging, &mut crypto);
             }
             start = start.wrapping_add(1);
             // One tun write per round over all paths: the larger the run of
             // in-order segments, the more the tun writer can coalesce.
-            staging.flush(&self.tun, &conn.paths[0].tun_write_errors);
+            staging.flush(&self.tun, &conn.drops.tun_write);
             if !busy {
-                self.idle(&mut staging);
+                self.idle(&paths, &mut staging);
             }
         }
     }
@@ -216,22 +232,22 @@ impl RxWorker {
         }
     }
 
-    /// Checks, counts and resequences one batch received on path `pi`.
+    /// Checks, counts and resequences one batch received on `path`.
     fn handle_batch(
         &self,
-        pi: usize,
+        path: &PathShared,
         bufs: &mut [Vec<u8>],
         meta: &[RecvMeta],
         staging: &mut Staging,
         crypto: &mut RxCrypto,
     ) {
         let conn = &*self.conn;
-        let path = &conn.paths[pi];
+        let pi = path.id;
         let now = Instant::now();
         let (mut rx_packets, mut rx_bytes) = (0u64, 0u64);
         let mut highest: Option<u32> = None;
         let mut learnt_from = None;
-        let errors = &path.tun_write_errors;
+        let errors = &conn.drops.tun_write;
         let mut reseq = conn.lock_reseq();
         self.apply_timeout(&mut reseq);
         for (buf, m) in bufs.iter_mut().zip(meta) {
@@ -384,14 +400,23 @@ impl RxWorker {
                 }
             }
             MsgType::Probe | MsgType::ProbeReply => {
-                if dgram.len() != Transmit::LEN {
+                if dgram.len() != Transmit::KEEPALIVE_LEN {
                     conn.drops.malformed.add(1);
                 } else {
                     self.to_control(pi, dgram, from, now, &mut crypto.pending);
                 }
                 Verdict::Skip(header.seq)
             }
-            MsgType::Control | MsgType::HandshakeInit | MsgType::HandshakeResponse => {
+            MsgType::Control => {
+                // Parsed (and length-checked) by the session.
+                if dgram.len() > Transmit::MAX_LEN {
+                    conn.drops.malformed.add(1);
+                } else {
+                    self.to_control(pi, dgram, from, now, &mut crypto.pending);
+                }
+                Verdict::Skip(header.seq)
+            }
+            MsgType::HandshakeInit | MsgType::HandshakeResponse => {
                 conn.drops.unsupported.add(1);
                 Verdict::Skip(header.seq)
             }
@@ -443,9 +468,9 @@ impl RxWorker {
 
     /// No datagram queued: release timed-out gaps, then sleep until data
     /// arrives, the next gap times out, or it is time to check shutdown.
-    fn idle(&self, staging: &mut Staging) {
+    fn idle(&self, paths: &[Arc<PathShared>], staging: &mut Staging) {
         let conn = &*self.conn;
-        let errors = &conn.paths[0].tun_write_errors;
+        let errors = &conn.drops.tun_write;
         let mut wait = RECV_TIMEOUT;
         let deadline_ns = conn.reseq_deadline_ns.load(Relaxed);
         if deadline_ns != 0 {
@@ -460,7 +485,7 @@ impl RxWorker {
             }
             wait = wait.min(deadline - now);
         }
-        if let Err(e) = crate::udp::wait_any_readable(conn.paths.iter().map(|p| &p.socket), wait) {
+        if let Err(e) = crate::udp::wait_any_readable(paths.iter().map(|p| &p.socket), wait) {
             tracing::debug!(conn = %conn.name, error = %e, "poll failed");
             std::thread::sleep(Duration::from_millis(10));
         }

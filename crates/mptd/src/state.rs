@@ -4,9 +4,17 @@
 //! once per batch (eligible-path mask, weights, remote address) and add to
 //! counters once per batch. Only the control loop writes liveness-derived
 //! state; only a path's receive worker writes its receive summary.
+//!
+//! Paths come and go at run time (`mpt path add/remove`, reload, the
+//! peer's control messages). A connection's paths are an immutable
+//! [`PathTable`] behind an `Arc`: the control loop builds a new table and
+//! swaps it in, bumping a generation counter; a worker compares the counter
+//! once per batch (one relaxed load) and takes the new table only when it
+//! changed. A removed path's socket closes when the last worker drops the
+//! old table.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -63,6 +71,8 @@ pub struct Drops {
     pub no_session: Counter,
     /// Handshake messages refused by the rate limiter.
     pub handshake_rate_limited: Counter,
+    /// Failed tun writes of received data.
+    pub tun_write: Counter,
 }
 
 /// Encryption state of a connection with a `key_file`.
@@ -128,8 +138,8 @@ pub struct PathView {
 /// One path as the workers see it.
 #[derive(Debug)]
 pub struct PathShared {
-    /// Index in the connection.
-    pub index: usize,
+    /// Path id: the slot in the connection's table and the wire `path_id`.
+    pub id: usize,
     /// Name from the config.
     pub name: String,
     /// The bound UDP socket.
@@ -140,6 +150,8 @@ pub struct PathShared {
     remote: RwLock<Option<(SocketAddr, SockAddr)>>,
     /// Whether the remote address came from the config (never relearnt).
     pub remote_fixed: bool,
+    /// The device the socket is bound to.
+    pub interface: Option<String>,
     /// Next path sequence number.
     pub path_seq: AtomicU32,
     /// `weight_out` (the scheduler reads it per batch).
@@ -160,8 +172,6 @@ pub struct PathShared {
     pub rx_bytes: Counter,
     /// Data datagrams received and accepted.
     pub rx_data_packets: Counter,
-    /// Failed tun writes of data received on this path.
-    pub tun_write_errors: Counter,
     /// Data datagrams received since the control loop last looked.
     pub rx_summary_packets: AtomicU32,
     /// Highest path sequence among them.
@@ -170,12 +180,14 @@ pub struct PathShared {
     pub rx_summary_last_ns: AtomicU64,
     /// Status published by the control loop.
     pub view: Mutex<PathView>,
+    /// Removed and draining: receives, never sends data, hidden in status.
+    removed: AtomicBool,
 }
 
 impl PathShared {
     /// A path around a bound socket.
     pub fn new(
-        index: usize,
+        id: usize,
         name: String,
         socket: PathSocket,
         remote: Option<SocketAddr>,
@@ -184,12 +196,13 @@ impl PathShared {
         now: Instant,
     ) -> PathShared {
         PathShared {
-            index,
+            id,
             name,
             local: socket.local_addr(),
             socket,
             remote: RwLock::new(remote.map(|a| (a, SockAddr::from(a)))),
             remote_fixed: remote.is_some(),
+            interface: None,
             path_seq: AtomicU32::new(1),
             weight_out: AtomicU32::new(sched.weight),
             window: AtomicU32::new(sched.window),
@@ -200,7 +213,6 @@ impl PathShared {
             rx_packets: Counter::default(),
             rx_bytes: Counter::default(),
             rx_data_packets: Counter::default(),
-            tun_write_errors: Counter::default(),
             rx_summary_packets: AtomicU32::new(0),
             rx_summary_highest: AtomicU32::new(0),
             rx_summary_last_ns: AtomicU64::new(0),
@@ -213,7 +225,18 @@ impl PathShared {
                 last_rx: None,
                 peer_weight_in: None,
             }),
+            removed: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the path removed (it drains, then leaves the table).
+    pub fn mark_removed(&self) {
+        self.removed.store(true, Relaxed);
+    }
+
+    /// Whether the path was removed and only drains.
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Relaxed)
     }
 
     /// The remote address, if known.
@@ -258,6 +281,72 @@ impl PathShared {
     }
 }
 
+/// The paths of a connection: slot `i` holds the path with id `i`.
+#[derive(Debug, Default, Clone)]
+pub struct PathTable {
+    slots: Vec<Option<Arc<PathShared>>>,
+}
+
+impl PathTable {
+    /// A table of the given paths (each at its id).
+    pub fn new(paths: impl IntoIterator<Item = PathShared>) -> PathTable {
+        let mut t = PathTable::default();
+        for p in paths {
+            t.insert(Arc::new(p));
+        }
+        t
+    }
+
+    /// Puts `path` at its id (replacing what was there).
+    pub fn insert(&mut self, path: Arc<PathShared>) {
+        let id = path.id;
+        if self.slots.len() <= id {
+            self.slots.resize_with(id + 1, || None);
+        }
+        self.slots[id] = Some(path);
+    }
+
+    /// Takes the path with id `id` out.
+    pub fn remove(&mut self, id: usize) -> Option<Arc<PathShared>> {
+        let p = self.slots.get_mut(id).and_then(Option::take);
+        while self.slots.last().is_some_and(Option::is_none) {
+            self.slots.pop();
+        }
+        p
+    }
+
+    /// The path with id `id`.
+    pub fn get(&self, id: usize) -> Option<&Arc<PathShared>> {
+        self.slots.get(id).and_then(Option::as_ref)
+    }
+
+    /// The path named `name` that is not being removed.
+    pub fn find_live(&self, name: &str) -> Option<&Arc<PathShared>> {
+        self.iter().find(|p| p.name == name && !p.is_removed())
+    }
+
+    /// The paths in id order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<PathShared>> + '_ {
+        self.slots.iter().flatten()
+    }
+
+    /// One more than the highest id in use (the length of id-indexed
+    /// arrays).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// How many paths.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// No paths at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// One connection as the workers see it.
 #[derive(Debug)]
 pub struct ConnShared {
@@ -274,8 +363,10 @@ pub struct ConnShared {
     /// Bit mask of paths the schedulers may use (published by the control
     /// loop from the session's eligibility).
     pub eligible: AtomicU64,
-    /// The paths, by index.
-    pub paths: Vec<PathShared>,
+    /// The paths (see [`ConnShared::paths`]).
+    paths: RwLock<Arc<PathTable>>,
+    /// Bumped whenever `paths` is replaced.
+    paths_generation: AtomicU64,
     /// Drop counters.
     pub drops: Drops,
     /// Encryption, when the connection has a `key_file`.
@@ -292,6 +383,70 @@ pub struct ConnShared {
 }
 
 impl ConnShared {
+    /// A connection with these paths; the other fields as given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        index: usize,
+        name: String,
+        conn_id: u32,
+        epoch: Instant,
+        paths: PathTable,
+        crypto: Option<ConnCrypto>,
+        reseq: Resequencer,
+        reseq_timeout: std::time::Duration,
+    ) -> ConnShared {
+        ConnShared {
+            index,
+            name,
+            conn_id,
+            epoch,
+            seq: AtomicU64::new(1),
+            eligible: AtomicU64::new(0),
+            paths: RwLock::new(Arc::new(paths)),
+            paths_generation: AtomicU64::new(1),
+            drops: Drops::default(),
+            crypto,
+            reseq: Mutex::new(reseq),
+            reseq_deadline_ns: AtomicU64::new(0),
+            reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
+        }
+    }
+
+    /// The current paths.
+    pub fn paths(&self) -> Arc<PathTable> {
+        match self.paths.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Generation of the path table: changes whenever it is replaced.
+    pub fn paths_generation(&self) -> u64 {
+        self.paths_generation.load(Relaxed)
+    }
+
+    /// Refreshes a worker's copy of the path table if it changed since
+    /// `generation`; returns whether it did.
+    pub fn refresh_paths(&self, table: &mut Arc<PathTable>, generation: &mut u64) -> bool {
+        let now = self.paths_generation();
+        if now == *generation {
+            return false;
+        }
+        *generation = now;
+        *table = self.paths();
+        true
+    }
+
+    /// Replaces the path table (control loop only).
+    pub fn set_paths(&self, table: PathTable) {
+        let table = Arc::new(table);
+        match self.paths.write() {
+            Ok(mut g) => *g = table,
+            Err(poisoned) => *poisoned.into_inner() = table,
+        }
+        self.paths_generation.fetch_add(1, Relaxed);
+    }
+
     /// Locks the resequencer (a panicked holder leaves it usable).
     pub fn lock_reseq(&self) -> std::sync::MutexGuard<'_, Resequencer> {
         match self.reseq.lock() {

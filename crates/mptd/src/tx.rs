@@ -18,7 +18,7 @@ use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
 use crate::route::Router;
-use crate::state::{ConnShared, Counter};
+use crate::state::{ConnShared, Counter, PathTable};
 
 /// Where the IP packet starts in a transmit buffer: our header goes in
 /// front of it, so the datagram is built in place without a copy.
@@ -104,8 +104,10 @@ impl TxWorker {
         let mut sched_params: Vec<Vec<SchedPath>> = self
             .conns
             .iter()
-            .map(|c| Vec::with_capacity(c.paths.len()))
+            .map(|_| Vec::with_capacity(mpt_proto::sched::MAX_PATHS))
             .collect();
+        let mut tables: Vec<Arc<PathTable>> = self.conns.iter().map(|c| c.paths()).collect();
+        let mut generations: Vec<u64> = vec![0; self.conns.len()];
         let mut masks: Vec<u64> = vec![0; self.conns.len()];
         let mut plan: Vec<PlanEntry> = Vec::with_capacity(IDEAL_BATCH_SIZE);
         let mut counts: Vec<u32> = vec![0; self.conns.len()];
@@ -128,10 +130,22 @@ impl TxWorker {
                     continue;
                 }
             };
-            // Per batch: a fresh view of weights and live paths.
+            // Per batch: a fresh view of weights and live paths (the path
+            // table itself only when it changed).
             for (c, conn) in self.conns.iter().enumerate() {
-                sched_params[c].clear();
-                sched_params[c].extend(conn.paths.iter().map(|p| p.sched()));
+                conn.refresh_paths(&mut tables[c], &mut generations[c]);
+                let params = &mut sched_params[c];
+                params.clear();
+                params.resize(
+                    tables[c].slots(),
+                    SchedPath {
+                        weight: 0,
+                        window: 1,
+                    },
+                );
+                for p in tables[c].iter() {
+                    params[p.id] = p.sched();
+                }
                 masks[c] = conn.eligible.load(Relaxed);
             }
             plan.clear();
@@ -174,6 +188,7 @@ impl TxWorker {
                     .map_or(plan.len(), |off| at + off);
                 let c = plan[at].conn();
                 self.send_group(
+                    &tables[c],
                     &plan[at..end],
                     bases[c],
                     &mut bufs,
@@ -187,8 +202,10 @@ impl TxWorker {
     }
 
     /// Heads and sends one group of packets bound for the same path.
+    #[allow(clippy::too_many_arguments)]
     fn send_group(
         &self,
+        table: &PathTable,
         group: &[PlanEntry],
         seq_base: u64,
         bufs: &mut [Vec<u8>],
@@ -199,8 +216,11 @@ impl TxWorker {
         let c = group[0].conn();
         let p = group[0].path();
         let conn = &self.conns[c];
-        let path = &conn.paths[p];
         let count = group.len() as u64;
+        let Some(path) = table.get(p) else {
+            conn.drops.no_path.add(count);
+            return;
+        };
         let Some((_, remote)) = path.remote() else {
             conn.drops.no_remote.add(count);
             return;

@@ -13,6 +13,7 @@
 //!   fields still prints, with `-` for what is missing.
 
 pub mod client;
+pub mod remote;
 pub mod request;
 pub mod status;
 

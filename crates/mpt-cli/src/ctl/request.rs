@@ -74,6 +74,8 @@ pub enum Request {
         conn: String,
         /// Path name.
         path: String,
+        /// Even if it is the only usable path.
+        force: bool,
     },
     /// Re-read the config file.
     Reload,
@@ -141,9 +143,12 @@ impl Request {
                     put("weight_out", json!(w));
                 }
             }
-            Request::PathRemove { conn, path } => {
+            Request::PathRemove { conn, path, force } => {
                 put("conn", json!(conn));
                 put("path", json!(path));
+                if *force {
+                    put("force", json!(true));
+                }
             }
         }
         Value::Object(m)

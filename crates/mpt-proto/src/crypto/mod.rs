@@ -38,6 +38,7 @@
 //! Wire layouts and the reasoning are in `docs/PROTOCOL.md`.
 
 mod aead;
+pub mod cmdauth;
 mod handshake;
 mod kdf;
 mod ratelimit;

@@ -35,8 +35,10 @@
 //! accessor can panic. Parsing never allocates; emitting writes into a
 //! caller-owned buffer.
 
+mod control;
 mod keepalive;
 
+pub use control::{ControlBody, ControlMsg, PathAdd, PathName, Refusal, MAX_NAME_LEN};
 pub use keepalive::{Keepalive, PathReport};
 
 use crate::error::{DecodeError, EncodeError};

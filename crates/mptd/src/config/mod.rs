@@ -532,6 +532,15 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                     format!("connection `{}` path `{}`: {msg}", c.name, p.name),
                 )
             };
+            if p.name.is_empty()
+                || p.name.len() > mpt_proto::wire::MAX_NAME_LEN
+                || p.name.contains('\0')
+            {
+                return Err(at(format!(
+                    "key `name`: must be 1 to {} bytes",
+                    mpt_proto::wire::MAX_NAME_LEN
+                )));
+            }
             if paths.iter().any(|o| o.name == p.name) {
                 return Err(at("key `name`: a path of that name already exists".into()));
             }
