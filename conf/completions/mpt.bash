@@ -149,7 +149,7 @@ _mpt() {
 
     case "${cmd}" in
         mpt)
-            opts="-h -V --log --socket --help --version status path reload completions emu bench genkey config help"
+            opts="-h -V --log --socket --remote --remote-conn --key --udp --help --version status path reload completions emu bench genkey config help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -160,6 +160,18 @@ _mpt() {
                     return 0
                     ;;
                 --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --remote)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --remote-conn)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -925,7 +937,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__path__subcmd__remove)
-            opts="-h --log --socket --help"
+            opts="-h --force --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_mpt_global_optspecs
-    string join \n log= socket= h/help V/version
+    string join \n log= socket= remote= remote-conn= key= udp h/help V/version
 end
 
 function __fish_mpt_needs_command
@@ -26,10 +26,14 @@ end
 
 complete -c mpt -n "__fish_mpt_needs_command" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_needs_command" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_needs_command" -l remote -d 'Manage a remote mptd over its command port ([daemon] cmd_port) instead of the local socket (status, path, reload; give it before the command). Needs --remote-conn and --key' -r
+complete -c mpt -n "__fish_mpt_needs_command" -l remote-conn -d 'With --remote: the connection, as the remote mptd names it, whose pre-shared key --key holds; the key manages that connection only' -r
+complete -c mpt -n "__fish_mpt_needs_command" -l key -d 'With --remote: that connection\'s key file (as written by `mpt genkey`, mode 0600)' -r -F
+complete -c mpt -n "__fish_mpt_needs_command" -l udp -d 'With --remote: UDP (one datagram each way) instead of TCP'
 complete -c mpt -n "__fish_mpt_needs_command" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_needs_command" -s V -l version -d 'Print version'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
-complete -c mpt -n "__fish_mpt_needs_command" -f -a "path" -d 'Change a path at run time: up, down, backup, weights (add/remove: later)'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "path" -d 'Change a path at run time: up, down, backup, weights, add, remove'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
@@ -45,8 +49,8 @@ complete -c mpt -n "__fish_mpt_using_subcommand status" -s h -l help -d 'Print h
 complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "add" -d 'Add a path to a running connection (not supported by mptd yet)'
-complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "remove" -d 'Remove a path from a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "add" -d 'Add a path to a running connection; the peer is told'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "remove" -d 'Remove a path from a running connection; the peer is told'
 complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l local -d 'Local address to send from' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l remote -d 'Remote address (learnt from the peer if not given)' -r
@@ -57,9 +61,10 @@ complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from remove" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from remove" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from remove" -l force -d 'Remove it even if it is the connection\'s only usable path'
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
-complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a path to a running connection (not supported by mptd yet)'
-complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a path from a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a path to a running connection; the peer is told'
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a path from a running connection; the peer is told'
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand reload" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand reload" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
@@ -134,7 +139,7 @@ complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcomma
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "path" -d 'Change a path at run time: up, down, backup, weights (add/remove: later)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "path" -d 'Change a path at run time: up, down, backup, weights, add, remove'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "completions" -d 'Print a shell completion script'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
@@ -142,8 +147,8 @@ complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcom
 complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "config" -d 'Configuration files'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "add" -d 'Add a path to a running connection (not supported by mptd yet)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "remove" -d 'Remove a path from a running connection (not supported by mptd yet)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "add" -d 'Add a path to a running connection; the peer is told'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "remove" -d 'Remove a path from a running connection; the peer is told'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "run" -d 'Emulate a link between interfaces A and B until Ctrl-C, SIGTERM or --duration'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "selftest" -d 'Measure the emulator\'s accuracy in throw-away namespaces (needs root)'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "profiles" -d 'List the link profile presets, or print one'

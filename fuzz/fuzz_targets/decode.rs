@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mpt_proto::wire::{check_ip_packet, Header, Keepalive, HEADER_LEN};
+use mpt_proto::wire::{check_ip_packet, ControlMsg, Header, Keepalive, HEADER_LEN};
 
 fuzz_target!(|data: &[u8]| {
     // The inner-packet check must hold up on its own, not only behind a
@@ -46,5 +46,11 @@ fuzz_target!(|data: &[u8]| {
             .expect("a keepalive fits Keepalive::LEN bytes");
         assert_eq!(&kout[..], payload, "keepalive did not round-trip: {k:?}");
         assert_eq!(Keepalive::parse(&kout), Ok(k));
+    }
+    if let Ok(c) = ControlMsg::parse(payload) {
+        let mut cout = [0xa5u8; ControlMsg::MAX_LEN];
+        let n = c.emit(&mut cout).expect("a control message fits MAX_LEN");
+        assert_eq!(&cout[..n], payload, "control message did not round-trip: {c:?}");
+        assert_eq!(ControlMsg::parse(&cout[..n]), Ok(c));
     }
 });

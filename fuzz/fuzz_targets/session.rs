@@ -13,12 +13,16 @@
 //! | 3      | jump to the next timer (`poll_timeout`) and handle_timeout      |
 //! | 4      | drain `poll_transmit`; bit 3 loops every transmit back as if    |
 //! |        | the peer had echoed it (lets probes and replies meet themselves) |
-//! | 5      | drain `poll_event`                                              |
-//! | 6      | change a path's parameters (status, weights, window, timers)    |
-//! | 7      | handle_data_summary with fuzzed counts                          |
+//! | 5      | drain `poll_event`, answering the peer's control requests with  |
+//! |        | a fuzzed result                                                 |
+//! | 6      | change a path's parameters (status, weights, window, timers);   |
+//! |        | bit 3: add or remove a path instead                             |
+//! | 7      | handle_data_summary with fuzzed counts; bit 3: send a control   |
+//! |        | message (path add/remove) instead                               |
 //!
-//! Checked besides "no panic": every transmit emits into `Transmit::LEN`
-//! bytes and parses back to what was queued; the transmit queue stays
+//! Checked besides "no panic": every transmit emits into
+//! `Transmit::MAX_LEN` bytes and parses back to what was queued; the
+//! transmit queue and the control queue stay
 //! bounded; after `handle_timeout(now)` no timer is due at or before `now`
 //! (the daemon would spin otherwise); an accepted data datagram hands back
 //! exactly its payload.
@@ -30,11 +34,12 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use mpt_proto::path::{AdminStatus, PathParams};
-use mpt_proto::wire::{Header, Keepalive, MsgType};
-use mpt_proto::{DataSummary, Received, Session, SessionConfig, Transmit};
+use mpt_proto::wire::{ControlBody, ControlMsg, Header, Keepalive, MsgType, PathName, Refusal};
+use mpt_proto::{DataSummary, Event, Payload, Received, Session, SessionConfig, Transmit};
 
 const CONN_ID: u32 = 0x6d70_7401;
-const PATHS: usize = 2;
+/// Path ids the program uses: two configured, two more to add.
+const PATHS: usize = 4;
 /// Transmits one drain takes at most; the session bounds its queue well
 /// below this, so a full drain always ends before it.
 const MAX_DRAIN: usize = 1024;
@@ -110,6 +115,13 @@ fn check_timers(s: &Session, now: Instant) {
     }
 }
 
+/// Adding or removing a path schedules nothing in the past.
+fn check_timers_after_change(s: &Session, now: Instant) {
+    if let Some(t) = s.poll_timeout() {
+        assert!(t.at >= now, "timer {t:?} before {now:?}");
+    }
+}
+
 fn feed(s: &mut Session, path: usize, datagram: &[u8], force_conn: bool, now: Instant) {
     let Ok((mut header, payload)) = Header::parse(datagram) else {
         return;
@@ -129,10 +141,11 @@ fuzz_target!(|data: &[u8]| {
     let config = SessionConfig {
         conn_id: CONN_ID,
         paths: vec![params(AdminStatus::Up), params(AdminStatus::Backup)],
+        first_control_id: 1,
     };
     let mut s = Session::new(config, now).expect("two paths are allowed");
     let mut seq = 0u64;
-    let mut buf = [0u8; Transmit::LEN];
+    let mut buf = [0u8; Transmit::MAX_LEN];
 
     while !input.0.is_empty() {
         let op = input.u8();
@@ -163,36 +176,53 @@ fuzz_target!(|data: &[u8]| {
                 check_timers(&s, now);
             }
             4 => {
-                let mut looped: Vec<(usize, [u8; Transmit::LEN])> = Vec::new();
+                let mut looped: Vec<(usize, [u8; Transmit::MAX_LEN], usize)> = Vec::new();
                 let mut n = 0;
                 while let Some(t) = s.poll_transmit() {
                     n += 1;
                     assert!(n <= MAX_DRAIN, "transmit queue not bounded");
                     assert!(t.path < PATHS);
-                    assert!(matches!(t.msg_type, MsgType::Probe | MsgType::ProbeReply));
                     seq += 1;
                     let path_seq = input.u32();
-                    let len = t.emit(seq, path_seq, &mut buf).expect("fits Transmit::LEN");
-                    assert_eq!(len, Transmit::LEN);
+                    let len = t.emit(seq, path_seq, &mut buf).expect("fits Transmit::MAX_LEN");
                     let (h, body) = Header::parse(&buf[..len]).expect("own header parses");
                     assert_eq!(h.msg_type, t.msg_type);
                     assert_eq!(h.conn_id, t.conn_id);
                     assert_eq!((h.seq, h.path_seq), (seq, path_seq));
                     assert_eq!(usize::from(h.path_id), t.path);
-                    assert_eq!(body.len(), Keepalive::LEN);
-                    assert_eq!(Keepalive::parse(body), Ok(t.body));
+                    match t.body {
+                        Payload::Keepalive(k) => {
+                            assert!(matches!(t.msg_type, MsgType::Probe | MsgType::ProbeReply));
+                            assert_eq!(len, Transmit::KEEPALIVE_LEN);
+                            assert_eq!(Keepalive::parse(body), Ok(k));
+                        }
+                        Payload::Control(c) => {
+                            assert_eq!(t.msg_type, MsgType::Control);
+                            assert_eq!(body.len(), c.len());
+                            assert_eq!(ControlMsg::parse(body), Ok(c));
+                        }
+                    }
                     if flag {
-                        looped.push((t.path, buf));
+                        looped.push((t.path, buf, len));
                     }
                 }
                 // Echo after draining, so replies to echoed probes wait for
                 // the next drain like a real peer's would.
-                for (path, d) in looped {
-                    feed(&mut s, path, &d, false, now);
+                for (path, d, len) in looped {
+                    feed(&mut s, path, &d[..len], false, now);
                 }
             }
             5 => {
-                while s.poll_event().is_some() {}
+                while let Some(e) = s.poll_event() {
+                    if let Event::PeerControl { via, msg } = e {
+                        let result = match input.u8() % 3 {
+                            0 => Ok(()),
+                            1 => Err(Refusal::CannotBind),
+                            _ => Err(Refusal::IdInUse),
+                        };
+                        s.answer_control(via, &msg, result, now);
+                    }
+                }
                 let e = s.eligibility();
                 assert_eq!(e.primary & e.backup, 0, "a path is primary and backup");
                 assert_eq!(
@@ -201,11 +231,46 @@ fuzz_target!(|data: &[u8]| {
                     "eligible path out of range"
                 );
             }
+            6 if flag => {
+                let path = usize::from(input.u8()) % PATHS;
+                let existed = s.path(path).is_some();
+                if existed {
+                    assert!(s.remove_path(path).is_ok());
+                    assert!(s.path(path).is_none());
+                } else {
+                    let p = fuzzed_params(&mut input);
+                    assert!(s.add_path(path, p, now).is_ok());
+                }
+                check_timers_after_change(&s, now);
+            }
             6 => {
                 let path = usize::from(input.u8()) % (PATHS + 1);
                 let p = fuzzed_params(&mut input);
+                let exists = s.path(path).is_some();
                 let r = s.set_path_params(path, p, now);
-                assert_eq!(r.is_ok(), path < PATHS);
+                assert_eq!(r.is_ok(), exists);
+            }
+            7 if flag => {
+                let path = input.u8() % PATHS as u8;
+                let name = PathName::new("p").expect("name");
+                let body = if input.u8() & 1 == 0 {
+                    ControlBody::PathRemove { name }
+                } else {
+                    ControlBody::PathAdd(mpt_proto::wire::PathAdd {
+                        name,
+                        sender_local: "10.0.0.1:1".parse().expect("addr"),
+                        sender_remote: None,
+                        weight_out: 1,
+                        weight_in: 1,
+                        window: 1,
+                        backup: false,
+                    })
+                };
+                let before = s.control_outstanding();
+                match s.send_control(u16::from(path), body, now) {
+                    Ok(_) => assert_eq!(s.control_outstanding(), before + 1),
+                    Err(_) => assert_eq!(before, mpt_proto::control::MAX_OUTSTANDING),
+                }
             }
             _ => {
                 let path = usize::from(input.u8()) % (PATHS + 1);
@@ -216,8 +281,9 @@ fuzz_target!(|data: &[u8]| {
                     highest_path_seq,
                     last_rx: now,
                 };
+                let exists = s.path(path).is_some();
                 let r = s.handle_data_summary(path, summary);
-                assert_eq!(r.is_ok(), path < PATHS);
+                assert_eq!(r.is_ok(), exists);
             }
         }
     }

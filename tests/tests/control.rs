@@ -210,6 +210,7 @@ fn metrics_endpoint_serves_the_documented_series() {
         "# TYPE mpt_path_tx_bytes_total counter",
         "# TYPE mpt_path_rx_packets_total counter",
         "# TYPE mpt_drops_total counter",
+        "# TYPE mpt_path_state_changes_total counter",
         "mpt_drops_total{conn=",
         "reason=\"malformed\"}",
         "mpt_path_up{conn=",
@@ -229,6 +230,20 @@ fn metrics_endpoint_serves_the_documented_series() {
         .and_then(|v| v.parse().ok())
         .expect("number");
     assert!(value > 1e6, "{tx_line}");
+    // Each path went from probing to up once at least.
+    let changes_line = page
+        .lines()
+        .find(|l| {
+            l.starts_with("mpt_path_state_changes_total{")
+                && l.contains(&format!("path=\"{}\"", path_name(0)))
+        })
+        .expect("state changes of path 0");
+    let changes: f64 = changes_line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("number");
+    assert!(changes >= 1.0, "{changes_line}");
     bed.shutdown().expect("clean shutdown");
 }
 

@@ -272,9 +272,8 @@ fn path_weight_requests() {
 }
 
 #[test]
-fn path_add_and_remove_are_sent_and_the_error_reported() {
-    const NOT_YET: &str = "adding and removing paths at run time is not supported yet";
-    let d = FakeDaemon::answering(&[failed(NOT_YET)]);
+fn path_add_and_remove_are_sent_and_answers_printed() {
+    let d = FakeDaemon::answering(&[ok(json!({"path": "wifi0", "id": 2, "peer": "confirmed"}))]);
     let o = mpt(
         &d.sock(),
         &[
@@ -292,7 +291,7 @@ fn path_add_and_remove_are_sent_and_the_error_reported() {
             "50",
         ],
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
         d.requests(),
         [
@@ -301,10 +300,11 @@ fn path_add_and_remove_are_sent_and_the_error_reported() {
                 "weight_out": 50})
         ]
     );
-    assert_eq!(stderr(&o), format!("error: mptd: {NOT_YET}\n"));
-    assert_eq!(stdout(&o), "");
+    assert_eq!(stdout(&o), "site-b wifi0: added (peer: confirmed)\n");
 
-    let d = FakeDaemon::answering(&[failed(NOT_YET)]);
+    const REFUSED: &str =
+        "the peer refused path wifi0: cannot open a socket for the path; nothing changed";
+    let d = FakeDaemon::answering(&[failed(REFUSED)]);
     let o = mpt(
         &d.sock(),
         &["path", "add", "site-b", "wifi0", "--local", "192.0.2.10"],
@@ -317,13 +317,31 @@ fn path_add_and_remove_are_sent_and_the_error_reported() {
                 "local": "192.0.2.10"})
         ]
     );
+    assert_eq!(stderr(&o), format!("error: mptd: {REFUSED}\n"));
+    assert_eq!(stdout(&o), "");
 
-    let d = FakeDaemon::answering(&[failed(NOT_YET)]);
+    let d = FakeDaemon::answering(&[ok(json!({"path": "wifi0", "id": 2}))]);
     let o = mpt(&d.sock(), &["path", "remove", "site-b", "wifi0"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
         d.requests(),
         [json!({"version": 1, "request": "path_remove", "conn": "site-b", "path": "wifi0"})]
+    );
+    assert_eq!(stdout(&o), "site-b wifi0: removed\n");
+
+    let d = FakeDaemon::answering(&[ok(json!({"peer": "no answer yet (still trying)"}))]);
+    let o = mpt(&d.sock(), &["path", "remove", "site-b", "wifi0", "--force"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        d.requests(),
+        [
+            json!({"version": 1, "request": "path_remove", "conn": "site-b", "path": "wifi0",
+               "force": true})
+        ]
+    );
+    assert_eq!(
+        stdout(&o),
+        "site-b wifi0: removed (peer: no answer yet (still trying))\n"
     );
 }
 

@@ -780,7 +780,11 @@ fn serve_tcp_client(
                 .write_all(text.as_bytes())
                 .and_then(|_| stream.write_all(b"\n"))
                 .and_then(|_| stream.flush());
-            if sent.is_err() || !keep_open {
+            if sent.is_err() {
+                return;
+            }
+            if !keep_open {
+                linger_close(stream);
                 return;
             }
             idle_since = Instant::now();
@@ -789,6 +793,7 @@ fn serve_tcp_client(
             if let Reply::Plain(text) = shared.handle(&pending, peer, None) {
                 let _ = writeln!(stream, "{text}");
             }
+            linger_close(stream);
             return;
         }
         if shutdown.load(Relaxed) || idle_since.elapsed() > TCP_IDLE {
@@ -805,6 +810,31 @@ fn serve_tcp_client(
                         | io::ErrorKind::Interrupted
                 ) => {}
             Err(_) => return,
+        }
+    }
+}
+
+/// Closes a client after a refusal so that the refusal arrives: closing
+/// with unread input would reset the connection and could discard it. So
+/// the write side is shut, and input is read and thrown away until the
+/// client closes too (bounded in time and bytes).
+fn linger_close(mut stream: TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut buf = [0u8; 4096];
+    let mut left: usize = 1 << 20;
+    while Instant::now() < deadline && left > 0 {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => left = left.saturating_sub(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
         }
     }
 }

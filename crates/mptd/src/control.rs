@@ -306,6 +306,7 @@ pub fn status(source: &StatusSource) -> Value {
                         "rx_bytes": p.rx_bytes.get(),
                         "tx_data_packets": p.tx_data_packets.get(),
                         "rx_data_packets": p.rx_data_packets.get(),
+                        "state_changes": p.state_changes.get(),
                         "last_rx_ms_ago": v.last_rx.map(|t| ms(now.saturating_duration_since(t))),
                         "last_change_ms_ago": ms(now.saturating_duration_since(v.last_change)),
                     })

@@ -464,6 +464,9 @@ impl ControlLoop {
                 Event::PathStateChanged { path, from, to } => {
                     let table = conn.paths();
                     let name = table.get(path).map_or("?", |p| p.name.as_str());
+                    if let Some(p) = table.get(path) {
+                        p.state_changes.add(1);
+                    }
                     tracing::info!(
                         conn = %conn.name,
                         path = name,

@@ -158,6 +158,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 DEFAULT_REORDER_TIMEOUT,
             ),
             DEFAULT_REORDER_TIMEOUT,
+            crate::udp::Waker::new().context("creating a wake-up event")?,
         )));
     }
     let conns = Arc::new(conns);

@@ -61,6 +61,7 @@ pub fn render(source: &StatusSource) -> String {
     let mut rtt = Vec::new();
     let mut loss = Vec::new();
     let mut weight = Vec::new();
+    let mut changes = Vec::new();
     let (mut txp, mut rxp, mut txb, mut rxb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut drops = Vec::new();
     let mut sessions = Vec::new();
@@ -85,6 +86,7 @@ pub fn render(source: &StatusSource) -> String {
                 loss.push((l.clone(), pct / 100.0));
             }
             weight.push((l.clone(), f64::from(p.weight_out.load(Relaxed))));
+            changes.push((l.clone(), p.state_changes.get() as f64));
             txp.push((l.clone(), p.tx_packets.get() as f64));
             rxp.push((l.clone(), p.rx_packets.get() as f64));
             txb.push((l.clone(), p.tx_bytes.get() as f64));
@@ -105,6 +107,7 @@ pub fn render(source: &StatusSource) -> String {
             ("send_error", d.send_error.get()),
             ("control_queue_full", d.control_queue_full.get()),
             ("handshake_rate_limited", d.handshake_rate_limited.get()),
+            ("tun_write", d.tun_write.get()),
         ] {
             drops.push((
                 format!("conn=\"{}\",reason=\"{reason}\"", esc(&c.name)),
@@ -147,6 +150,12 @@ pub fn render(source: &StatusSource) -> String {
         "gauge",
         "Configured outgoing share.",
         weight,
+    );
+    family(
+        "mpt_path_state_changes_total",
+        "counter",
+        "Changes of the path's reported state.",
+        changes,
     );
     family(
         "mpt_path_tx_packets_total",

@@ -485,7 +485,11 @@ impl RxWorker {
             }
             wait = wait.min(deadline - now);
         }
-        if let Err(e) = crate::udp::wait_any_readable(paths.iter().map(|p| &p.socket), wait) {
+        if let Err(e) = crate::udp::wait_any_readable(
+            paths.iter().map(|p| &p.socket),
+            Some(&conn.rx_wake),
+            wait,
+        ) {
             tracing::debug!(conn = %conn.name, error = %e, "poll failed");
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -23,7 +23,7 @@ use mpt_proto::reorder::Resequencer;
 use mpt_proto::sched::SchedPath;
 use socket2::SockAddr;
 
-use crate::udp::PathSocket;
+use crate::udp::{PathSocket, Waker};
 
 /// Monotonic counter, relaxed ordering: counters are statistics.
 #[derive(Debug, Default)]
@@ -172,6 +172,8 @@ pub struct PathShared {
     pub rx_bytes: Counter,
     /// Data datagrams received and accepted.
     pub rx_data_packets: Counter,
+    /// Changes of the reported state (up, down, backup, probing).
+    pub state_changes: Counter,
     /// Data datagrams received since the control loop last looked.
     pub rx_summary_packets: AtomicU32,
     /// Highest path sequence among them.
@@ -213,6 +215,7 @@ impl PathShared {
             rx_packets: Counter::default(),
             rx_bytes: Counter::default(),
             rx_data_packets: Counter::default(),
+            state_changes: Counter::default(),
             rx_summary_packets: AtomicU32::new(0),
             rx_summary_highest: AtomicU32::new(0),
             rx_summary_last_ns: AtomicU64::new(0),
@@ -367,6 +370,8 @@ pub struct ConnShared {
     paths: RwLock<Arc<PathTable>>,
     /// Bumped whenever `paths` is replaced.
     paths_generation: AtomicU64,
+    /// Wakes the receive worker when `paths` changes.
+    pub rx_wake: Waker,
     /// Drop counters.
     pub drops: Drops,
     /// Encryption, when the connection has a `key_file`.
@@ -394,6 +399,7 @@ impl ConnShared {
         crypto: Option<ConnCrypto>,
         reseq: Resequencer,
         reseq_timeout: std::time::Duration,
+        rx_wake: Waker,
     ) -> ConnShared {
         ConnShared {
             index,
@@ -404,6 +410,7 @@ impl ConnShared {
             eligible: AtomicU64::new(0),
             paths: RwLock::new(Arc::new(paths)),
             paths_generation: AtomicU64::new(1),
+            rx_wake,
             drops: Drops::default(),
             crypto,
             reseq: Mutex::new(reseq),
@@ -445,6 +452,7 @@ impl ConnShared {
             Err(poisoned) => *poisoned.into_inner() = table,
         }
         self.paths_generation.fetch_add(1, Relaxed);
+        self.rx_wake.wake();
     }
 
     /// Locks the resequencer (a panicked holder leaves it usable).

@@ -293,15 +293,20 @@ impl PathSocket {
 /// read, or `timeout` passes.
 pub fn wait_any_readable<'a>(
     sockets: impl Iterator<Item = &'a PathSocket>,
+    waker: Option<&Waker>,
     timeout: Duration,
 ) -> io::Result<()> {
     let mut fds = [libc::pollfd {
         fd: -1,
         events: libc::POLLIN,
         revents: 0,
-    }; MAX_POLL];
+    }; MAX_POLL + 1];
     let mut n = 0;
-    for (fd, s) in fds.iter_mut().zip(sockets) {
+    if let Some(w) = waker {
+        fds[0].fd = w.fd.as_raw_fd();
+        n = 1;
+    }
+    for (fd, s) in fds[n..].iter_mut().zip(sockets) {
         fd.fd = s.socket.as_raw_fd();
         n += 1;
     }
@@ -314,7 +319,62 @@ pub fn wait_any_readable<'a>(
             return Err(e);
         }
     }
+    if let Some(w) = waker {
+        if fds[0].revents & libc::POLLIN != 0 {
+            w.drain();
+        }
+    }
     Ok(())
+}
+
+/// Wakes a thread blocked in [`wait_any_readable`]: an eventfd in its poll
+/// set. The control loop wakes a connection's receive worker when the path
+/// table changes, so a new path's socket is read at once rather than after
+/// the worker's poll timeout (which would also inflate the new path's first
+/// RTT sample).
+#[derive(Debug)]
+pub struct Waker {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Waker {
+    /// A new, unsignalled waker.
+    pub fn new() -> io::Result<Waker> {
+        // SAFETY: plain syscall; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Ok(Waker { fd })
+    }
+
+    /// Signals the waker (a blocked [`wait_any_readable`] returns).
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64. A full counter (never in
+        // practice) fails harmlessly: the waker is signalled already.
+        let _ = unsafe {
+            libc::write(
+                self.fd.as_raw_fd(),
+                (&one as *const u64).cast::<libc::c_void>(),
+                8,
+            )
+        };
+    }
+
+    fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64; non-blocking.
+        let _ = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                (&mut v as *mut u64).cast::<libc::c_void>(),
+                8,
+            )
+        };
+    }
 }
 
 /// Most sockets one receive worker polls: a connection's paths.
