@@ -55,7 +55,7 @@ complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcom
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l local -d 'Local address to send from' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l remote -d 'Remote address (learnt from the peer if not given)' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l interface -d 'Bind to this network device' -r
-complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l weight -d 'weight_out of the new path' -r
+complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l weight -d 'weight_out and weight_in of the new path [default: 1]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand path; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'

@@ -7,6 +7,7 @@
 //! - a reload that adds a path makes it carry traffic; one that drops it
 //!   from the file removes it on both sides.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -276,5 +277,110 @@ fn reload_adds_a_path_that_carries_traffic_and_removes_it_again() {
     wait_path_gone_both(&mut bed, &new, Duration::from_secs(3));
     bed.transfer(Side::A, Family::V4, 4 << 20)
         .expect("transfer after the removal");
+    bed.shutdown().expect("clean shutdown");
+}
+
+/// A path-add control message as docs/PROTOCOL.md draws it (built here
+/// byte by byte, independently of mpt-proto): header, then the 94-byte body.
+fn forged_path_add(seq: u64, path_id: u16, name: &str, local: [u8; 4], remote: [u8; 4]) -> Vec<u8> {
+    let mut d = vec![0u8; 24 + 94];
+    d[0] = 0x14; // version 1, type 4 (control)
+    d[1] = 0; // flags: not sealed
+    d[2..4].copy_from_slice(&0u16.to_be_bytes()); // travels on path 0
+    d[4..8].copy_from_slice(&1u32.to_be_bytes()); // connection id 1
+    d[8..16].copy_from_slice(&seq.to_be_bytes());
+    d[16..20].copy_from_slice(&(seq as u32).to_be_bytes());
+    let b = &mut d[24..];
+    b[0] = 1; // path add
+    b[2..4].copy_from_slice(&path_id.to_be_bytes());
+    b[4..12].copy_from_slice(&(u64::MAX - seq).to_be_bytes()); // message id
+    b[13] = name.len() as u8;
+    b[14..14 + name.len()].copy_from_slice(name.as_bytes());
+    b[46] = 4;
+    b[47..51].copy_from_slice(&local);
+    b[63..65].copy_from_slice(&DATA_PORT.to_be_bytes());
+    b[65] = 4;
+    b[66..70].copy_from_slice(&remote);
+    b[82..84].copy_from_slice(&DATA_PORT.to_be_bytes());
+    b[84..88].copy_from_slice(&1u32.to_be_bytes());
+    b[88..90].copy_from_slice(&1u16.to_be_bytes());
+    b[90..94].copy_from_slice(&1u32.to_be_bytes());
+    d
+}
+
+#[test]
+fn on_an_encrypted_connection_only_sealed_control_messages_change_paths() {
+    let spec = BedSpec::uniform(1, Family::V4)
+        .inner(&[Family::V4])
+        .shared_key()
+        .expect("key");
+    let mut bed = TestBed::new(spec).expect("test bed");
+    add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
+    let b_to = SocketAddr::new(outer_addr(0, Family::V4, Side::B), DATA_PORT);
+    let from = outer_addr(0, Family::V4, Side::A);
+    let auth_before = bed.snap(Side::B).expect("status").raw["drops"]["auth"]
+        .as_u64()
+        .expect("auth drops");
+
+    // Forged (unsealed) adds, as an on-path attacker could send them.
+    let forged: Vec<Vec<u8>> = (0..50)
+        .map(|i| forged_path_add(1_000_000 + i, 1, "evil", [10, 77, 1, 1], [10, 77, 1, 2]))
+        .collect();
+    let sent = send_datagrams(&bed.a, from, b_to, forged).expect("send forged");
+    assert_eq!(sent, 50);
+    wait_until("auth drops counted", Duration::from_secs(3), POLL, || {
+        let auth = bed.snap(Side::B)?.raw["drops"]["auth"]
+            .as_u64()
+            .unwrap_or(0);
+        Ok((auth >= auth_before + 50).then_some(()))
+    })
+    .expect("forged control messages dropped as unauthenticated");
+    assert!(
+        path_status(&bed, Side::B, "evil").is_none(),
+        "a forged add was obeyed"
+    );
+
+    // The sealed add of the real peer works.
+    let sock = socket(&bed, Side::A);
+    let (code, out, err) = mpt(
+        &sock,
+        &[
+            "path",
+            "add",
+            conn_name(Side::A),
+            &path_name(1),
+            "--local",
+            &outer_addr(1, Family::V4, Side::A).to_string(),
+            "--remote",
+            &outer_addr(1, Family::V4, Side::B).to_string(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("peer: confirmed"), "{out}");
+    wait_path_up_both(&mut bed, &path_name(1), Duration::from_secs(5));
+    bed.transfer(Side::A, Family::V4, 4 << 20)
+        .expect("transfer over the encrypted paths");
+    bed.shutdown().expect("clean shutdown");
+}
+
+/// The control test above must be able to fail: the same forged bytes are
+/// a valid path add (the documented layout), obeyed by a connection without
+/// a key (which is why `key_file` matters).
+#[test]
+fn without_a_key_the_documented_path_add_is_obeyed() {
+    let spec = BedSpec::uniform(1, Family::V4).inner(&[Family::V4]);
+    let mut bed = TestBed::new(spec).expect("test bed");
+    add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
+    let b_to = SocketAddr::new(outer_addr(0, Family::V4, Side::B), DATA_PORT);
+    let from = outer_addr(0, Family::V4, Side::A);
+    let add = forged_path_add(1_000_000, 1, "unkeyed", [10, 77, 1, 1], [10, 77, 1, 2]);
+    send_datagrams(&bed.a, from, b_to, vec![add]).expect("send");
+    wait_until("B adds the path", Duration::from_secs(3), POLL, || {
+        Ok(path_status(&bed, Side::B, "unkeyed").map(|_| ()))
+    })
+    .expect("an unkeyed connection obeys a well-formed path add");
+    let p = path_status(&bed, Side::B, "unkeyed").expect("path");
+    assert_eq!(p["local"], format!("10.77.1.2:{DATA_PORT}"), "{p}");
+    assert_eq!(p["remote"], format!("10.77.1.1:{DATA_PORT}"), "{p}");
     bed.shutdown().expect("clean shutdown");
 }

@@ -19,7 +19,8 @@ const EXIT_USAGE: u8 = 2;
 #[command(
     name = "mpt",
     version,
-    about = "mpt multipath tunnel: control client, link emulator, benchmarks"
+    about = "mpt multipath tunnel: control client, link emulator, benchmarks",
+    after_help = CLI_HELP
 )]
 struct Cli {
     /// Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug
@@ -118,6 +119,16 @@ enum Command {
         cmd: ConfigCommand,
     },
 }
+
+const CLI_HELP: &str = "\
+Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
+
+Examples:
+  mpt status
+  mpt path add site-b lte2 --local 10.0.3.1 --remote 10.0.3.2
+  mpt path remove site-b lte
+  mpt --remote 198.51.100.7:7022 --remote-conn site-a --key /etc/mpt/site-a.key status
+  sudo mpt bench ethernet --paths 1,2,4";
 
 const STATUS_HELP: &str = "\
 Asks mptd over its control socket. The table fits 80 columns: per
@@ -244,7 +255,7 @@ struct PathAddArgs {
     /// Bind to this network device.
     #[arg(long, value_name = "IF")]
     interface: Option<String>,
-    /// weight_out of the new path.
+    /// weight_out and weight_in of the new path [default: 1].
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(mptd::config::MAX_WEIGHT)))]
     weight: Option<u32>,
