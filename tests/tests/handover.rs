@@ -369,7 +369,7 @@ fn on_an_encrypted_connection_only_sealed_control_messages_change_paths() {
 #[test]
 fn without_a_key_the_documented_path_add_is_obeyed() {
     let spec = BedSpec::uniform(1, Family::V4).inner(&[Family::V4]);
-    let mut bed = TestBed::new(spec).expect("test bed");
+    let bed = TestBed::new(spec).expect("test bed");
     add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
     let b_to = SocketAddr::new(outer_addr(0, Family::V4, Side::B), DATA_PORT);
     let from = outer_addr(0, Family::V4, Side::A);
