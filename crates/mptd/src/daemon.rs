@@ -7,8 +7,10 @@
 //!
 //! Threads: one transmit worker per tun queue (`threads`, default one per
 //! core), one receive worker per connection, one control loop, one control
-//! socket server. The main thread waits for SIGTERM/SIGINT (shutdown) and
-//! SIGHUP.
+//! socket server, and when configured the metrics server and the remote
+//! command port (`crate::cmd_port`). The main thread waits for
+//! SIGTERM/SIGINT (shutdown) and SIGHUP. Readiness goes to systemd from the
+//! control loop once the paths are up (`crate::notify`).
 
 use std::net::SocketAddr;
 
