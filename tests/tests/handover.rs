@@ -234,6 +234,35 @@ fn path_add_then_remove_hands_over_without_losing_a_ping() {
     assert!(err.contains("refused"), "{err}");
     assert!(path_status(&bed, Side::A, "bogus").is_none());
     assert!(path_status(&bed, Side::B, "bogus").is_none());
+
+    // Back to the first uplink, on the same addresses: its old sockets are
+    // gone (idle workers let go of them too), so the binds succeed.
+    let local0 = outer_addr(0, Family::V4, Side::A).to_string();
+    let remote0 = outer_addr(0, Family::V4, Side::B).to_string();
+    let (code, out, err) = mpt(
+        &sock,
+        &[
+            "path", "add", conn, &old, "--local", &local0, "--remote", &remote0,
+        ],
+    );
+    assert_eq!(code, 0, "re-adding {old} failed: {err}");
+    assert!(out.contains("peer: confirmed"), "{out}");
+    wait_path_up_both(&mut bed, &old, Duration::from_secs(5));
+    // Remove the other one and take it back at once, while it drains: the
+    // draining socket is reclaimed on both sides.
+    let (code, _, err) = mpt(&sock, &["path", "remove", conn, &new]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = mpt(
+        &sock,
+        &[
+            "path", "add", conn, &new, "--local", &local, "--remote", &remote,
+        ],
+    );
+    assert_eq!(code, 0, "re-adding {new} during its drain failed: {err}");
+    assert!(out.contains("peer: confirmed"), "{out}");
+    wait_path_up_both(&mut bed, &new, Duration::from_secs(5));
+    bed.transfer(Side::A, Family::V4, 8 << 20)
+        .expect("transfer after handing back");
     bed.shutdown().expect("clean shutdown");
 }
 

@@ -292,6 +292,8 @@ impl ControlLoop {
                 return Err(Refusal::IdInUse);
             }
         }
+        // The old table may hold a draining socket on the address to bind.
+        drop(table);
         if conn.paths().find_live(add.name.as_str()).is_some() {
             return Err(Refusal::NameInUse);
         }

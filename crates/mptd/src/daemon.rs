@@ -83,6 +83,15 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 .with_context(|| format!("connection {}: route {net}", c.name))?;
         }
     }
+    // One wake-up event per transmit worker: shutdown, and path-table
+    // changes (an idle worker must let go of a removed path's socket).
+    let tx_wakes: Arc<Vec<Arc<InterruptEvent>>> = Arc::new(
+        tun.queues
+            .iter()
+            .map(|_| InterruptEvent::new().map(Arc::new))
+            .collect::<std::io::Result<_>>()
+            .context("creating wake-up events")?,
+    );
     let now = Instant::now();
     let mut conns = Vec::new();
     let mut sessions = Vec::new();
@@ -161,6 +170,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             ),
             DEFAULT_REORDER_TIMEOUT,
             crate::udp::Waker::new().context("creating a wake-up event")?,
+            crate::state::TxWakes(tx_wakes.clone()),
         )));
     }
     let conns = Arc::new(conns);
@@ -168,7 +178,6 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         .with_context(|| format!("control socket {}", config.daemon.control.display()))?;
 
     let shutdown = Arc::new(AtomicBool::new(false));
-    let wake = Arc::new(InterruptEvent::new().context("creating wake-up event")?);
     let tx_stats = Arc::new(TxStats::default());
     let router = Arc::new(Router::from_config(&config));
     let (control_tx, control_rx) = sync_channel(CONTROL_QUEUE);
@@ -227,7 +236,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             router: router.clone(),
             stats: tx_stats.clone(),
             shutdown: shutdown.clone(),
-            wake: wake.clone(),
+            wake: tx_wakes[qi].clone(),
             mtu: usize::from(config.tunnel.mtu),
         };
         handles.push(spawn(format!("tx{qi}"), Box::new(move || w.run()))?);
@@ -306,7 +315,9 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         }
     }
     shutdown.store(true, Relaxed);
-    let _ = wake.trigger();
+    for w in tx_wakes.iter() {
+        let _ = w.trigger();
+    }
     // Wake the control socket's accept().
     let _ = std::os::unix::net::UnixStream::connect(&control_path);
     for h in handles {

@@ -137,12 +137,16 @@ pub fn add(
     if table.get(id).is_some() || session.path(id).is_some() {
         return Err(AddError::IdInUse(id));
     }
-    let socket =
-        PathSocket::bind(new.local, new.interface.as_deref()).map_err(|source| AddError::Bind {
-            local: new.local,
-            interface: new.interface.clone(),
-            source,
-        })?;
+    // Holding the table would hold a draining socket `bind_reclaiming` may
+    // need to release.
+    drop(table);
+    let socket = bind_reclaiming(conn, &new).map_err(|source| AddError::Bind {
+        local: new.local,
+        interface: new.interface.clone(),
+        source,
+    })?;
+    // `bind_reclaiming` may have replaced the table.
+    let table = conn.paths();
     let sched = SchedPath {
         weight: new.params.weight_out,
         window: new.params.window,
@@ -172,6 +176,41 @@ pub fn add(
     }
     Ok(shared)
 }
+
+/// Binds the new path's socket. If a removed path still draining holds the
+/// address (a handover back to an uplink just left), its drain ends now:
+/// the new socket receives whatever was in flight to that address anyway.
+/// The workers let go of the old socket within moments of the table
+/// change, so the bind is retried briefly.
+fn bind_reclaiming(conn: &ConnShared, new: &NewPath) -> std::io::Result<PathSocket> {
+    let first = match PathSocket::bind(new.local, new.interface.as_deref()) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => e,
+        other => return other,
+    };
+    let table = conn.paths();
+    let Some(old) = table
+        .iter()
+        .find(|p| p.is_removed() && p.local == new.local)
+    else {
+        return Err(first);
+    };
+    finish(conn, old.id);
+    drop(table);
+    let mut last = first;
+    for _ in 0..RECLAIM_TRIES {
+        std::thread::sleep(RECLAIM_WAIT);
+        match PathSocket::bind(new.local, new.interface.as_deref()) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = e,
+            other => return other,
+        }
+    }
+    Err(last)
+}
+
+/// Binds tried while the workers release a drained socket (at most
+/// `RECLAIM_TRIES × RECLAIM_WAIT` = 200 ms of the control loop).
+const RECLAIM_TRIES: u32 = 40;
+const RECLAIM_WAIT: Duration = Duration::from_millis(5);
 
 /// Takes path `id` out of the session and starts its drain.
 pub fn remove(

@@ -350,6 +350,16 @@ impl PathTable {
     }
 }
 
+/// The transmit workers' wake-up events (one per worker).
+#[derive(Clone)]
+pub struct TxWakes(pub Arc<Vec<Arc<tun_rs::InterruptEvent>>>);
+
+impl std::fmt::Debug for TxWakes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TxWakes({})", self.0.len())
+    }
+}
+
 /// One connection as the workers see it.
 #[derive(Debug)]
 pub struct ConnShared {
@@ -372,6 +382,8 @@ pub struct ConnShared {
     paths_generation: AtomicU64,
     /// Wakes the receive worker when `paths` changes.
     pub rx_wake: Waker,
+    /// Wakes the transmit workers when `paths` changes.
+    tx_wake: TxWakes,
     /// Drop counters.
     pub drops: Drops,
     /// Encryption, when the connection has a `key_file`.
@@ -400,6 +412,7 @@ impl ConnShared {
         reseq: Resequencer,
         reseq_timeout: std::time::Duration,
         rx_wake: Waker,
+        tx_wake: TxWakes,
     ) -> ConnShared {
         ConnShared {
             index,
@@ -411,6 +424,7 @@ impl ConnShared {
             paths: RwLock::new(Arc::new(paths)),
             paths_generation: AtomicU64::new(1),
             rx_wake,
+            tx_wake,
             drops: Drops::default(),
             crypto,
             reseq: Mutex::new(reseq),
@@ -453,6 +467,9 @@ impl ConnShared {
         }
         self.paths_generation.fetch_add(1, Relaxed);
         self.rx_wake.wake();
+        for w in self.tx_wake.0.iter() {
+            let _ = w.trigger();
+        }
     }
 
     /// Locks the resequencer (a panicked holder leaves it usable).

@@ -87,7 +87,8 @@ pub struct TxWorker {
     pub stats: Arc<TxStats>,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
-    /// Triggered on shutdown to wake the blocking read.
+    /// Triggered on shutdown and when a path table changes, to wake the
+    /// blocking read (this worker's own event).
     pub wake: Arc<InterruptEvent>,
     /// Tun MTU, to size buffers.
     pub mtu: usize,
@@ -122,7 +123,20 @@ impl TxWorker {
                 &self.wake,
             ) {
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    if self.shutdown.load(Relaxed) {
+                        break;
+                    }
+                    // A path table changed: take the new one now, so a
+                    // removed path's socket is released even while no
+                    // packet comes (reset first: a change after this
+                    // point interrupts the next read).
+                    let _ = self.wake.reset();
+                    for (c, conn) in self.conns.iter().enumerate() {
+                        conn.refresh_paths(&mut tables[c], &mut generations[c]);
+                    }
+                    continue;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => {
                     self.stats.tun_errors.add(1);
