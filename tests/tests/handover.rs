@@ -153,6 +153,7 @@ fn path_add_then_remove_hands_over_without_losing_a_ping() {
     );
     assert_eq!(code, 0, "path add failed: {err}");
     assert!(out.contains("peer: confirmed"), "{out}");
+    eprintln!("path add confirmed by the peer in {:?}", t_add.elapsed());
     wait_path_up_both(&mut bed, &new, Duration::from_secs(5));
     eprintln!(
         "new path up on both sides {:?} after the add",
@@ -197,6 +198,13 @@ fn path_add_then_remove_hands_over_without_losing_a_ping() {
     let (sent, received, text) = ping_result(ping);
     assert_eq!(sent, 800, "{text}");
     assert_eq!(received, sent, "pings lost over the handover: {text}");
+    eprintln!(
+        "ping: {}",
+        text.lines()
+            .filter(|l| l.contains("packets") || l.starts_with("rtt"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    );
 
     // The only usable path is not removed without --force.
     let (code, _, err) = mpt(&sock, &["path", "remove", conn, &new]);
