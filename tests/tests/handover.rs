@@ -293,6 +293,15 @@ fn reload_adds_a_path_that_carries_traffic_and_removes_it_again() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&format!("path {new}: added")), "{out}");
     wait_path_up_both(&mut bed, &new, Duration::from_secs(5));
+    // B's file does not list the path (B learnt it from A): B's own reload
+    // leaves a path added at run time alone.
+    let (code, out, err) = mpt(&socket(&bed, Side::B), &["reload"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("removed"), "{out}");
+    assert!(
+        path_status(&bed, Side::B, &new).is_some(),
+        "B's reload removed {new}"
+    );
 
     let before_a = path_status(&bed, Side::A, &new).expect("A");
     let before_b = path_status(&bed, Side::B, &new).expect("B");

@@ -230,6 +230,7 @@ impl ControlLoop {
             remote: remote.map(|r| SocketAddr::new(r, setup.remote_port)),
             remote_fixed: remote.is_some(),
             interface,
+            from_config: false,
             params: PathParams {
                 keepalive: setup.keepalive,
                 dead_timer: setup.dead_timer,
@@ -376,6 +377,9 @@ impl ControlLoop {
             let mut to_add = Vec::new();
             for s in self.conns[ci].paths().iter().filter(|p| !p.is_removed()) {
                 match c.paths.iter().find(|p| p.name == s.name) {
+                    // Added at run time (by `mpt path add` or the peer):
+                    // not the file's to remove.
+                    None if !s.from_config => {}
                     None => match self.remove_and_announce(ci, s.id, now) {
                         Ok(_) => {
                             changes.push(format!("connection {} path {}: removed", c.name, s.name))
@@ -438,6 +442,7 @@ impl ControlLoop {
                             remote: p.remote.map(|r| SocketAddr::new(r, setup.remote_port)),
                             remote_fixed: p.remote.is_some(),
                             interface: p.interface.clone(),
+                            from_config: true,
                             params,
                         };
                         match self.add_and_announce(ci, new, now) {

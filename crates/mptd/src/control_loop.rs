@@ -324,6 +324,7 @@ impl ControlLoop {
                 remote: Some(add.sender_local),
                 remote_fixed: false,
                 interface: None,
+                from_config: false,
                 params,
             };
             match pathset::add(&conn, &mut self.sessions[ci], id, new, now) {

@@ -124,6 +124,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             let mut shared =
                 PathShared::new(pi, p.name.clone(), socket, remote, sched, p.weight_in, now);
             shared.interface = p.interface.clone();
+            shared.from_config = true;
             paths.push(shared);
             params.push(PathParams {
                 keepalive: c.keepalive,

@@ -65,6 +65,8 @@ pub struct NewPath {
     pub remote_fixed: bool,
     /// Device to bind to.
     pub interface: Option<String>,
+    /// It comes from the config file (see [`PathShared::from_config`]).
+    pub from_config: bool,
     /// Session parameters.
     pub params: PathParams,
 }
@@ -162,6 +164,7 @@ pub fn add(
     );
     shared.remote_fixed = new.remote_fixed && new.remote.is_some();
     shared.interface = new.interface;
+    shared.from_config = new.from_config;
     let shared = Arc::new(shared);
     let mut next = (*table).clone();
     next.insert(shared.clone());

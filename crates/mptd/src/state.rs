@@ -152,6 +152,10 @@ pub struct PathShared {
     pub remote_fixed: bool,
     /// The device the socket is bound to.
     pub interface: Option<String>,
+    /// The path comes from the config file (at start or by a reload), not
+    /// from `mpt path add` or the peer: only such paths does a reload
+    /// remove when the file no longer lists them.
+    pub from_config: bool,
     /// Next path sequence number.
     pub path_seq: AtomicU32,
     /// `weight_out` (the scheduler reads it per batch).
@@ -205,6 +209,7 @@ impl PathShared {
             remote: RwLock::new(remote.map(|a| (a, SockAddr::from(a)))),
             remote_fixed: remote.is_some(),
             interface: None,
+            from_config: false,
             path_seq: AtomicU32::new(1),
             weight_out: AtomicU32::new(sched.weight),
             window: AtomicU32::new(sched.window),
