@@ -115,10 +115,13 @@ fn check_timers(s: &Session, now: Instant) {
     }
 }
 
-/// Adding or removing a path schedules nothing in the past.
-fn check_timers_after_change(s: &Session, now: Instant) {
-    if let Some(t) = s.poll_timeout() {
-        assert!(t.at >= now, "timer {t:?} before {now:?}");
+/// A path just added probes now at the earliest and has no deadline in the
+/// past (other paths' timers may be due: the driver runs `handle_timeout`
+/// after any change).
+fn check_new_path_timers(s: &Session, path: usize, now: Instant) {
+    let p = s.path(path).expect("the path was just added");
+    if let Some((at, kind)) = p.next_timer() {
+        assert!(at >= now, "new path's {kind:?} timer {at:?} before {now:?}");
     }
 }
 
@@ -237,11 +240,12 @@ fuzz_target!(|data: &[u8]| {
                 if existed {
                     assert!(s.remove_path(path).is_ok());
                     assert!(s.path(path).is_none());
+                    assert_eq!(s.eligibility().active() & (1 << path), 0);
                 } else {
                     let p = fuzzed_params(&mut input);
                     assert!(s.add_path(path, p, now).is_ok());
+                    check_new_path_timers(&s, path, now);
                 }
-                check_timers_after_change(&s, now);
             }
             6 => {
                 let path = usize::from(input.u8()) % (PATHS + 1);
