@@ -725,6 +725,33 @@ pub fn mptd_bin() -> Result<PathBuf> {
     Ok(p)
 }
 
+/// The `mpt` binary built next to mptd.
+pub fn mpt_bin() -> Result<PathBuf> {
+    let p = mptd_bin()?.with_file_name("mpt");
+    ensure!(
+        p.is_file(),
+        "mpt not found at {}: build it first: cargo build --release --bins",
+        p.display()
+    );
+    Ok(p)
+}
+
+/// Runs `mpt --socket SOCKET ARGS` from the test process; returns the exit
+/// code (-1 if killed), stdout and stderr.
+pub fn mpt_ctl(socket: &Path, args: &[&str]) -> Result<(i32, String, String)> {
+    let out = Command::new(mpt_bin()?)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .context("running mpt")?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
 /// Sends one request line to a control socket and returns the parsed reply
 /// line. A reply with `"ok": false` is an error carrying its `error` text.
 pub fn control_request(socket: &Path, request: &Value, timeout: Duration) -> Result<Value> {
@@ -1680,6 +1707,11 @@ impl TestBed {
 
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// `side`'s control socket.
+    pub fn control_socket(&self, side: Side) -> PathBuf {
+        self.dir().join(format!("{}.sock", side.letter()))
     }
 
     /// Status of `side`'s connection to the other side.

@@ -28,13 +28,7 @@ use serde_json::Value;
 const PORT: u16 = 65020;
 
 fn mpt_bin() -> PathBuf {
-    let p = mptd_bin().expect("mptd").with_file_name("mpt");
-    assert!(
-        p.is_file(),
-        "mpt not found at {}: build it first: cargo build --release --bins",
-        p.display()
-    );
-    p
+    mpt_e2e::mpt_bin().expect("mpt")
 }
 
 /// Runs `mpt ARGS` in namespace `ns`; returns (exit code, stdout, stderr).

@@ -4,43 +4,18 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mpt_e2e::*;
 use serde_json::{json, Value};
 
-fn mpt_bin() -> PathBuf {
-    let p = mptd_bin().expect("mptd").with_file_name("mpt");
-    assert!(
-        p.is_file(),
-        "mpt not found at {}: build it first: cargo build --release --bins",
-        p.display()
-    );
-    p
-}
-
 /// Runs `mpt --socket SOCK ARGS`; returns (exit code, stdout, stderr).
 fn mpt(socket: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(mpt_bin())
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .expect("run mpt");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    mpt_ctl(socket, args).expect("run mpt")
 }
 
 fn socket(bed: &TestBed, side: Side) -> PathBuf {
-    let letter = match side {
-        Side::A => "a",
-        Side::B => "b",
-    };
-    bed.dir().join(format!("{letter}.sock"))
+    bed.control_socket(side)
 }
 
 fn status_json(sock: &Path) -> Value {

@@ -15,33 +15,13 @@ use std::time::{Duration, Instant};
 use mpt_e2e::*;
 use serde_json::Value;
 
-fn mpt_bin() -> PathBuf {
-    let p = mptd_bin().expect("mptd").with_file_name("mpt");
-    assert!(
-        p.is_file(),
-        "mpt not found at {}: build it first: cargo build --release --bins",
-        p.display()
-    );
-    p
-}
-
 /// Runs `mpt --socket SOCK ARGS`; returns (exit code, stdout, stderr).
 fn mpt(socket: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(mpt_bin())
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .expect("run mpt");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    mpt_ctl(socket, args).expect("run mpt")
 }
 
 fn socket(bed: &TestBed, side: Side) -> PathBuf {
-    bed.dir().join(format!("{}.sock", side.letter()))
+    bed.control_socket(side)
 }
 
 /// The status entry of path `name` on `side`, if it has one.
