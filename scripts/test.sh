@@ -15,6 +15,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 # nftables: the roaming test rewrites a client's source address with it.
 command -v nft >/dev/null 2>&1 || need+=(nftables)
+# ping: the handover test pings through the tunnel every 10 ms.
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     apt-get update -qq
