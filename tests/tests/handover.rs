@@ -410,3 +410,29 @@ fn without_a_key_the_documented_path_add_is_obeyed() {
     assert_eq!(p["remote"], format!("10.77.1.1:{DATA_PORT}"), "{p}");
     bed.shutdown().expect("clean shutdown");
 }
+
+/// `mpt path add` without `--remote`: the peer picks its end by routing
+/// towards our address, and we learn its address from its probes.
+#[test]
+fn a_path_added_without_a_remote_finds_its_peer() {
+    let spec = BedSpec::uniform(1, Family::V4).inner(&[Family::V4]);
+    let mut bed = TestBed::new(spec).expect("test bed");
+    add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
+    let new = path_name(1);
+    let local = outer_addr(1, Family::V4, Side::A).to_string();
+    let (code, out, err) = mpt(
+        &socket(&bed, Side::A),
+        &["path", "add", conn_name(Side::A), &new, "--local", &local],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("peer: confirmed"), "{out}");
+    wait_path_up_both(&mut bed, &new, Duration::from_secs(5));
+    let end_b = format!("{}:{DATA_PORT}", outer_addr(1, Family::V4, Side::B));
+    let a = path_status(&bed, Side::A, &new).expect("A");
+    let b = path_status(&bed, Side::B, &new).expect("B");
+    assert_eq!(b["local"], end_b, "B's end chosen by routing: {b}");
+    assert_eq!(a["remote"], end_b, "A learnt B's end: {a}");
+    bed.transfer(Side::A, Family::V4, 4 << 20)
+        .expect("transfer over both paths");
+    bed.shutdown().expect("clean shutdown");
+}
