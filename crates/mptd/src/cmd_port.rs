@@ -802,16 +802,18 @@ fn serve_tcp_client(
         match stream.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => pending.extend_from_slice(buf.get(..n).unwrap_or_default()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if is_transient(&e) => {}
             Err(_) => return,
         }
     }
+}
+
+/// A read that timed out or was interrupted: try again.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 /// Closes a client after a refusal so that the refusal arrives: closing
@@ -827,13 +829,7 @@ fn linger_close(mut stream: TcpStream) {
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => left = left.saturating_sub(n),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if is_transient(&e) => {}
             Err(_) => break,
         }
     }
