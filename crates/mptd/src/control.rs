@@ -340,6 +340,9 @@ pub fn status(source: &StatusSource) -> Value {
                     "no_session": d.no_session.get(),
                     "handshake_rate_limited": d.handshake_rate_limited.get(),
                     "tun_write": d.tun_write.get(),
+                    "wrong_source": d.wrong_source.get(),
+                    "unauthenticated_control": d.unauthenticated_control.get(),
+                    "inner_source": d.inner_source.get(),
                 },
                 "session": {
                     "encrypted": c.crypto.is_some(),

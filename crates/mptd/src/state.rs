@@ -23,6 +23,7 @@ use mpt_proto::reorder::Resequencer;
 use mpt_proto::sched::SchedPath;
 use socket2::SockAddr;
 
+use crate::route::SourceFilter;
 use crate::udp::{PathSocket, Waker};
 
 /// Monotonic counter, relaxed ordering: counters are statistics.
@@ -73,6 +74,15 @@ pub struct Drops {
     pub handshake_rate_limited: Counter,
     /// Failed tun writes of received data.
     pub tun_write: Counter,
+    /// Cleartext datagrams from another address or port than the path's
+    /// configured remote (a cleartext path trusts nothing else).
+    pub wrong_source: Counter,
+    /// Control messages on a connection without a key: nobody can be told
+    /// from an impostor there, so they are never obeyed.
+    pub unauthenticated_control: Counter,
+    /// Inner packets whose source address is none of the peer's tunnel
+    /// addresses or `networks` (one peer posing as another).
+    pub inner_source: Counter,
 }
 
 /// Encryption state of a connection with a `key_file`.
@@ -393,6 +403,9 @@ pub struct ConnShared {
     pub drops: Drops,
     /// Encryption, when the connection has a `key_file`.
     pub crypto: Option<ConnCrypto>,
+    /// Inner source addresses this peer may send from: its tunnel
+    /// addresses and `networks`.
+    pub allowed_sources: SourceFilter,
     /// Puts received data back in sequence order. Locked once per receive
     /// batch; tun writes of a connection happen under it, so they leave in
     /// order.
@@ -414,6 +427,7 @@ impl ConnShared {
         epoch: Instant,
         paths: PathTable,
         crypto: Option<ConnCrypto>,
+        allowed_sources: SourceFilter,
         reseq: Resequencer,
         reseq_timeout: std::time::Duration,
         rx_wake: Waker,
@@ -432,6 +446,7 @@ impl ConnShared {
             tx_wake,
             drops: Drops::default(),
             crypto,
+            allowed_sources,
             reseq: Mutex::new(reseq),
             reseq_deadline_ns: AtomicU64::new(0),
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
