@@ -391,6 +391,20 @@ impl ControlLoop {
             };
             let setup = self.setups[ci];
             self.peer_locals[ci] = c.peer_locals();
+            let allowed_before = self
+                .config
+                .connections
+                .iter()
+                .find(|r| r.name == c.name)
+                .map(|r| r.allow_peer_paths.clone());
+            if allowed_before.as_ref() != Some(&c.allow_peer_paths) {
+                let list: Vec<String> = c.allow_peer_paths.iter().map(|p| p.to_string()).collect();
+                changes.push(format!(
+                    "connection {}: allow_peer_paths = [{}]",
+                    c.name,
+                    list.join(", ")
+                ));
+            }
             self.setups[ci].keepalive = c.keepalive;
             self.setups[ci].dead_timer = c.dead_timer;
             // Paths that left the file, or whose addresses changed, go
