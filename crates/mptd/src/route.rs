@@ -16,7 +16,10 @@ use std::net::IpAddr;
 use crate::config::{Config, ConnectionConfig, Prefix};
 
 /// `(network, mask)` pairs of IPv4 and IPv6 prefixes.
-fn masked(prefixes: impl IntoIterator<Item = Prefix>) -> (Vec<(u32, u32)>, Vec<(u128, u128)>) {
+type Masked = (Vec<(u32, u32)>, Vec<(u128, u128)>);
+
+/// The prefixes as `(network, mask)` pairs, per family.
+fn masked(prefixes: impl IntoIterator<Item = Prefix>) -> Masked {
     let (mut v4, mut v6) = (Vec::new(), Vec::new());
     for p in prefixes {
         match p.addr {
