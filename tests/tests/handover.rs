@@ -449,6 +449,25 @@ fn without_a_key_a_path_add_is_never_obeyed() {
     bed.restart_daemon(Side::A, None).expect("restart A");
     bed.wait_all_up(Duration::from_secs(5))
         .expect("paths up again");
+    // `mpt path add` on a cleartext connection: only with --remote (nothing
+    // is learnt), and it says the peer was not told.
+    let sock = socket(&bed, Side::A);
+    let local = outer_addr(1, Family::V4, Side::A).to_string();
+    let remote = outer_addr(1, Family::V4, Side::B).to_string();
+    let conn = conn_name(Side::A);
+    let (code, _, err) = mpt(&sock, &["path", "add", conn, "p1", "--local", &local]);
+    assert_eq!(code, 1, "a cleartext path without --remote must fail");
+    assert!(err.contains("--remote"), "{err}");
+    let (code, out, err) = mpt(
+        &sock,
+        &[
+            "path", "add", conn, "p1", "--local", &local, "--remote", &remote,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("not told"), "{out}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(path_status(&bed, Side::B, "p1").is_none(), "B was told");
     bed.shutdown().expect("clean shutdown");
 }
 
