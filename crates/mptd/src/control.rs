@@ -340,6 +340,8 @@ pub fn status(source: &StatusSource) -> Value {
                     "no_session": d.no_session.get(),
                     "handshake_rate_limited": d.handshake_rate_limited.get(),
                     "tun_write": d.tun_write.get(),
+                    "handshake_reflected": d.handshake_reflected.get(),
+                    "handshake_challenged": d.handshake_challenged.get(),
                 },
                 "session": {
                     "encrypted": c.crypto.is_some(),

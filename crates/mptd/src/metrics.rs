@@ -108,6 +108,8 @@ pub fn render(source: &StatusSource) -> String {
             ("control_queue_full", d.control_queue_full.get()),
             ("handshake_rate_limited", d.handshake_rate_limited.get()),
             ("tun_write", d.tun_write.get()),
+            ("handshake_reflected", d.handshake_reflected.get()),
+            ("handshake_challenged", d.handshake_challenged.get()),
         ] {
             drops.push((
                 format!("conn=\"{}\",reason=\"{reason}\"", esc(&c.name)),
