@@ -144,7 +144,7 @@ pub fn handshake(
         match responder.handle_init(&init[..n], r_nonce, cookie, now, &header, &mut reply)? {
             Answer::Response { keys, len } => {
                 let i_keys = initiator.handle_response(&reply[..len])?;
-                return Ok((i_keys, keys));
+                return Ok((i_keys, *keys));
             }
             Answer::Challenge { len } => {
                 let cookie = initiator.handle_challenge(&reply[..len])?;

@@ -90,7 +90,7 @@ fn fixture() -> &'static Fixture {
                 )
                 .expect("init")
             {
-                Answer::Response { keys, len } => break (initiator, keys, len),
+                Answer::Response { keys, len } => break (initiator, *keys, len),
                 Answer::Challenge { len } => {
                     assert!(cookie.is_none(), "cookie refused");
                     cookie = Some(initiator.handle_challenge(&reply[..len]).expect("challenge"));

@@ -138,9 +138,7 @@ fn restart_and_time(bed: &mut TestBed, side: Side) -> Duration {
                 bed.daemon(Side::A).log_tail(30),
                 bed.daemon(Side::B).log_tail(30)
             );
-            panic!(
-                "tunnel not back within {BACK_WITHIN:?} of restarting {side:?}: {e:#}\n{logs}"
-            )
+            panic!("tunnel not back within {BACK_WITHIN:?} of restarting {side:?}: {e:#}\n{logs}")
         }
     }
 }
@@ -154,24 +152,29 @@ fn send_and_listen(
     datagrams: Vec<Vec<u8>>,
     wait: Duration,
 ) -> Result<Vec<Vec<u8>>> {
-    ns.run_in("send and listen", wait + Duration::from_secs(5), move || {
-        let sock =
-            UdpSocket::bind(SocketAddr::new(from, 0)).with_context(|| format!("bind {from}"))?;
-        sock.set_read_timeout(Some(Duration::from_millis(50)))?;
-        for d in &datagrams {
-            sock.send_to(d, to).with_context(|| format!("send_to {to}"))?;
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let deadline = Instant::now() + wait;
-        let mut got = Vec::new();
-        let mut buf = [0u8; 2048];
-        while Instant::now() < deadline {
-            if let Ok((n, _)) = sock.recv_from(&mut buf) {
-                got.push(buf[..n].to_vec());
+    ns.run_in(
+        "send and listen",
+        wait + Duration::from_secs(5),
+        move || {
+            let sock = UdpSocket::bind(SocketAddr::new(from, 0))
+                .with_context(|| format!("bind {from}"))?;
+            sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+            for d in &datagrams {
+                sock.send_to(d, to)
+                    .with_context(|| format!("send_to {to}"))?;
+                std::thread::sleep(Duration::from_millis(20));
             }
-        }
-        Ok(got)
-    })
+            let deadline = Instant::now() + wait;
+            let mut got = Vec::new();
+            let mut buf = [0u8; 2048];
+            while Instant::now() < deadline {
+                if let Ok((n, _)) = sock.recv_from(&mut buf) {
+                    got.push(buf[..n].to_vec());
+                }
+            }
+            Ok(got)
+        },
+    )
 }
 
 /// Captures handshake Inits on `side`'s veth of path 0: sent by `side`
@@ -315,7 +318,10 @@ fn replayed_init_gives_a_restarted_daemon_no_keys() {
         .expect("tunnel back with the real peer");
     eprintln!("tunnel back {:?} after A returned", t0.elapsed());
     let s = session(&bed, Side::B);
-    assert!(s.established && s.handshakes >= 1, "B after A returned: {s:?}");
+    assert!(
+        s.established && s.handshakes >= 1,
+        "B after A returned: {s:?}"
+    );
     bed.transfer(Side::B, Family::V4, 1 << 20)
         .expect("transfer after the replay");
     bed.shutdown().expect("clean shutdown");
@@ -361,7 +367,9 @@ fn reflected_init_is_refused() {
     )
     .expect("reflected Inits counted");
     let hs = session(&bed, Side::A).handshakes;
-    eprintln!("{n} own Inits sent back to A: handshake_reflected +{reflected}, handshakes {hs0} -> {hs}");
+    eprintln!(
+        "{n} own Inits sent back to A: handshake_reflected +{reflected}, handshakes {hs0} -> {hs}"
+    );
     assert_eq!(hs, hs0, "A took keys from its own Init");
     bed.transfer(Side::A, Family::V4, 1 << 20)
         .expect("transfer after the reflection");

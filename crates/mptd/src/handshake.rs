@@ -264,10 +264,7 @@ impl KeyExchange {
                 // Theirs won: our own attempt is void.
                 self.initiator = None;
                 self.next_attempt = None;
-                InitOutcome::Respond {
-                    keys: Box::new(keys),
-                    len,
-                }
+                InitOutcome::Respond { keys, len }
             }
             // Our own attempt (if any) stays: a Challenge may have gone to
             // a replay, which must not cancel a genuine handshake.

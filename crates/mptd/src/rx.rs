@@ -258,7 +258,7 @@ impl RxWorker {
         crypto.generation = generation;
         let set = c.key_set();
         crypto.peer_on_current = set.peer_on_current;
-        let mut old = std::mem::replace(&mut crypto.slots, [None, None, None]);
+        let mut old = std::mem::take(&mut crypto.slots);
         let wanted = [
             (KeyRole::Current, set.current),
             (KeyRole::Pending, set.pending),

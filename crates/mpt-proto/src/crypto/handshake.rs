@@ -449,8 +449,9 @@ pub enum Answer {
     /// are the responder's session keys (unconfirmed until the initiator
     /// seals something with them).
     Response {
-        /// The responder's keys.
-        keys: SessionKeys,
+        /// The responder's keys (boxed: they are large next to the other
+        /// variant).
+        keys: Box<SessionKeys>,
         /// Length of the reply datagram.
         len: usize,
     },
@@ -644,7 +645,7 @@ impl Responder {
         }
         self.last_timestamp = init.timestamp;
         Ok(Answer::Response {
-            keys,
+            keys: Box::new(keys),
             len: RESPONSE_LEN,
         })
     }

@@ -99,7 +99,7 @@ fn make_init(timestamp: u64, nonce: u8) -> (Initiator, [u8; INIT_LEN]) {
 /// What a responder sent back.
 #[derive(Debug)]
 enum Reply {
-    Response(SessionKeys, Vec<u8>),
+    Response(Box<SessionKeys>, Vec<u8>),
     Challenge(Vec<u8>),
 }
 
@@ -112,7 +112,7 @@ impl Reply {
     }
     fn response(self) -> (SessionKeys, Vec<u8>) {
         match self {
-            Reply::Response(k, d) => (k, d),
+            Reply::Response(k, d) => (*k, d),
             Reply::Challenge(_) => panic!("expected a response, got a challenge"),
         }
     }
