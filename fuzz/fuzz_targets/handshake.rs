@@ -198,7 +198,10 @@ fn feed_init(f: &Fixture, datagram: &[u8]) -> bool {
     let Some(r_keys) = r_keys else {
         // A Challenge: the Init had no cookie (the outstanding one would
         // have been taken).
-        assert_eq!((h.msg_type, m), (MsgType::HandshakeChallenge, CHALLENGE_LEN));
+        assert_eq!(
+            (h.msg_type, m),
+            (MsgType::HandshakeChallenge, CHALLENGE_LEN)
+        );
         return false;
     };
     assert_eq!((h.msg_type, m), (MsgType::HandshakeResponse, RESPONSE_LEN));
@@ -206,7 +209,14 @@ fn feed_init(f: &Fixture, datagram: &[u8]) -> bool {
     let last = responder.last_timestamp();
     assert_eq!(
         responder
-            .handle_init(datagram, [0x78; 32], [0x98; 16], f.now, &reply_header, &mut [0u8; 256])
+            .handle_init(
+                datagram,
+                [0x78; 32],
+                [0x98; 16],
+                f.now,
+                &reply_header,
+                &mut [0u8; 256]
+            )
             .unwrap_err(),
         HandshakeError::BadCookie
     );
@@ -214,7 +224,11 @@ fn feed_init(f: &Fixture, datagram: &[u8]) -> bool {
     // The second initiator takes the reply exactly when the Init was its own.
     match f.second.handle_response(&reply[..m]) {
         Ok(i_keys) => {
-            assert_eq!(datagram, &f.init2[..], "initiator accepted a reply to another init");
+            assert_eq!(
+                datagram,
+                &f.init2[..],
+                "initiator accepted a reply to another init"
+            );
             keys_match(&i_keys, &r_keys);
             keys_match(&r_keys, &i_keys);
         }
@@ -254,7 +268,10 @@ fuzz_target!(|data: &[u8]| {
                 "altered challenge accepted"
             );
             assert!(!feed_init(f, &challenge), "challenge accepted as init");
-            assert!(!feed_response(f, &challenge), "challenge accepted as response");
+            assert!(
+                !feed_response(f, &challenge),
+                "challenge accepted as response"
+            );
         }
         2 => {
             let (init, changed) = xored(&f.init2, rest);
@@ -270,9 +287,17 @@ fuzz_target!(|data: &[u8]| {
                 "altered response accepted"
             );
             assert!(!feed_init(f, &response), "response accepted as init");
-            assert!(!feed_challenge(f, &response), "response accepted as challenge");
+            assert!(
+                !feed_challenge(f, &response),
+                "response accepted as challenge"
+            );
         }
         _ => {
+            if rest == &f.init[..] {
+                // The first Init again: a responder that never accepted one
+                // answers it with a Challenge only.
+                assert!(!feed_init(f, rest), "an Init without cookie got keys");
+            }
             if feed_init(f, rest) {
                 assert_eq!(rest, &f.init2[..], "forged init accepted");
             }

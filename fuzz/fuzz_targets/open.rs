@@ -93,7 +93,11 @@ fn fixture() -> &'static Fixture {
                 Answer::Response { keys, len } => break (initiator, *keys, len),
                 Answer::Challenge { len } => {
                     assert!(cookie.is_none(), "cookie refused");
-                    cookie = Some(initiator.handle_challenge(&reply[..len]).expect("challenge"));
+                    cookie = Some(
+                        initiator
+                            .handle_challenge(&reply[..len])
+                            .expect("challenge"),
+                    );
                 }
             }
         };
