@@ -535,7 +535,7 @@ impl ControlLoop {
                     InitOutcome::Respond { keys, len } => {
                         // Pending until the peer seals something with them;
                         // the remote is learnt from that datagram too.
-                        crypto.set_pending(*keys);
+                        crypto.set_pending(*keys, d.at);
                         exchange.settle(d.at + settle_time(&self.sessions[d.conn]));
                         tracing::debug!(conn = %conn.name, path = %path.name, "answered a handshake init; keys pending");
                         if let Some(to) = to {

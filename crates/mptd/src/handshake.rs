@@ -314,8 +314,10 @@ impl KeyExchange {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::{ConnCrypto, OLD_KEYS_GRACE, OLD_KEYS_MAX};
     use mpt_proto::crypto::{CHALLENGE_LEN, INIT_LEN, RESPONSE_LEN};
     use mpt_proto::wire::{Flags, MsgType};
+    use std::sync::Arc;
 
     const CONN: u32 = 7;
 
@@ -353,14 +355,24 @@ mod tests {
     /// Runs `a`'s Init through `b` (with the cookie round if needed);
     /// returns whether `a` got keys.
     fn handshake(a: &mut KeyExchange, b: &mut KeyExchange, from: u16, now: Instant) -> bool {
+        keys(a, b, from, now).is_some()
+    }
+
+    /// Runs `a`'s Init through `b`; returns (a's keys, b's keys).
+    fn keys(
+        a: &mut KeyExchange,
+        b: &mut KeyExchange,
+        from: u16,
+        now: Instant,
+    ) -> Option<(SessionKeys, SessionKeys)> {
         let mut out = [0u8; 128];
         let i = init(a);
         let mut init_buf = i;
         for _ in 0..2 {
             match b.on_init(&init_buf, addr(from), now, &header(), &mut out) {
-                InitOutcome::Respond { len, .. } => {
+                InitOutcome::Respond { len, keys } => {
                     assert_eq!(len, RESPONSE_LEN);
-                    return a.on_response(&out[..len]).is_ok();
+                    return a.on_response(&out[..len]).ok().map(|k| (k, *keys));
                 }
                 InitOutcome::Challenge { len } => {
                     assert_eq!(len, CHALLENGE_LEN);
@@ -371,10 +383,10 @@ mod tests {
                     }
                     init_buf = next;
                 }
-                _ => return false,
+                _ => return None,
             }
         }
-        false
+        None
     }
 
     #[test]
@@ -443,7 +455,7 @@ mod tests {
     }
 
     #[test]
-    fn larger_timestamp_wins_and_cookie_holder_wins() {
+    fn simultaneous_inits_end_in_one_handshake() {
         #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
         let mut a = exchange();
@@ -471,5 +483,104 @@ mod tests {
             panic!("expected a response");
         };
         assert!(b.on_response(&out[..len]).is_ok());
+    }
+
+    /// Seals a probe-sized datagram with `k` and whether `c`'s key sets
+    /// (tried as the receive worker does: current, pending, previous) open
+    /// it; returns which one did.
+    fn opened_by(c: &ConnCrypto, k: &SessionKeys, seq: u64) -> Option<&'static str> {
+        let mut buf = [0u8; 24 + 8 + 16];
+        Header {
+            msg_type: MsgType::Probe,
+            flags: Flags::SEALED,
+            seq,
+            ..header()
+        }
+        .emit(&mut buf)
+        .unwrap();
+        let n = k.seal_datagram(&mut buf, 8).unwrap();
+        let set = c.key_set();
+        for (name, keys) in [
+            ("current", set.current),
+            ("pending", set.pending),
+            ("previous", set.previous),
+        ] {
+            let mut d = buf;
+            if keys.is_some_and(|keys| keys.open_datagram(&mut d[..n]).is_ok()) {
+                return Some(name);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn responder_keys_wait_for_confirmation() {
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let (mut a, mut b) = (exchange(), exchange());
+        let c = ConnCrypto::new(psk());
+        // First handshake: B answers, holds the keys as pending, uses none.
+        let (ia, rb) = keys(&mut a, &mut b, 1, now).unwrap();
+        c.set_pending(rb, now);
+        assert!(c.keys().is_none(), "pending keys must not seal");
+        assert_eq!(c.handshakes.get(), 0);
+        assert_eq!(opened_by(&c, &ia, 1), Some("pending"));
+        // The first datagram under them confirms them.
+        let pending = c.key_set().pending.unwrap();
+        assert!(c.confirm(&pending, now));
+        assert!(!c.confirm(&pending, now), "confirmed twice");
+        assert_eq!(c.handshakes.get(), 1);
+        assert_eq!(opened_by(&c, &ia, 2), Some("current"));
+
+        // A second handshake: the old keys still seal until the new ones
+        // are confirmed, then open stragglers for a grace period.
+        let (ia2, rb2) = keys(&mut a, &mut b, 2, now).unwrap();
+        c.set_pending(rb2, now);
+        assert!(Arc::ptr_eq(&c.keys().unwrap(), &pending));
+        assert_eq!(opened_by(&c, &ia, 3), Some("current"));
+        assert_eq!(opened_by(&c, &ia2, 1), Some("pending"));
+        let t = now + Duration::from_millis(10);
+        assert!(c.confirm(&c.key_set().pending.unwrap(), t));
+        assert_eq!(c.handshakes.get(), 2);
+        assert_eq!(opened_by(&c, &ia2, 2), Some("current"));
+        assert_eq!(opened_by(&c, &ia, 4), Some("previous"));
+        c.expire(t + OLD_KEYS_GRACE - Duration::from_millis(1));
+        assert_eq!(opened_by(&c, &ia, 5), Some("previous"));
+        c.expire(t + OLD_KEYS_GRACE);
+        assert_eq!(opened_by(&c, &ia, 6), None);
+
+        // Pending keys never confirmed (a replayed Init) are given up.
+        let (_, rb3) = keys(&mut a, &mut b, 3, now).unwrap();
+        c.set_pending(rb3, now);
+        c.expire(now + OLD_KEYS_MAX);
+        assert!(c.key_set().pending.is_none());
+        assert_eq!(c.handshakes.get(), 2);
+    }
+
+    #[test]
+    fn initiator_keeps_old_keys_until_the_peer_switches() {
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let (mut a, mut b) = (exchange(), exchange());
+        let c = ConnCrypto::new(psk());
+        let (ia, rb) = keys(&mut a, &mut b, 1, now).unwrap();
+        c.switch(ia, now);
+        assert_eq!(c.handshakes.get(), 1);
+        let (ia2, rb2) = keys(&mut a, &mut b, 2, now).unwrap();
+        c.switch(ia2, now);
+        // The peer still seals with the old keys: they open, however long
+        // it takes (within the limit)...
+        let late = now + Duration::from_secs(10);
+        c.expire(late);
+        assert_eq!(opened_by(&c, &rb, 1), Some("previous"));
+        // ...until it is seen on the new ones, then for the grace period.
+        let current = c.keys().unwrap();
+        assert_eq!(opened_by(&c, &rb2, 1), Some("current"));
+        c.peer_uses(&current, late);
+        c.expire(late + OLD_KEYS_GRACE - Duration::from_millis(1));
+        assert_eq!(opened_by(&c, &rb, 2), Some("previous"));
+        c.expire(late + OLD_KEYS_GRACE);
+        assert_eq!(opened_by(&c, &rb, 3), None);
+        assert_eq!(c.handshakes.get(), 2);
     }
 }

@@ -86,7 +86,8 @@ pub struct Drops {
 pub const OLD_KEYS_GRACE: Duration = Duration::from_secs(2);
 
 /// Longest an initiator keeps its old keys while waiting for the peer's
-/// first datagram under the new ones.
+/// first datagram under the new ones, and a responder its pending keys
+/// while waiting for confirmation.
 pub const OLD_KEYS_MAX: Duration = Duration::from_secs(30);
 
 /// The key sets of a connection, as the receive worker copies them.
@@ -97,6 +98,8 @@ pub struct KeySet {
     /// Responder keys of an answered Init, not yet used by the peer: they
     /// only open, and the first datagram they open makes them current.
     pub pending: Option<Arc<SessionKeys>>,
+    /// When `pending` is given up if still unconfirmed.
+    pending_until: Option<Instant>,
     /// The keys before `current`, opening stragglers until `retire_at`.
     pub previous: Option<Arc<SessionKeys>>,
     retire_at: Option<Instant>,
@@ -172,11 +175,13 @@ impl ConnCrypto {
         self.generation.load(Relaxed)
     }
 
-    /// Holds the keys of an Init we answered until the peer uses them.
-    pub fn set_pending(&self, keys: SessionKeys) {
+    /// Holds the keys of an Init we answered until the peer uses them (at
+    /// most [`OLD_KEYS_MAX`]).
+    pub fn set_pending(&self, keys: SessionKeys, now: Instant) {
         let keys = Arc::new(keys);
         self.write(|k| {
             k.pending = Some(keys);
+            k.pending_until = Some(now + OLD_KEYS_MAX);
             true
         });
     }
@@ -190,6 +195,7 @@ impl ConnCrypto {
             k.retire_at = k.previous.as_ref().map(|_| now + OLD_KEYS_MAX);
             k.current = Some(keys);
             k.pending = None;
+            k.pending_until = None;
             k.peer_on_current = false;
             true
         });
@@ -207,6 +213,7 @@ impl ConnCrypto {
             k.previous = k.current.take();
             k.retire_at = k.previous.as_ref().map(|_| now + OLD_KEYS_GRACE);
             k.current = k.pending.take();
+            k.pending_until = None;
             k.peer_on_current = true;
             true
         });
@@ -229,20 +236,30 @@ impl ConnCrypto {
         });
     }
 
-    /// Drops old keys whose time is up (control loop, every round).
+    /// Drops old keys, and pending keys never confirmed, whose time is up
+    /// (control loop, every round).
     pub fn expire(&self, now: Instant) {
-        let due = match self.keys.read() {
-            Ok(g) => g.retire_at.is_some_and(|t| t <= now),
+        let due = |k: &KeySet| {
+            k.retire_at.is_some_and(|t| t <= now) || k.pending_until.is_some_and(|t| t <= now)
+        };
+        let any = match self.keys.read() {
+            Ok(g) => due(&g),
             Err(_) => true,
         };
-        if due {
+        if any {
             self.write(|k| {
+                if !due(k) {
+                    return false;
+                }
                 if k.retire_at.is_some_and(|t| t <= now) {
                     k.previous = None;
                     k.retire_at = None;
-                    return true;
                 }
-                false
+                if k.pending_until.is_some_and(|t| t <= now) {
+                    k.pending = None;
+                    k.pending_until = None;
+                }
+                true
             });
         }
     }
