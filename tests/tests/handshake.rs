@@ -178,7 +178,8 @@ fn send_and_listen(
 }
 
 /// Captures handshake Inits on `side`'s veth of path 0: sent by `side`
-/// (`outgoing`) or received by it.
+/// (`outgoing`) or received by it. Inits of the previous version's length
+/// are kept too, so that these tests show what an old daemon would do.
 fn capture_inits(bed: &TestBed, side: Side, outgoing: bool) -> Capture<Vec<Vec<u8>>> {
     Capture::start(
         bed.ns(side),
@@ -187,7 +188,8 @@ fn capture_inits(bed: &TestBed, side: Side, outgoing: bool) -> Capture<Vec<Vec<u
         Vec::<Vec<u8>>::new(),
         move |kept, d| {
             let p = d.payload;
-            if d.outgoing == outgoing && p.len() == INIT_LEN && p[0] == INIT && kept.len() < 16 {
+            let len_ok = p.len() == INIT_LEN || p.len() == OLD_INIT_LEN;
+            if d.outgoing == outgoing && len_ok && p[0] == INIT && kept.len() < 16 {
                 kept.push(p.to_vec());
             }
         },
