@@ -517,6 +517,9 @@ pub struct BedSpec {
     /// Per side: `[daemon] cmd_port` (the remote command port); `None`: not
     /// set (off).
     pub cmd_port: [Option<u16>; 2],
+    /// `allow_peer_paths` of both sides' connection: local prefixes on
+    /// which the peer may open paths besides the configured ones.
+    pub allow_peer_paths: Vec<String>,
 }
 
 impl BedSpec {
@@ -533,6 +536,7 @@ impl BedSpec {
             keys: [None, None],
             learn_remote: [false, false],
             cmd_port: [None, None],
+            allow_peer_paths: Vec::new(),
         }
     }
     pub fn inner(mut self, inner: &[Family]) -> Self {
@@ -552,6 +556,12 @@ impl BedSpec {
     /// `side`'s paths get no `remote`: addresses are learnt.
     pub fn learn_remote(mut self, side: Side) -> Self {
         self.learn_remote[side.index()] = true;
+        self
+    }
+    /// Lets each side's peer open paths on local addresses in `prefixes`
+    /// (e.g. the addresses of a veth pair added by the test).
+    pub fn allow_peer_paths(mut self, prefixes: &[&str]) -> Self {
+        self.allow_peer_paths = prefixes.iter().map(|p| (*p).to_owned()).collect();
         self
     }
     /// `side`'s daemon serves the remote command port on `port`.
@@ -602,6 +612,9 @@ impl BedSpec {
             self.keepalive.as_millis(),
             self.dead_timer.as_millis()
         );
+        if !self.allow_peer_paths.is_empty() {
+            let _ = writeln!(s, "allow_peer_paths = {:?}", self.allow_peer_paths);
+        }
         if self.keys[side.index()].is_some() {
             let _ = writeln!(
                 s,
@@ -802,7 +815,8 @@ impl Daemon {
             .arg(&bin)
             .arg("--config")
             .arg(config)
-            .env("NO_COLOR", "1")
+            // No NO_COLOR: mptd must keep escape codes out of a log file by
+            // itself (tests/tests/hardening.rs checks every log).
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -1705,6 +1719,12 @@ impl TestBed {
         &self.daemons[self.index(side)]
     }
 
+    /// `side`'s daemon, to wait for or stop it by hand.
+    pub fn daemon_mut(&mut self, side: Side) -> &mut Daemon {
+        let i = self.index(side);
+        &mut self.daemons[i]
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -1938,6 +1958,10 @@ impl TestBed {
                 Side::A => &self.a,
                 Side::B => &self.b,
             };
+            // A daemon the test stopped itself (and checked) is left alone.
+            if self.daemons[i].child.is_none() {
+                continue;
+            }
             if let Err(e) = self.daemons[i].stop_clean(ns, TUN) {
                 errors.push(format!("{e:#}"));
             }

@@ -111,8 +111,14 @@ fn wait_counted(
 #[test]
 fn garbage_is_dropped_and_counted_and_traffic_continues() {
     let paths = vec![PathSpec::new(Family::V4), PathSpec::new(Family::V6)];
-    let mut bed =
-        TestBed::new(BedSpec::with_paths(paths.clone()).inner(&[Family::V4])).expect("test bed");
+    // With a key, so garbage sent from any port reaches the parsers (a
+    // cleartext path drops everything not from its configured remote
+    // before parsing; tests/tests/hardening.rs covers that).
+    let spec = BedSpec::with_paths(paths.clone())
+        .inner(&[Family::V4])
+        .shared_key()
+        .expect("key");
+    let mut bed = TestBed::new(spec).expect("test bed");
     let mut rng = Prng::new(99);
 
     // Each batch to each of A's paths (IPv4 and IPv6), from the peer's

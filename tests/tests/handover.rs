@@ -20,6 +20,17 @@ fn mpt(socket: &Path, args: &[&str]) -> (i32, String, String) {
     mpt_ctl(socket, args).expect("run mpt")
 }
 
+/// One IPv4 path, the same key on both sides (path changes are told to
+/// the peer only on encrypted connections), and each side lets its peer
+/// open paths on the addresses of veth pair 1, which the tests add later.
+fn keyed_spec() -> BedSpec {
+    BedSpec::uniform(1, Family::V4)
+        .inner(&[Family::V4])
+        .shared_key()
+        .expect("key")
+        .allow_peer_paths(&["10.77.1.0/24"])
+}
+
 fn socket(bed: &TestBed, side: Side) -> PathBuf {
     bed.control_socket(side)
 }
@@ -106,7 +117,7 @@ fn ping_result(child: std::process::Child) -> (u64, u64, String) {
 
 #[test]
 fn path_add_then_remove_hands_over_without_losing_a_ping() {
-    let spec = BedSpec::uniform(1, Family::V4).inner(&[Family::V4]);
+    let spec = keyed_spec();
     let mut bed = TestBed::new(spec).expect("test bed");
     // The new uplink: a second veth pair that no config mentions.
     add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
@@ -256,7 +267,7 @@ fn path_add_then_remove_hands_over_without_losing_a_ping() {
 
 #[test]
 fn reload_adds_a_path_that_carries_traffic_and_removes_it_again() {
-    let spec = BedSpec::uniform(1, Family::V4).inner(&[Family::V4]);
+    let spec = keyed_spec();
     let mut bed = TestBed::new(spec).expect("test bed");
     add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
     let sock = socket(&bed, Side::A);
@@ -336,10 +347,7 @@ fn forged_path_add(seq: u64, path_id: u16, name: &str, local: [u8; 4], remote: [
 
 #[test]
 fn on_an_encrypted_connection_only_sealed_control_messages_change_paths() {
-    let spec = BedSpec::uniform(1, Family::V4)
-        .inner(&[Family::V4])
-        .shared_key()
-        .expect("key");
+    let spec = keyed_spec();
     let mut bed = TestBed::new(spec).expect("test bed");
     add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
     let b_to = SocketAddr::new(outer_addr(0, Family::V4, Side::B), DATA_PORT);
@@ -389,25 +397,77 @@ fn on_an_encrypted_connection_only_sealed_control_messages_change_paths() {
     bed.shutdown().expect("clean shutdown");
 }
 
-/// The control test above must be able to fail: the same forged bytes are
-/// a valid path add (the documented layout), obeyed by a connection without
-/// a key (which is why `key_file` matters).
+/// Without a key nothing tells the peer from an impostor, so the same
+/// documented path add is refused even when it comes from the peer's own
+/// address and port (A's daemon is stopped so the test can use them), and
+/// nothing from any other address is looked at.
 #[test]
-fn without_a_key_the_documented_path_add_is_obeyed() {
+fn without_a_key_a_path_add_is_never_obeyed() {
     let spec = BedSpec::uniform(1, Family::V4).inner(&[Family::V4]);
-    let bed = TestBed::new(spec).expect("test bed");
+    let mut bed = TestBed::new(spec).expect("test bed");
     add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
     let b_to = SocketAddr::new(outer_addr(0, Family::V4, Side::B), DATA_PORT);
-    let from = outer_addr(0, Family::V4, Side::A);
+    let from = SocketAddr::new(outer_addr(0, Family::V4, Side::A), DATA_PORT);
+    let drops = |bed: &TestBed, reason: &str| {
+        bed.snap(Side::B).expect("status").raw["drops"][reason]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    bed.stop_daemon(Side::A).expect("stop A");
     let add = forged_path_add(1_000_000, 1, "unkeyed", [10, 77, 1, 1], [10, 77, 1, 2]);
-    send_datagrams(&bed.a, from, b_to, vec![add]).expect("send");
-    wait_until("B adds the path", Duration::from_secs(3), POLL, || {
-        Ok(path_status(&bed, Side::B, "unkeyed").map(|_| ()))
+    bed.a
+        .run_in(
+            "send from the peer's port",
+            Duration::from_secs(5),
+            move || {
+                let sock = std::net::UdpSocket::bind(from)?;
+                sock.send_to(&add, b_to)?;
+                Ok(())
+            },
+        )
+        .expect("send the add from A's address and port");
+    wait_until("B counts the refusal", Duration::from_secs(3), POLL, || {
+        Ok((drops(&bed, "unauthenticated_control") >= 1).then_some(()))
     })
-    .expect("an unkeyed connection obeys a well-formed path add");
-    let p = path_status(&bed, Side::B, "unkeyed").expect("path");
-    assert_eq!(p["local"], format!("10.77.1.2:{DATA_PORT}"), "{p}");
-    assert_eq!(p["remote"], format!("10.77.1.1:{DATA_PORT}"), "{p}");
+    .expect("the cleartext control message refused and counted");
+    // From another port of the peer's address: not even looked at.
+    let wrong_before = drops(&bed, "wrong_source");
+    let add = forged_path_add(1_000_001, 1, "unkeyed", [10, 77, 1, 1], [10, 77, 1, 2]);
+    send_datagrams(&bed.a, from.ip(), b_to, vec![add]).expect("send");
+    wait_until(
+        "B counts the wrong source",
+        Duration::from_secs(3),
+        POLL,
+        || Ok((drops(&bed, "wrong_source") > wrong_before).then_some(())),
+    )
+    .expect("a datagram from another port dropped as wrong_source");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        path_status(&bed, Side::B, "unkeyed").is_none(),
+        "a cleartext path add was obeyed"
+    );
+    bed.restart_daemon(Side::A, None).expect("restart A");
+    bed.wait_all_up(Duration::from_secs(5))
+        .expect("paths up again");
+    // `mpt path add` on a cleartext connection: only with --remote (nothing
+    // is learnt), and it says the peer was not told.
+    let sock = socket(&bed, Side::A);
+    let local = outer_addr(1, Family::V4, Side::A).to_string();
+    let remote = outer_addr(1, Family::V4, Side::B).to_string();
+    let conn = conn_name(Side::A);
+    let (code, _, err) = mpt(&sock, &["path", "add", conn, "p1", "--local", &local]);
+    assert_eq!(code, 1, "a cleartext path without --remote must fail");
+    assert!(err.contains("--remote"), "{err}");
+    let (code, out, err) = mpt(
+        &sock,
+        &[
+            "path", "add", conn, "p1", "--local", &local, "--remote", &remote,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("not told"), "{out}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(path_status(&bed, Side::B, "p1").is_none(), "B was told");
     bed.shutdown().expect("clean shutdown");
 }
 
@@ -415,7 +475,7 @@ fn without_a_key_the_documented_path_add_is_obeyed() {
 /// towards our address, and we learn its address from its probes.
 #[test]
 fn a_path_added_without_a_remote_finds_its_peer() {
-    let spec = BedSpec::uniform(1, Family::V4).inner(&[Family::V4]);
+    let spec = keyed_spec();
     let mut bed = TestBed::new(spec).expect("test bed");
     add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
     let new = path_name(1);

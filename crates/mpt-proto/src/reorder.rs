@@ -25,6 +25,13 @@
 //! number more than `slots` ahead forces the oldest held packets out. A
 //! sequence number far behind (the peer restarted and counts from 1 again)
 //! resets the window.
+//!
+//! Every operation costs at most one pass over the ring, whatever the
+//! sequence number: a datagram numbered 2^62 ahead gives up the whole
+//! window in one pass (nothing can be held beyond it) and moves on, rather
+//! than stepping through the numbers in between. The receive worker holds
+//! the connection's lock while it calls in here, so a loop over the jump
+//! would stop the connection.
 
 use std::time::{Duration, Instant};
 
@@ -79,6 +86,9 @@ pub struct Resequencer {
     storage: Vec<u8>,
     slot_len: usize,
     held: usize,
+    /// Slots not empty (held packets and skip marks): when none is, moving
+    /// the window costs nothing.
+    occupied: usize,
     timeout: Duration,
     stats: ReorderStats,
     /// Per path: highest sequence number delivered on it and when.
@@ -97,6 +107,7 @@ impl Resequencer {
             storage: vec![0; slots * slot_len],
             slot_len,
             held: 0,
+            occupied: 0,
             timeout,
             stats: ReorderStats::default(),
             paths: [None; MAX_PATHS],
@@ -196,7 +207,7 @@ impl Resequencer {
             self.next = Some(seq);
             return seq;
         }
-        if seq >= next + self.window() {
+        if seq - next.min(seq) >= self.window() {
             // Too far ahead for the ring: give up the oldest gaps until it fits.
             let new_next = seq - self.window() + 1;
             self.advance_to(new_next, deliver);
@@ -242,7 +253,7 @@ impl Resequencer {
         if seq == next {
             self.stats.in_order += 1;
             deliver(packet);
-            self.next = Some(next + 1);
+            self.next = Some(next.saturating_add(1));
             self.drain(&mut deliver);
             return Outcome::InOrder;
         }
@@ -255,6 +266,7 @@ impl Resequencer {
         self.slots[i] = Slot::Packet { len: packet.len() };
         self.arrived[i] = Some(now);
         self.held += 1;
+        self.occupied += 1;
         Outcome::Held
     }
 
@@ -263,13 +275,14 @@ impl Resequencer {
     pub fn skip(&mut self, seq: u64, path: usize, now: Instant, mut deliver: impl FnMut(&[u8])) {
         let next = self.prepare(seq, &mut deliver);
         if seq == next {
-            self.next = Some(next + 1);
+            self.next = Some(next.saturating_add(1));
             self.drain(&mut deliver);
         } else if seq > next {
             let i = self.index(seq);
             if self.slots[i] == Slot::Empty {
                 self.slots[i] = Slot::Skip;
                 self.arrived[i] = Some(now);
+                self.occupied += 1;
             }
         }
         self.note_path(path, seq, now);
@@ -286,6 +299,9 @@ impl Resequencer {
             self.held -= 1;
             self.stats.held += 1;
         }
+        if slot != Slot::Empty {
+            self.occupied -= 1;
+        }
         self.slots[i] = Slot::Empty;
         self.arrived[i] = None;
         slot
@@ -294,29 +310,45 @@ impl Resequencer {
     /// Delivers the contiguous run at the head of the window.
     fn drain(&mut self, deliver: &mut impl FnMut(&[u8])) {
         let Some(mut next) = self.next else { return };
-        while self.slots[self.index(next)] != Slot::Empty {
+        // At most one pass: every slot released here was occupied.
+        while self.occupied > 0 && self.slots[self.index(next)] != Slot::Empty {
             self.release(self.index(next), deliver);
-            next += 1;
+            next = next.saturating_add(1);
         }
         self.next = Some(next);
     }
 
     /// Gives up every gap before `target`, delivering what is held there.
+    ///
+    /// Only the first window's worth of numbers can hold anything, so at
+    /// most one pass over the ring is made; the rest of a longer jump is
+    /// counted as skipped gaps in one step.
     fn advance_to(&mut self, target: u64, deliver: &mut impl FnMut(&[u8])) {
-        let Some(mut next) = self.next else { return };
-        while next < target {
-            if self.release(self.index(next), deliver) == Slot::Empty {
-                self.stats.gaps_skipped += 1;
-            }
-            next += 1;
+        let Some(next) = self.next else { return };
+        if target <= next {
+            return;
         }
-        self.next = Some(next);
+        let span = target - next;
+        let visited = span.min(self.window());
+        let mut released = 0u64;
+        if self.occupied > 0 {
+            for k in 0..visited {
+                if self.release(self.index(next.wrapping_add(k)), deliver) != Slot::Empty {
+                    released += 1;
+                }
+                if self.occupied == 0 {
+                    break;
+                }
+            }
+        }
+        self.stats.gaps_skipped = self.stats.gaps_skipped.saturating_add(span - released);
+        self.next = Some(target);
         self.drain(deliver);
     }
 
     fn flush_all(&mut self, deliver: &mut impl FnMut(&[u8])) {
         if let Some(next) = self.next {
-            self.advance_to(next + self.window(), deliver);
+            self.advance_to(next.saturating_add(self.window()), deliver);
         }
     }
 
@@ -328,7 +360,7 @@ impl Resequencer {
         let next = self.next?;
         // The oldest held packet is the first non-empty slot after `next`.
         (0..self.window())
-            .map(|k| self.index(next + k))
+            .map(|k| self.index(next.wrapping_add(k)))
             .find(|&i| matches!(self.slots[i], Slot::Packet { .. }))
             .and_then(|i| self.arrived[i])
             .map(|t| t + self.timeout)
@@ -344,7 +376,7 @@ impl Resequencer {
             // everything contiguous after it.
             let Some(next) = self.next else { return };
             let first_held = (0..self.window())
-                .map(|k| next + k)
+                .map(|k| next.wrapping_add(k))
                 .find(|&s| self.slots[self.index(s)] != Slot::Empty)
                 .unwrap_or(next);
             self.advance_to(first_held, &mut deliver);
@@ -558,6 +590,57 @@ mod tests {
         r.insert(2, 0, &pkt(2), t, out.sink());
         assert_eq!(out.0, [1000, 1002, 1, 2]);
         assert_eq!(r.stats().resets, 1);
+    }
+
+    #[test]
+    fn a_jump_of_2_pow_62_costs_one_pass_and_keeps_order_after_it() {
+        let t = t0();
+        let mut r = Resequencer::new(4096, 16, Duration::from_secs(1));
+        let mut out = Out(vec![]);
+        r.insert(1, 0, &pkt(1), t, out.sink());
+        r.insert(3, 1, &pkt(3), t, out.sink());
+        let far = 1u64 << 62;
+        // Both kinds of datagram that can carry a sequence number: a skip
+        // (probe) and data. Each must return at once, not step through
+        // 2^62 numbers.
+        r.skip(far, 0, t, out.sink());
+        assert_eq!(out.0, [1, 3], "the held packet is given up, in order");
+        assert_eq!(r.held(), 0);
+        assert!(r.stats().gaps_skipped >= far - 2 * 4096);
+        r.insert(far + 2, 0, &pkt(far + 2), t, out.sink());
+        r.insert(far + 1, 1, &pkt(far + 1), t, out.sink());
+        assert_eq!(out.0, [1, 3, far + 1, far + 2]);
+        // Back from the top of the range (the peer restarted): a reset.
+        r.insert(u64::MAX - 1, 0, &pkt(u64::MAX - 1), t, out.sink());
+        r.insert(u64::MAX, 0, &pkt(u64::MAX), t, out.sink());
+        r.insert(7, 0, &pkt(7), t, out.sink());
+        r.insert(8, 0, &pkt(8), t, out.sink());
+        assert_eq!(out.0[4..], [u64::MAX - 1, u64::MAX, 7, 8]);
+        assert_eq!(r.stats().resets, 1);
+    }
+
+    #[test]
+    fn alternating_huge_jumps_stay_bounded_and_lose_nothing_held() {
+        let t = t0();
+        let mut r = Resequencer::new(64, 16, Duration::from_secs(1));
+        let mut out = Out(vec![]);
+        let mut expect = vec![];
+        let mut base = 0u64;
+        for round in 0..200u64 {
+            // A gap and a held packet, then a jump far ahead or far back.
+            r.insert(base, 0, &pkt(base), t, out.sink());
+            r.insert(base + 2, 1, &pkt(base + 2), t, out.sink());
+            expect.extend([base, base + 2]);
+            base = if round % 2 == 0 {
+                u64::MAX / 2 + round
+            } else {
+                round
+            };
+        }
+        r.handle_timeout(t + Duration::from_secs(2), out.sink());
+        assert_eq!(out.0, expect);
+        assert_eq!(r.held(), 0);
+        assert_eq!(r.poll_timeout(), None);
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! Adding or removing a path is announced to the peer with a control
 //! message. `path add` answers once the peer confirmed (or refused, in
 //! which case the path is taken out again) or after [`PEER_ANSWER_WAIT`];
-//! a reload answers at once and logs the peer's answers.
+//! a reload answers at once and logs the peer's answers. A connection
+//! without a key takes no control messages (nothing would tell its peer
+//! from an impostor), so there a change applies to this side only and the
+//! answer says so: the operator makes the same change on the peer.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -223,6 +226,11 @@ impl ControlLoop {
                 "--local and --remote must be of the same address family".into(),
             ));
         }
+        if remote.is_none() && self.conns[ci].crypto.is_none() {
+            return Outcome::Done(Err(format!(
+                "connection {conn} has no key_file: give --remote (a cleartext path never learns its peer's address)"
+            )));
+        }
         let setup = self.setups[ci];
         let new = NewPath {
             name: name.clone(),
@@ -243,10 +251,14 @@ impl ControlLoop {
         match self.add_and_announce(ci, new, now) {
             Ok((id, msg_id)) => {
                 tracing::info!(conn = %conn, path = %name, id, local = %local, "path added by operator");
-                Outcome::AwaitPeer {
-                    conn: ci,
-                    msg_id,
-                    answer: json!({"path": name, "id": id}),
+                let answer = json!({"path": name, "id": id});
+                match msg_id {
+                    Some(msg_id) => Outcome::AwaitPeer {
+                        conn: ci,
+                        msg_id,
+                        answer,
+                    },
+                    None => Outcome::Done(Ok(not_told(answer))),
                 }
             }
             Err(e) => Outcome::Done(Err(e)),
@@ -273,10 +285,14 @@ impl ControlLoop {
         match self.remove_and_announce(ci, id, now) {
             Ok(msg_id) => {
                 tracing::info!(conn = %conn, path = %path, id, "path removed by operator");
-                Outcome::AwaitPeer {
-                    conn: ci,
-                    msg_id,
-                    answer: json!({"path": path, "id": id}),
+                let answer = json!({"path": path, "id": id});
+                match msg_id {
+                    Some(msg_id) => Outcome::AwaitPeer {
+                        conn: ci,
+                        msg_id,
+                        answer,
+                    },
+                    None => Outcome::Done(Ok(not_told(answer))),
                 }
             }
             Err(e) => Outcome::Done(Err(e)),
@@ -284,27 +300,32 @@ impl ControlLoop {
     }
 
     /// Adds a path here and tells the peer; returns its id and the control
-    /// message id.
+    /// message id (`None`: the connection has no key, the peer is not told).
     pub(crate) fn add_and_announce(
         &mut self,
         ci: usize,
         new: NewPath,
         now: Instant,
-    ) -> Result<(usize, u64), String> {
+    ) -> Result<(usize, Option<u64>), String> {
         let conn = self.conns[ci].clone();
-        let Some(name) = PathName::new(&new.name) else {
-            return Err(format!(
-                "path name \"{}\" must be 1 to {} bytes",
-                new.name,
-                mpt_proto::wire::MAX_NAME_LEN
-            ));
-        };
+        let name = PathName::new(&new.name)
+            .filter(PathName::is_plain)
+            .ok_or_else(|| {
+                format!(
+                    "path name {:?} must be 1 to {} printable ASCII characters without spaces",
+                    new.name,
+                    mpt_proto::wire::MAX_NAME_LEN
+                )
+            })?;
         let session = &mut self.sessions[ci];
         let id = pathset::free_id(&conn, session)
             .ok_or_else(|| format!("connection {} has no room for another path", conn.name))?;
         let params = new.params;
         let remote = new.remote;
         let shared = pathset::add(&conn, session, id, new, now).map_err(|e| e.to_string())?;
+        if conn.crypto.is_none() {
+            return Ok((id, None));
+        }
         let body = ControlBody::PathAdd(PathAdd {
             name,
             sender_local: shared.local,
@@ -315,7 +336,7 @@ impl ControlLoop {
             backup: params.admin == AdminStatus::Backup,
         });
         match session.send_control(id as u16, body, now) {
-            Ok(msg_id) => Ok((id, msg_id)),
+            Ok(msg_id) => Ok((id, Some(msg_id))),
             Err(e) => {
                 if let Some(d) = pathset::remove(&conn, ci, session, id, now) {
                     pathset::finish(&conn, d.id);
@@ -326,13 +347,13 @@ impl ControlLoop {
     }
 
     /// Removes a path here (it drains) and tells the peer; returns the
-    /// control message id.
+    /// control message id (`None`: no key, the peer is not told).
     pub(crate) fn remove_and_announce(
         &mut self,
         ci: usize,
         id: usize,
         now: Instant,
-    ) -> Result<u64, String> {
+    ) -> Result<Option<u64>, String> {
         let conn = self.conns[ci].clone();
         let table = conn.paths();
         let path = table
@@ -342,9 +363,14 @@ impl ControlLoop {
             .ok_or_else(|| format!("path name \"{}\" cannot be sent", path.name))?;
         let session = &mut self.sessions[ci];
         // Queue the message first: if the queue is full nothing changes.
-        let msg_id = session
-            .send_control(id as u16, ControlBody::PathRemove { name }, now)
-            .map_err(|e| format!("cannot tell the peer: {e}; nothing changed"))?;
+        let msg_id = match conn.crypto {
+            None => None,
+            Some(_) => Some(
+                session
+                    .send_control(id as u16, ControlBody::PathRemove { name }, now)
+                    .map_err(|e| format!("cannot tell the peer: {e}; nothing changed"))?,
+            ),
+        };
         if let Some(d) = pathset::remove(&conn, ci, session, id, now) {
             self.draining.push(d);
         }
@@ -364,10 +390,19 @@ impl ControlLoop {
                 continue;
             };
             let setup = self.setups[ci];
-            if (c.port, c.remote_port) != (setup.port, setup.remote_port) {
-                not_applied.push(format!(
-                    "connection {}: port or remote_port changed (restart to apply)",
-                    c.name
+            self.peer_locals[ci] = c.peer_locals();
+            let allowed_before = self
+                .config
+                .connections
+                .iter()
+                .find(|r| r.name == c.name)
+                .map(|r| r.allow_peer_paths.clone());
+            if allowed_before.as_ref() != Some(&c.allow_peer_paths) {
+                let list: Vec<String> = c.allow_peer_paths.iter().map(|p| p.to_string()).collect();
+                changes.push(format!(
+                    "connection {}: allow_peer_paths = [{}]",
+                    c.name,
+                    list.join(", ")
                 ));
             }
             self.setups[ci].keepalive = c.keepalive;
@@ -459,6 +494,8 @@ impl ControlLoop {
                 }
             }
         }
+        not_applied.extend(config::reload::needs_restart(&self.config, &new));
+        config::reload::record_applied(&mut self.config, &new);
         for s in self.conns.iter() {
             if !new.connections.iter().any(|c| c.name == s.name) {
                 not_applied.push(format!(
@@ -480,6 +517,15 @@ impl ControlLoop {
         }
         Ok(json!({"changes": changes, "not_applied": not_applied}))
     }
+}
+
+/// The answer to a path change on a connection without a key: applied
+/// here only.
+fn not_told(mut answer: Value) -> Value {
+    answer["peer"] = json!(
+        "not told (no key_file: the peer accepts no control messages); make the same change there"
+    );
+    answer
 }
 
 fn describe(old: &PathParams, new: &PathParams) -> String {

@@ -28,7 +28,7 @@ use mpt_proto::{DataSummary, DropReason, Event, Session};
 use serde_json::{json, Value};
 
 use crate::command::{Outcome, Request, PEER_ANSWER_WAIT};
-use crate::config::{MAX_WEIGHT, MAX_WINDOW};
+use crate::config::{Prefix, MAX_WEIGHT, MAX_WINDOW};
 use crate::handshake::{ChallengeOutcome, InitOutcome, KeyExchange};
 use crate::pathset::{self, AddError, ConnSetup, Draining, NewPath};
 use crate::rx::ControlDatagram;
@@ -88,8 +88,14 @@ pub struct ControlLoop {
     pub commands: Receiver<Request>,
     /// The config file, for reload.
     pub config_path: PathBuf,
+    /// The configuration as running: what start-up and later reloads
+    /// applied (a reload names every difference it could not apply).
+    pub config: crate::config::Config,
     /// Per connection: what its paths share (ports, timers).
     pub setups: Vec<ConnSetup>,
+    /// Per connection: the local addresses on which the peer may open
+    /// paths (the configured paths' own, and `allow_peer_paths`).
+    pub peer_locals: Vec<Vec<Prefix>>,
     /// Removed paths still receiving.
     pub draining: Vec<Draining>,
     /// Operator commands waiting for the peer's answer.
@@ -279,6 +285,10 @@ impl ControlLoop {
         now: Instant,
     ) -> Result<(), Refusal> {
         let conn = self.conns[ci].clone();
+        if !add.name.is_plain() {
+            tracing::debug!(conn = %conn.name, id, name = %add.name, "refused a peer path: name is not printable ASCII");
+            return Err(Refusal::Refused);
+        }
         let table = conn.paths();
         if let Some(p) = table.get(id) {
             if p.is_removed() {
@@ -312,9 +322,21 @@ impl ControlLoop {
         };
         // Our end: where the peer sends to, if it said and we have that
         // address; else the source our routing picks towards the peer.
-        let mut candidates: Vec<SocketAddr> = add.sender_remote.into_iter().collect();
+        // Always on the connection's port, and only on an address the
+        // config lets the peer use: the peer chooses paths, not sockets.
+        let mut candidates: Vec<SocketAddr> = add
+            .sender_remote
+            .map(|a| SocketAddr::new(a.ip(), setup.port))
+            .into_iter()
+            .collect();
         if let Ok(ip) = pathset::source_towards(add.sender_local) {
             candidates.push(SocketAddr::new(ip, setup.port));
+        }
+        let allowed = &self.peer_locals[ci];
+        candidates.retain(|c| peer_may_bind(c.ip(), allowed));
+        if candidates.is_empty() {
+            tracing::debug!(conn = %conn.name, path = %add.name, wanted = ?add.sender_remote, "refused a peer path: no local address it may use (see allow_peer_paths)");
+            return Err(Refusal::Refused);
         }
         let mut last = Refusal::CannotBind;
         for local in candidates {
@@ -363,6 +385,17 @@ impl ControlLoop {
         if p.is_removed() {
             return Ok(());
         }
+        // The peer may move the connection to other paths, not cut it off:
+        // it keeps one path it can come back on.
+        let others = table
+            .iter()
+            .filter(|q| q.id != id && !q.is_removed())
+            .count();
+        if others == 0 {
+            tracing::debug!(conn = %conn.name, path = %name, id, "refused to remove the last path at the peer's request");
+            return Err(Refusal::Refused);
+        }
+        drop(table);
         if let Some(d) = pathset::remove(&conn, ci, &mut self.sessions[ci], id, now) {
             self.draining.push(d);
         }
@@ -677,6 +710,16 @@ impl ControlLoop {
             }
         }
     }
+}
+
+/// Whether the peer may have a path opened on local address `ip`: only on
+/// one the config allows, and never on an address no peer can reach
+/// (unspecified, multicast, broadcast).
+pub fn peer_may_bind(ip: std::net::IpAddr, allowed: &[Prefix]) -> bool {
+    let unusable = ip.is_unspecified()
+        || ip.is_multicast()
+        || matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast());
+    !unusable && allowed.iter().any(|p| p.contains(ip))
 }
 
 /// How long a fresh session gets before all-paths-down triggers a new

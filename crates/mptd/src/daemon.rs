@@ -164,6 +164,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             now,
             PathTable::new(paths),
             crypto,
+            crate::route::SourceFilter::for_connection(c),
             Resequencer::new(
                 REORDER_SLOTS,
                 usize::from(config.tunnel.mtu),
@@ -212,6 +213,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         shutdown: shutdown.clone(),
         commands: command_rx,
         config_path,
+        config: config.clone(),
         setups: config
             .connections
             .iter()
@@ -222,6 +224,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 dead_timer: c.dead_timer,
             })
             .collect(),
+        peer_locals: config.connections.iter().map(|c| c.peer_locals()).collect(),
         draining: Vec::new(),
         pending: Vec::new(),
         readiness: Some(Readiness::new(now)),
@@ -308,7 +311,9 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 Err(e) => tracing::error!(error = %e, "reload failed; nothing changed"),
             },
             Ok(sig) => {
-                tracing::info!(signal = %sig, "shutting down");
+                if crate::fatal::cause().is_none() {
+                    tracing::info!(signal = %sig, "shutting down");
+                }
                 crate::notify::stopping();
                 break;
             }
@@ -335,6 +340,9 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         server.join();
     }
     drop(tun);
+    if let Some(cause) = crate::fatal::cause() {
+        bail!("{cause}");
+    }
     tracing::info!("stopped");
     Ok(())
 }

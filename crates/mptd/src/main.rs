@@ -60,9 +60,12 @@ fn main() -> ExitCode {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&config.daemon.log))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only for a person at a terminal: journald and log files would
+    // keep the escape codes as text.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match mptd::daemon::run(config, file) {
         Ok(()) => ExitCode::SUCCESS,

@@ -108,6 +108,9 @@ pub fn render(source: &StatusSource) -> String {
             ("control_queue_full", d.control_queue_full.get()),
             ("handshake_rate_limited", d.handshake_rate_limited.get()),
             ("tun_write", d.tun_write.get()),
+            ("wrong_source", d.wrong_source.get()),
+            ("unauthenticated_control", d.unauthenticated_control.get()),
+            ("inner_source", d.inner_source.get()),
             ("handshake_reflected", d.handshake_reflected.get()),
             ("handshake_challenged", d.handshake_challenged.get()),
         ] {

@@ -5,10 +5,86 @@
 //! table is small (a few entries per peer) and read-only while running, so
 //! a linear scan over entries sorted by prefix length is both simplest and
 //! fastest here.
+//!
+//! The same prefixes, read the other way, say which inner source addresses
+//! a peer may send from ([`SourceFilter`]): on a daemon with several peers,
+//! one peer must not be able to inject packets that claim to come from
+//! another peer's addresses (or from anything it is not routed for).
 
 use std::net::IpAddr;
 
-use crate::config::{Config, Prefix};
+use crate::config::{Config, ConnectionConfig, Prefix};
+
+/// `(network, mask)` pairs of IPv4 and IPv6 prefixes.
+type Masked = (Vec<(u32, u32)>, Vec<(u128, u128)>);
+
+/// The prefixes as `(network, mask)` pairs, per family.
+fn masked(prefixes: impl IntoIterator<Item = Prefix>) -> Masked {
+    let (mut v4, mut v6) = (Vec::new(), Vec::new());
+    for p in prefixes {
+        match p.addr {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(p.len)).unwrap_or(0);
+                v4.push((u32::from(a) & mask, mask));
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(p.len)).unwrap_or(0);
+                v6.push((u128::from(a) & mask, mask));
+            }
+        }
+    }
+    (v4, v6)
+}
+
+/// The prefixes a connection routes to: its peer's tunnel addresses (as
+/// host prefixes) and its `networks`.
+fn peer_prefixes(c: &ConnectionConfig) -> impl Iterator<Item = Prefix> + '_ {
+    [c.peer_ipv4, c.peer_ipv6]
+        .into_iter()
+        .flatten()
+        .map(|a| Prefix {
+            addr: a,
+            len: if a.is_ipv4() { 32 } else { 128 },
+        })
+        .chain(c.networks.iter().copied())
+}
+
+/// Which inner source addresses one peer may use: the prefixes routed to
+/// it. Checked per received data packet (a scan of a few entries).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceFilter {
+    v4: Vec<(u32, u32)>,
+    v6: Vec<(u128, u128)>,
+}
+
+impl SourceFilter {
+    /// The filter of one connection.
+    pub fn for_connection(c: &ConnectionConfig) -> SourceFilter {
+        let (v4, v6) = masked(peer_prefixes(c));
+        SourceFilter { v4, v6 }
+    }
+
+    /// Whether the (already checked) IP packet's source address is allowed.
+    pub fn allows(&self, packet: &[u8]) -> bool {
+        match packet.first().map(|b| b >> 4) {
+            Some(4) => match packet.get(12..16).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
+                Some(s) => {
+                    let s = u32::from_be_bytes(s);
+                    self.v4.iter().any(|(net, mask)| s & mask == *net)
+                }
+                None => false,
+            },
+            Some(6) => match packet.get(8..24).and_then(|b| <[u8; 16]>::try_from(b).ok()) {
+                Some(s) => {
+                    let s = u128::from_be_bytes(s);
+                    self.v6.iter().any(|(net, mask)| s & mask == *net)
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+}
 
 /// Destination → connection index.
 #[derive(Debug, Clone, Default)]
@@ -22,25 +98,14 @@ impl Router {
     pub fn from_config(config: &Config) -> Router {
         let mut entries: Vec<(Prefix, usize)> = Vec::new();
         for (i, c) in config.connections.iter().enumerate() {
-            for a in [c.peer_ipv4, c.peer_ipv6].into_iter().flatten() {
-                let len = if a.is_ipv4() { 32 } else { 128 };
-                entries.push((Prefix { addr: a, len }, i));
-            }
-            entries.extend(c.networks.iter().map(|p| (*p, i)));
+            entries.extend(peer_prefixes(c).map(|p| (p, i)));
         }
         entries.sort_by_key(|(p, _)| std::cmp::Reverse(p.len));
         let mut r = Router::default();
         for (p, i) in entries {
-            match p.addr {
-                IpAddr::V4(a) => {
-                    let mask = u32::MAX.checked_shl(32 - u32::from(p.len)).unwrap_or(0);
-                    r.v4.push((u32::from(a) & mask, mask, i));
-                }
-                IpAddr::V6(a) => {
-                    let mask = u128::MAX.checked_shl(128 - u32::from(p.len)).unwrap_or(0);
-                    r.v6.push((u128::from(a) & mask, mask, i));
-                }
-            }
+            let (v4, v6) = masked([p]);
+            r.v4.extend(v4.into_iter().map(|(net, mask)| (net, mask, i)));
+            r.v6.extend(v6.into_iter().map(|(net, mask)| (net, mask, i)));
         }
         r
     }
@@ -81,6 +146,83 @@ mod tests {
         p
     }
 
+    fn v4_from(s: [u8; 4]) -> Vec<u8> {
+        let mut p = v4_to([0; 4]);
+        p[12..16].copy_from_slice(&s);
+        p
+    }
+
+    fn v6_from(s: &str) -> Vec<u8> {
+        let mut p = v6_to("::");
+        let a: std::net::Ipv6Addr = s.parse().unwrap();
+        p[8..24].copy_from_slice(&a.octets());
+        p
+    }
+
+    #[test]
+    fn a_peer_may_send_only_from_what_is_routed_to_it() {
+        let cfg = parse(
+            r#"
+[tunnel]
+ipv4 = "192.168.1.1/24"
+[[connection]]
+name = "a"
+peer_ipv4 = "192.168.1.2"
+peer_ipv6 = "fd00::2"
+networks = ["10.0.0.0/8"]
+[[connection.path]]
+name = "p"
+local = "127.0.0.1"
+remote = "127.0.0.2"
+[[connection]]
+name = "b"
+id = 2
+peer_ipv4 = "192.168.1.3"
+networks = ["fd00:1::/32"]
+[[connection.path]]
+name = "p"
+local = "127.0.0.1"
+remote = "127.0.0.3"
+"#,
+            "t",
+        )
+        .unwrap();
+        let a = SourceFilter::for_connection(&cfg.connections[0]);
+        let b = SourceFilter::for_connection(&cfg.connections[1]);
+        assert!(a.allows(&v4_from([192, 168, 1, 2])));
+        assert!(a.allows(&v4_from([10, 9, 8, 7])));
+        assert!(a.allows(&v6_from("fd00::2")));
+        assert!(!a.allows(&v4_from([192, 168, 1, 3])), "b's address");
+        assert!(!a.allows(&v6_from("fd00:1::5")), "b's network");
+        assert!(b.allows(&v4_from([192, 168, 1, 3])));
+        assert!(b.allows(&v6_from("fd00:1::5")));
+        assert!(!b.allows(&v4_from([192, 168, 1, 2])), "a's address");
+        assert!(!b.allows(&v4_from([10, 0, 0, 1])), "a's network");
+        assert!(!a.allows(&[0x45, 0, 0]), "truncated");
+        assert!(!a.allows(&[]));
+        let open = parse(
+            r#"
+[tunnel]
+ipv4 = "192.168.1.1/24"
+[[connection]]
+name = "gw"
+networks = ["0.0.0.0/0", "::/0"]
+[[connection.path]]
+name = "p"
+local = "127.0.0.1"
+remote = "127.0.0.2"
+"#,
+            "t",
+        )
+        .unwrap();
+        let gw = SourceFilter::for_connection(&open.connections[0]);
+        assert!(
+            gw.allows(&v4_from([8, 8, 8, 8])),
+            "a default route allows all"
+        );
+        assert!(gw.allows(&v6_from("2001:db8::1")));
+    }
+
     fn v6_to(d: &str) -> Vec<u8> {
         let mut p = vec![0u8; 40];
         p[0] = 0x60;
@@ -103,6 +245,7 @@ networks = ["10.0.0.0/8"]
 [[connection.path]]
 name = "p"
 local = "127.0.0.1"
+remote = "127.0.0.2"
 [[connection]]
 name = "b"
 id = 2
@@ -111,6 +254,7 @@ networks = ["10.1.0.0/16", "fd00:1::/32"]
 [[connection.path]]
 name = "p"
 local = "127.0.0.1"
+remote = "127.0.0.3"
 "#,
             "t",
         )

@@ -13,7 +13,11 @@
 //! datagram is checked (header, connection, inner IP packet) without
 //! copying; probes and replies (a few per second) go to the control loop
 //! through a bounded queue; everything else that fails is dropped and
-//! counted by reason. Then, under the connection's resequencer lock (once
+//! counted by reason. Without a key, only datagrams from the path's
+//! configured remote address and port are looked at, control messages are
+//! refused and no address is ever learnt; data whose inner source address
+//! the peer is not routed for is refused either way. Then, under the
+//! connection's resequencer lock (once
 //! per batch), data is put back in connection-sequence order and written to
 //! tun with `send_multiple`, which coalesces a flow's TCP segments into few
 //! writes. Nothing received from the network can make this loop panic or
@@ -177,6 +181,9 @@ impl Staging {
         if let Err(e) = tun.send_multiple(&mut self.gro, &mut self.bufs[..self.used], STAGE_OFFSET)
         {
             errors.add(1);
+            if crate::fatal::tun_is_gone(&e) {
+                crate::fatal::fatal(format!("tun device unusable (write: {e}); was it deleted?"));
+            }
             if self.errors_logged < 10 {
                 self.errors_logged += 1;
                 tracing::warn!(error = %e, "tun write failed");
@@ -346,12 +353,27 @@ impl RxWorker {
         let mut highest: Option<u32> = None;
         let mut learnt_from = None;
         let errors = &conn.drops.tun_write;
+        // Without a key nothing authenticates a datagram but where it comes
+        // from: only the path's configured remote address and port count,
+        // and nothing is ever learnt from such datagrams.
+        let cleartext_peer = match &conn.crypto {
+            None => Some(path.remote().map(|(a, _)| a)),
+            Some(_) => None,
+        };
         let mut reseq = conn.lock_reseq();
         self.apply_timeout(&mut reseq);
         for (buf, m) in bufs.iter_mut().zip(meta) {
             if m.truncated {
                 conn.drops.malformed.add(1);
                 continue;
+            }
+            if let Some(peer) = cleartext_peer {
+                if peer.is_none() || m.from != peer {
+                    conn.drops
+                        .wrong_source
+                        .add(m.datagrams_mut(buf).count() as u64);
+                    continue;
+                }
             }
             for dgram in m.datagrams_mut(buf) {
                 let wire_len = dgram.len();
@@ -381,7 +403,7 @@ impl RxWorker {
         reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
         self.publish_deadline(&reseq);
         drop(reseq);
-        if let Some(from) = learnt_from {
+        if let (Some(from), None) = (learnt_from, cleartext_peer) {
             if path.learn_remote(from) {
                 tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address");
             }
@@ -477,8 +499,12 @@ impl RxWorker {
         };
         let verdict = match header.msg_type {
             MsgType::Data => {
-                if check_ip_packet(&dgram[HEADER_LEN..]).is_err() {
+                let inner = &dgram[HEADER_LEN..];
+                if check_ip_packet(inner).is_err() {
                     conn.drops.malformed.add(1);
+                    Verdict::Skip(header.seq)
+                } else if !conn.allowed_sources.allows(inner) {
+                    conn.drops.inner_source.add(1);
                     Verdict::Skip(header.seq)
                 } else {
                     Verdict::Data(header.seq)
@@ -493,8 +519,12 @@ impl RxWorker {
                 Verdict::Skip(header.seq)
             }
             MsgType::Control => {
-                // Parsed (and length-checked) by the session.
-                if dgram.len() > Transmit::MAX_LEN {
+                // Parsed (and length-checked) by the session. Without a key
+                // anyone who can spoof the peer's address could add or
+                // remove paths: never obeyed there.
+                if conn.crypto.is_none() {
+                    conn.drops.unauthenticated_control.add(1);
+                } else if dgram.len() > Transmit::MAX_LEN {
                     conn.drops.malformed.add(1);
                 } else {
                     self.to_control(pi, dgram, from, now, &mut crypto.pending);

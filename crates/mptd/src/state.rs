@@ -23,6 +23,7 @@ use mpt_proto::reorder::Resequencer;
 use mpt_proto::sched::SchedPath;
 use socket2::SockAddr;
 
+use crate::route::SourceFilter;
 use crate::udp::{PathSocket, Waker};
 
 /// Monotonic counter, relaxed ordering: counters are statistics.
@@ -73,6 +74,15 @@ pub struct Drops {
     pub handshake_rate_limited: Counter,
     /// Failed tun writes of received data.
     pub tun_write: Counter,
+    /// Cleartext datagrams from another address or port than the path's
+    /// configured remote (a cleartext path trusts nothing else).
+    pub wrong_source: Counter,
+    /// Control messages on a connection without a key: nobody can be told
+    /// from an impostor there, so they are never obeyed.
+    pub unauthenticated_control: Counter,
+    /// Inner packets whose source address is none of the peer's tunnel
+    /// addresses or `networks` (one peer posing as another).
+    pub inner_source: Counter,
     /// Authentic handshake messages carrying our own instance id (our own
     /// messages sent back to us).
     pub handshake_reflected: Counter,
@@ -542,6 +552,9 @@ pub struct ConnShared {
     pub drops: Drops,
     /// Encryption, when the connection has a `key_file`.
     pub crypto: Option<ConnCrypto>,
+    /// Inner source addresses this peer may send from: its tunnel
+    /// addresses and `networks`.
+    pub allowed_sources: SourceFilter,
     /// Puts received data back in sequence order. Locked once per receive
     /// batch; tun writes of a connection happen under it, so they leave in
     /// order.
@@ -563,6 +576,7 @@ impl ConnShared {
         epoch: Instant,
         paths: PathTable,
         crypto: Option<ConnCrypto>,
+        allowed_sources: SourceFilter,
         reseq: Resequencer,
         reseq_timeout: std::time::Duration,
         rx_wake: Waker,
@@ -581,6 +595,7 @@ impl ConnShared {
             tx_wake,
             drops: Drops::default(),
             crypto,
+            allowed_sources,
             reseq: Mutex::new(reseq),
             reseq_deadline_ns: AtomicU64::new(0),
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),

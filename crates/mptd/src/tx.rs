@@ -32,6 +32,10 @@ const MAX_GSO_SEGMENTS: usize = 64;
 /// for IPv6 extension headers.
 const MAX_GSO_BYTES: usize = 65000;
 
+/// Tun reads failing in a row (with errors not known to mean the device is
+/// gone) before the daemon gives up instead of spinning on them.
+const MAX_READ_ERRORS: u32 = 10_000;
+
 /// One packet's place in a batch, packed so that sorting groups packets by
 /// connection and path while keeping their tun order:
 /// connection (8 bits) | path (8) | rank within the connection (24) |
@@ -114,6 +118,7 @@ impl TxWorker {
         let mut counts: Vec<u32> = vec![0; self.conns.len()];
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
         let mut gso_buf: Vec<u8> = Vec::with_capacity(MAX_GSO_BYTES);
+        let mut consecutive_errors = 0u32;
         while !self.shutdown.load(Relaxed) {
             let n = match self.tun.recv_multiple_intr(
                 &mut original,
@@ -140,10 +145,18 @@ impl TxWorker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => {
                     self.stats.tun_errors.add(1);
+                    consecutive_errors += 1;
+                    if crate::fatal::tun_is_gone(&e) || consecutive_errors >= MAX_READ_ERRORS {
+                        crate::fatal::fatal(format!(
+                            "tun device unusable (read: {e}); was it deleted?"
+                        ));
+                        break;
+                    }
                     tracing::debug!(error = %e, "tun read failed");
                     continue;
                 }
             };
+            consecutive_errors = 0;
             // Per batch: a fresh view of weights and live paths (the path
             // table itself only when it changed).
             for (c, conn) in self.conns.iter().enumerate() {

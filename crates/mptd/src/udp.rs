@@ -8,8 +8,8 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -31,8 +31,71 @@ pub const RECV_TIMEOUT: Duration = Duration::from_millis(200);
 pub struct PathSocket {
     socket: UdpSocket,
     local: SocketAddr,
-    gso: AtomicBool,
+    gso: GsoState,
     gro: bool,
+}
+
+/// Whether UDP GSO is used on a socket. A refusal switches it off for a
+/// while, not for good: the refusal may come from a passing state of the
+/// device (a route over a device without checksum offload, a bonding
+/// change), so it is tried again after 10 s, then after twice as long each
+/// time it is refused again, up to 10 minutes.
+#[derive(Debug)]
+struct GsoState {
+    /// Origin of the times below.
+    epoch: Instant,
+    /// When to try again, in ns since `epoch`; 0 while GSO is on.
+    retry_at_ns: AtomicU64,
+    /// Refusals since it last worked.
+    refusals: AtomicU32,
+}
+
+/// First wait before GSO is tried again after a refusal.
+const GSO_RETRY_FIRST: Duration = Duration::from_secs(10);
+/// Longest wait before GSO is tried again.
+const GSO_RETRY_MAX: Duration = Duration::from_secs(600);
+
+impl GsoState {
+    fn new() -> GsoState {
+        GsoState {
+            epoch: Instant::now(),
+            retry_at_ns: AtomicU64::new(0),
+            refusals: AtomicU32::new(0),
+        }
+    }
+
+    fn ns(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// Whether to use GSO for a send at `now`.
+    fn usable(&self, now: impl FnOnce() -> Instant) -> bool {
+        match self.retry_at_ns.load(Relaxed) {
+            0 => true,
+            at => self.ns(now()) >= at,
+        }
+    }
+
+    /// GSO was refused at `now`; returns how many times in a row.
+    fn refused(&self, now: Instant) -> u32 {
+        let n = self.refusals.fetch_add(1, Relaxed).saturating_add(1);
+        let wait = GSO_RETRY_FIRST
+            .saturating_mul(1u32 << (n - 1).min(16))
+            .min(GSO_RETRY_MAX);
+        self.retry_at_ns
+            .store((self.ns(now) + wait.as_nanos() as u64).max(1), Relaxed);
+        n
+    }
+
+    /// GSO worked; returns whether it had been off.
+    fn worked(&self) -> bool {
+        if self.retry_at_ns.load(Relaxed) == 0 {
+            return false;
+        }
+        self.retry_at_ns.store(0, Relaxed);
+        self.refusals.store(0, Relaxed);
+        true
+    }
 }
 
 impl PathSocket {
@@ -57,7 +120,7 @@ impl PathSocket {
         Ok(PathSocket {
             socket,
             local,
-            gso: AtomicBool::new(true),
+            gso: GsoState::new(),
             gro,
         })
     }
@@ -67,28 +130,39 @@ impl PathSocket {
         self.gro
     }
 
-    /// Whether segmentation offload is (still) used for sending.
+    /// Whether segmentation offload is used for sending now (it is off
+    /// for a while after the kernel refused it; see [`GsoState`]).
     pub fn gso(&self) -> bool {
-        self.gso.load(Relaxed)
+        self.gso.usable(Instant::now)
     }
 
     /// Sends `buf` as datagrams of `segment` bytes each (the last may be
     /// shorter) with one system call (UDP GSO). If the kernel or device
-    /// refuses GSO, it is switched off for this socket and the datagrams
-    /// go out one by one. Returns the number of datagrams sent.
+    /// refuses GSO, it is switched off for this socket for a while (tried
+    /// again later) and the datagrams go out one by one. Returns the
+    /// number of datagrams sent.
     pub fn send_segments(&self, to: &SockAddr, buf: &[u8], segment: usize) -> io::Result<usize> {
         let count = buf.len().div_ceil(segment.max(1));
-        if count > 1 && self.gso.load(Relaxed) {
+        if count > 1 && self.gso.usable(Instant::now) {
             match self.send_gso(to, buf, segment) {
-                Ok(()) => return Ok(count),
+                Ok(()) => {
+                    if self.gso.worked() {
+                        tracing::info!(local = %self.local, "UDP GSO works again");
+                    }
+                    return Ok(count);
+                }
                 Err(e)
                     if matches!(
                         e.raw_os_error(),
                         Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP)
                     ) =>
                 {
-                    tracing::warn!(local = %self.local, error = %e, "UDP GSO refused; sending datagrams one by one");
-                    self.gso.store(false, Relaxed);
+                    let n = self.gso.refused(Instant::now());
+                    if n == 1 {
+                        tracing::warn!(local = %self.local, error = %e, "UDP GSO refused; sending datagrams one by one, trying GSO again later");
+                    } else {
+                        tracing::debug!(local = %self.local, error = %e, refusals = n, "UDP GSO refused again");
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -555,6 +629,34 @@ mod tests {
         let e = b.recv_batch(&mut bufs, &mut meta).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         assert!(!b.wait_readable(Duration::from_millis(20)).unwrap());
+    }
+
+    #[test]
+    fn gso_is_retried_after_a_growing_wait() {
+        let g = GsoState::new();
+        let t = g.epoch;
+        assert!(g.usable(|| t));
+        assert_eq!(g.refused(t), 1);
+        assert!(!g.usable(|| t + Duration::from_secs(9)));
+        assert!(
+            g.usable(|| t + Duration::from_secs(10)),
+            "tried again after 10 s"
+        );
+        // Refused again: twice the wait.
+        let t2 = t + Duration::from_secs(10);
+        assert_eq!(g.refused(t2), 2);
+        assert!(!g.usable(|| t2 + Duration::from_secs(19)));
+        assert!(g.usable(|| t2 + Duration::from_secs(20)));
+        // Many refusals: the wait stops growing at 10 minutes.
+        for _ in 0..30 {
+            g.refused(t2);
+        }
+        assert!(g.usable(|| t2 + GSO_RETRY_MAX));
+        // It works again: on for good, and the next refusal starts over.
+        assert!(g.worked());
+        assert!(!g.worked());
+        assert!(g.usable(|| t2));
+        assert_eq!(g.refused(t2), 1);
     }
 
     #[test]

@@ -88,6 +88,13 @@ impl PathName {
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
     }
 
+    /// Whether the name is printable ASCII without spaces (`!` to `~`),
+    /// the only names a daemon takes from its peer: anything else could
+    /// forge log lines or mangle status tables.
+    pub fn is_plain(&self) -> bool {
+        is_plain_name(self.as_str())
+    }
+
     fn emit(&self, out: &mut [u8]) {
         out[0] = self.len;
         out[1..1 + MAX_NAME_LEN].copy_from_slice(&self.bytes);
@@ -110,9 +117,22 @@ impl std::fmt::Debug for PathName {
     }
 }
 
+/// Whether `name` is 1 to [`MAX_NAME_LEN`] bytes of printable ASCII
+/// without spaces: what path names on the wire should be.
+pub fn is_plain_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// Shows the name with anything but plain printable characters escaped, so
+/// a name taken from the network cannot break a log line.
 impl std::fmt::Display for PathName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        let s = self.as_str();
+        if is_plain_name(s) {
+            f.write_str(s)
+        } else {
+            write!(f, "{}", s.escape_default())
+        }
     }
 }
 

@@ -38,7 +38,9 @@
 mod control;
 mod keepalive;
 
-pub use control::{ControlBody, ControlMsg, PathAdd, PathName, Refusal, MAX_NAME_LEN};
+pub use control::{
+    is_plain_name, ControlBody, ControlMsg, PathAdd, PathName, Refusal, MAX_NAME_LEN,
+};
 pub use keepalive::{Keepalive, PathReport};
 
 use crate::error::{DecodeError, EncodeError};

@@ -85,8 +85,26 @@ pub struct ConnectionConfig {
     pub scheduler: SchedulerKind,
     /// Pre-shared key file.
     pub key_file: Option<PathBuf>,
+    /// Further local prefixes on which the peer may open paths (besides
+    /// the configured paths' own addresses).
+    pub allow_peer_paths: Vec<Prefix>,
     /// Paths.
     pub paths: Vec<PathConfig>,
+}
+
+impl ConnectionConfig {
+    /// The local addresses on which the peer may have paths opened: each
+    /// configured path's own address, and `allow_peer_paths`.
+    pub fn peer_locals(&self) -> Vec<Prefix> {
+        self.paths
+            .iter()
+            .map(|p| Prefix {
+                addr: p.local,
+                len: if p.local.is_ipv4() { 32 } else { 128 },
+            })
+            .chain(self.allow_peer_paths.iter().copied())
+            .collect()
+    }
 }
 
 /// One `[[connection.path]]`.
@@ -312,6 +330,8 @@ struct RawConnection {
     scheduler: Option<RawScheduler>,
     key_file: Option<PathBuf>,
     #[serde(default)]
+    allow_peer_paths: Vec<Prefix>,
+    #[serde(default)]
     path: Vec<Spanned<RawPath>>,
 }
 
@@ -532,12 +552,9 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                     format!("connection `{}` path `{}`: {msg}", c.name, p.name),
                 )
             };
-            if p.name.is_empty()
-                || p.name.len() > mpt_proto::wire::MAX_NAME_LEN
-                || p.name.contains('\0')
-            {
+            if !mpt_proto::wire::is_plain_name(&p.name) {
                 return Err(at(format!(
-                    "key `name`: must be 1 to {} bytes",
+                    "key `name`: must be 1 to {} printable ASCII characters without spaces (the peer refuses other names)",
                     mpt_proto::wire::MAX_NAME_LEN
                 )));
             }
@@ -549,6 +566,9 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                 .any(|o| o.local == p.local && o.interface == p.interface)
             {
                 return Err(at(format!("key `local`: {} is used by another path of this connection (each path needs its own local address or interface)", p.local)));
+            }
+            if p.remote.is_none() && c.key_file.is_none() {
+                return Err(at("key `remote` is missing: without `key_file` nothing authenticates the peer, so its address is never learnt from its packets; set `remote`, or give the connection a `key_file`".into()));
             }
             if let Some(r) = p.remote {
                 if r.is_ipv4() != p.local.is_ipv4() {
@@ -601,6 +621,7 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                 RawScheduler::Weighted => SchedulerKind::Weighted,
             },
             key_file: c.key_file,
+            allow_peer_paths: c.allow_peer_paths,
             paths,
         });
     }
@@ -622,6 +643,8 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
         connections,
     })
 }
+
+pub mod reload;
 
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,8 @@ networks = ["10.20.0.0/16"]
 port = 65022
 keepalive = "500ms"
 dead_timer = "2s"
+key_file = "/etc/mpt/site-b.key"
+allow_peer_paths = ["10.30.0.0/24", "fd30::/64"]
 
 [[connection.path]]
 name = "eth1"
@@ -48,6 +50,44 @@ fn good_config_parses_with_every_key() {
     assert_eq!(p.status, AdminStatus::Backup);
     assert_eq!(conn.paths[1].remote, None);
     assert_eq!(conn.paths[1].status, AdminStatus::Up);
+    assert_eq!(conn.allow_peer_paths.len(), 2);
+    let locals: Vec<String> = conn.peer_locals().iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        locals,
+        ["10.0.0.1/32", "fd77::1/128", "10.30.0.0/24", "fd30::/64"]
+    );
+}
+
+#[test]
+fn a_cleartext_path_must_name_its_remote() {
+    let text = GOOD.replace("key_file = \"/etc/mpt/site-b.key\"\n", "");
+    let e = error_of(&text);
+    assert!(
+        e.message.contains("path `v6`") && e.message.contains("key `remote` is missing"),
+        "{e}"
+    );
+    assert!(e.message.contains("key_file"), "says how to fix it: {e}");
+    // With a remote it is fine.
+    let fixed = text.replace(
+        "local = \"fd77::1\"",
+        "local = \"fd77::1\"\nremote = \"fd77::2\"",
+    );
+    parse(&fixed, "fixed.toml").expect("cleartext with remotes");
+}
+
+#[test]
+fn path_names_must_be_plain_printable_ascii() {
+    // As TOML strings: a space, a tab, a non-ASCII letter, an escape code.
+    for bad in [
+        r#""two words""#,
+        r#""tab\there""#,
+        r#""caf\u00e9""#,
+        r#""esc\u001b[31m""#,
+    ] {
+        let text = GOOD.replace("name = \"eth1\"", &format!("name = {bad}"));
+        let e = error_of(&text);
+        assert!(e.message.contains("printable ASCII"), "{bad:?}: {e}");
+    }
 }
 
 fn error_of(text: &str) -> ConfigError {
