@@ -19,10 +19,10 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mpt_benches::{
-    bench_psk, handshake, ipv4_packet, sealed_data_header, session_keys, Interleaved, CONN_ID,
-    PACKET_LEN,
+    bench_psk, bench_responder, handshake, ipv4_packet, sealed_data_header, session_keys,
+    Interleaved, PACKET_LEN,
 };
-use mpt_proto::crypto::{ReplayWindow, Responder, TAG_LEN};
+use mpt_proto::crypto::{ReplayWindow, TAG_LEN};
 use mpt_proto::wire::HEADER_LEN;
 
 const DATAGRAM_LEN: usize = HEADER_LEN + PACKET_LEN + TAG_LEN;
@@ -128,13 +128,15 @@ fn full_handshake(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let psk = bench_psk();
     // One responder for the whole run, as in the daemon: each Init carries
-    // a larger timestamp than the last.
-    let mut responder = Responder::new(&psk, CONN_ID).expect("responder");
+    // a larger timestamp than the last, so after the first (which takes the
+    // Challenge round) every handshake is one Init and one Response.
+    let mut responder = bench_responder(&psk).expect("responder");
+    let now = std::time::Instant::now();
     let mut counter = 0u64;
     g.bench_function("init_response_keys", |b| {
         b.iter(|| {
-            counter += 1;
-            black_box(handshake(black_box(&psk), &mut responder, counter).expect("handshake"))
+            counter += 2;
+            black_box(handshake(black_box(&psk), &mut responder, counter, now).expect("handshake"))
         })
     });
     g.finish();

@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use mpt_proto::crypto::{HandshakeError, Initiator, Psk, Responder, SessionKeys};
+use mpt_proto::crypto::{Answer, HandshakeError, Initiator, Psk, Responder, SessionKeys};
 use mpt_proto::sched::SchedPath;
 use mpt_proto::wire::{Flags, Header, MsgType};
 
@@ -102,26 +102,65 @@ pub fn handshake_header(seq: u64) -> Header {
     }
 }
 
-/// One full handshake under `psk` (Init, then Response): returns the
-/// initiator's and the responder's session keys. `counter` makes the nonces
-/// and the Init timestamp (`counter + 1`) distinct per handshake; the
-/// `responder` must not have accepted a timestamp at or above it.
+/// Instance id of the benches' initiator.
+pub const BENCH_INITIATOR: [u8; 8] = *b"bench-i!";
+/// Instance id of the benches' responder.
+pub const BENCH_RESPONDER: [u8; 8] = *b"bench-r!";
+
+/// A responder for [`CONN_ID`] under `psk`, with [`BENCH_RESPONDER`].
+pub fn bench_responder(psk: &Psk) -> Result<Responder, HandshakeError> {
+    Responder::new(psk, CONN_ID, BENCH_RESPONDER)
+}
+
+/// One full handshake under `psk`: Init then Response, with the
+/// Challenge/cookie round in between when the responder asks for it (its
+/// first handshake). Returns the initiator's and the responder's session
+/// keys. `counter` makes the nonces and the Init timestamp (`counter + 1`,
+/// then `counter + 2` for a cookie Init) distinct per handshake.
 pub fn handshake(
     psk: &Psk,
     responder: &mut Responder,
     counter: u64,
+    now: std::time::Instant,
 ) -> Result<(SessionKeys, SessionKeys), HandshakeError> {
     let mut init = [0u8; mpt_proto::crypto::INIT_LEN];
-    let mut reply = [0u8; mpt_proto::crypto::RESPONSE_LEN];
+    let mut reply = [0u8; mpt_proto::crypto::INIT_LEN];
     let mut i_nonce = [0x11u8; 32];
     let mut r_nonce = [0x22u8; 32];
     i_nonce[..8].copy_from_slice(&counter.to_le_bytes());
     r_nonce[..8].copy_from_slice(&counter.to_le_bytes());
+    let cookie = [0x33u8; 16];
     let header = handshake_header(counter);
-    let (initiator, n) = Initiator::start(psk, &header, i_nonce, counter + 1, &mut init)?;
-    let (r_keys, m) = responder.handle_init(&init[..n], r_nonce, &header, &mut reply)?;
-    let i_keys = initiator.handle_response(&reply[..m])?;
-    Ok((i_keys, r_keys))
+    let (mut initiator, mut n) = Initiator::start(
+        psk,
+        BENCH_INITIATOR,
+        &header,
+        i_nonce,
+        counter + 1,
+        None,
+        &mut init,
+    )?;
+    for _ in 0..2 {
+        match responder.handle_init(&init[..n], r_nonce, cookie, now, &header, &mut reply)? {
+            Answer::Response { keys, len } => {
+                let i_keys = initiator.handle_response(&reply[..len])?;
+                return Ok((i_keys, *keys));
+            }
+            Answer::Challenge { len } => {
+                let cookie = initiator.handle_challenge(&reply[..len])?;
+                (initiator, n) = Initiator::start(
+                    psk,
+                    BENCH_INITIATOR,
+                    &header,
+                    i_nonce,
+                    counter + 2,
+                    Some(cookie),
+                    &mut init,
+                )?;
+            }
+        }
+    }
+    Err(HandshakeError::BadCookie)
 }
 
 /// A matching pair of session keys, `(initiator, responder)`, from one
@@ -129,8 +168,9 @@ pub fn handshake(
 /// opens. (Session keys exist only as the result of a handshake.)
 pub fn session_keys() -> (SessionKeys, SessionKeys) {
     let psk = bench_psk();
-    let mut responder = Responder::new(&psk, CONN_ID).expect("responder from a 32-byte PSK");
-    handshake(&psk, &mut responder, 0).expect("handshake with matching PSKs succeeds")
+    let mut responder = bench_responder(&psk).expect("responder from a 32-byte PSK");
+    handshake(&psk, &mut responder, 0, std::time::Instant::now())
+        .expect("handshake with matching PSKs succeeds")
 }
 
 /// `n` paths with mixed weights (cycling through 1, 2, 3, 5, 8) and the

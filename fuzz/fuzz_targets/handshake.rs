@@ -1,40 +1,50 @@
 //! The handshake parsers never panic on any input, and accept nothing but
-//! an authentic message: with a fixed PSK and one Initiator started once,
-//! whatever the fuzzer writes is fed to a fresh `Responder::handle_init` and
-//! to `Initiator::handle_response`.
+//! an authentic message: with a fixed PSK, one Initiator whose Init was
+//! challenged and a second one that came back with the cookie, whatever the
+//! fuzzer writes is fed to a copy of the responder that handed out the
+//! cookie (`Responder::handle_init`), and to `Initiator::handle_challenge`
+//! and `Initiator::handle_response`.
 //!
 //! The first input byte picks how the rest is used:
 //!
 //! | byte & 3 | input                                                        |
 //! |----------|--------------------------------------------------------------|
-//! | 0, 1     | the rest, as is, to `handle_init` and `handle_response`      |
-//! | 2        | the valid Init with the rest XORed over it                   |
+//! | 0        | the rest, as is, to every parser                             |
+//! | 1        | the valid Challenge with the rest XORed over it              |
+//! | 2        | the valid Init with the cookie with the rest XORed over it   |
 //! | 3        | the valid Response with the rest XORed over it               |
 //!
 //! Checked besides "no panic":
-//! * an accepted Init gets a reply no longer than itself (no amplification),
-//!   the reply is a Response the Initiator accepts exactly when the Init was
-//!   its own, with keys matching the responder's; the same Init is refused
-//!   the second time (replay);
+//! * an accepted Init gets a reply no larger than itself (no
+//!   amplification); with the cookie it is a Response the second Initiator
+//!   accepts exactly when the Init was its own, with keys matching the
+//!   responder's, and the same Init is refused the second time (the cookie
+//!   is used up); without it, a Challenge;
 //! * in the XOR modes, the message is accepted exactly when the mask is all
 //!   zeros: no altered byte (header included) gets through. Forging a MAC
 //!   by chance has probability 2^-128, so any other acceptance is a bug;
-//! * in mode 0/1 an accepted Init or Response must be byte for byte the
-//!   valid one (the fuzzer can only get there by copying it).
+//! * no message is accepted as another kind;
+//! * in mode 0 an accepted message must be byte for byte a valid one (the
+//!   fuzzer can only get there by copying it).
 
 #![no_main]
 
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use libfuzzer_sys::fuzz_target;
 use mpt_proto::crypto::{
-    HandshakeError, Initiator, Psk, Responder, SessionKeys, INIT_LEN, RESPONSE_LEN, TAG_LEN,
+    Answer, HandshakeError, Initiator, Psk, Responder, SessionKeys, CHALLENGE_LEN, INIT_LEN,
+    RESPONSE_LEN, TAG_LEN,
 };
 use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
 
 const CONN_ID: u32 = 0x6d70_7401;
 const PSK: [u8; 32] = *b"mpt fuzz handshake pre-shared k!";
 const TIMESTAMP: u64 = 1_000;
+const INITIATOR: [u8; 8] = *b"fuzz-ini";
+const RESPONDER: [u8; 8] = *b"fuzz-rsp";
+const COOKIE: [u8; 16] = [0xc0; 16];
 const RESPONDER_NONCE: [u8; 32] = [0x5a; 32];
 
 fn header(msg_type: MsgType, seq: u64) -> Header {
@@ -50,43 +60,88 @@ fn header(msg_type: MsgType, seq: u64) -> Header {
 }
 
 struct Fixture {
-    psk: Psk,
-    initiator: Initiator,
+    now: Instant,
+    /// Sent `init`, got `challenge`.
+    first: Initiator,
     init: [u8; INIT_LEN],
-    /// A fresh responder's answer to `init` with `RESPONDER_NONCE`.
+    challenge: [u8; CHALLENGE_LEN],
+    /// Sent `init2` (with the cookie), got `response`.
+    second: Initiator,
+    init2: [u8; INIT_LEN],
     response: [u8; RESPONSE_LEN],
+    /// The responder right after the Challenge: the cookie is outstanding.
+    responder: Responder,
 }
 
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
+        let now = Instant::now();
         let psk = Psk::from_bytes(PSK);
         let mut init = [0u8; INIT_LEN];
-        let (initiator, n) = Initiator::start(
+        let (first, _) = Initiator::start(
             &psk,
+            INITIATOR,
             &header(MsgType::HandshakeInit, 1),
             [0x3c; 32],
             TIMESTAMP,
+            None,
             &mut init,
         )
         .expect("start");
-        assert_eq!(n, INIT_LEN);
-        let mut responder = Responder::new(&psk, CONN_ID).expect("responder");
-        let mut response = [0u8; RESPONSE_LEN];
-        let (_, m) = responder
+        let mut responder = Responder::new(&psk, CONN_ID, RESPONDER).expect("responder");
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        match responder
             .handle_init(
                 &init,
                 RESPONDER_NONCE,
+                COOKIE,
+                now,
                 &header(MsgType::HandshakeResponse, 1),
+                &mut challenge,
+            )
+            .expect("valid init")
+        {
+            Answer::Challenge { len } => assert_eq!(len, CHALLENGE_LEN),
+            Answer::Response { .. } => panic!("a fresh responder answered without a cookie"),
+        }
+        let cookie = first.handle_challenge(&challenge).expect("challenge");
+        let mut init2 = [0u8; INIT_LEN];
+        let (second, _) = Initiator::start(
+            &psk,
+            INITIATOR,
+            &header(MsgType::HandshakeInit, 2),
+            [0x3d; 32],
+            TIMESTAMP + 1,
+            Some(cookie),
+            &mut init2,
+        )
+        .expect("start");
+        let mut response = [0u8; RESPONSE_LEN];
+        let mut used = responder.clone();
+        match used
+            .handle_init(
+                &init2,
+                RESPONDER_NONCE,
+                COOKIE,
+                now,
+                &header(MsgType::HandshakeResponse, 2),
                 &mut response,
             )
-            .expect("valid init");
-        assert_eq!(m, RESPONSE_LEN);
+            .expect("init with cookie")
+        {
+            Answer::Response { len, .. } => assert_eq!(len, RESPONSE_LEN),
+            Answer::Challenge { .. } => panic!("cookie refused"),
+        }
         Fixture {
-            psk,
-            initiator,
+            now,
+            first,
             init,
+            challenge,
+            second,
+            init2,
             response,
+            responder,
         }
     })
 }
@@ -108,56 +163,86 @@ fn keys_match(a: &SessionKeys, b: &SessionKeys) {
     );
 }
 
-/// Feeds `datagram` to a fresh responder; returns whether it was accepted.
+/// Feeds `datagram` to a copy of the fixture's responder; returns whether
+/// it was answered with keys.
 fn feed_init(f: &Fixture, datagram: &[u8]) -> bool {
-    let mut responder = Responder::new(&f.psk, CONN_ID).expect("responder");
+    let mut responder = f.responder.clone();
     // Larger than any reply: a reply must not use what it is given.
     let mut reply = [0xa5u8; 256];
-    let reply_header = header(MsgType::HandshakeResponse, 2);
-    let Ok((r_keys, m)) = responder.handle_init(datagram, [0x77; 32], &reply_header, &mut reply)
-    else {
+    let reply_header = header(MsgType::HandshakeResponse, 3);
+    let Ok(answer) = responder.handle_init(
+        datagram,
+        [0x77; 32],
+        [0x99; 16],
+        f.now,
+        &reply_header,
+        &mut reply,
+    ) else {
         return false;
+    };
+    let (r_keys, m) = match answer {
+        Answer::Response { keys, len } => (Some(keys), len),
+        Answer::Challenge { len } => (None, len),
     };
     assert!(
         m <= datagram.len(),
         "amplification: {m}-byte reply to a {}-byte init",
         datagram.len()
     );
-    assert_eq!(m, RESPONSE_LEN);
     assert!(
         reply[m..].iter().all(|&b| b == 0xa5),
         "wrote past the reply"
     );
     let (h, _) = Header::parse(&reply[..m]).expect("reply parses");
-    assert_eq!(
-        (h.msg_type, h.flags, h.conn_id),
-        (MsgType::HandshakeResponse, Flags::NONE, CONN_ID)
-    );
-    // A replay of the same Init is refused and changes nothing.
+    assert_eq!((h.flags, h.conn_id), (Flags::NONE, CONN_ID));
+    let Some(r_keys) = r_keys else {
+        // A Challenge: the Init had no cookie (the outstanding one would
+        // have been taken).
+        assert_eq!(
+            (h.msg_type, m),
+            (MsgType::HandshakeChallenge, CHALLENGE_LEN)
+        );
+        return false;
+    };
+    assert_eq!((h.msg_type, m), (MsgType::HandshakeResponse, RESPONSE_LEN));
+    // The cookie is used up: the same Init is refused now.
     let last = responder.last_timestamp();
-    assert!(matches!(
-        responder.handle_init(datagram, [0x78; 32], &reply_header, &mut [0u8; 256]),
-        Err(HandshakeError::Replay { .. })
-    ));
+    assert_eq!(
+        responder
+            .handle_init(
+                datagram,
+                [0x78; 32],
+                [0x98; 16],
+                f.now,
+                &reply_header,
+                &mut [0u8; 256]
+            )
+            .unwrap_err(),
+        HandshakeError::BadCookie
+    );
     assert_eq!(responder.last_timestamp(), last);
-    // Our initiator takes the reply exactly when the Init was its own.
-    match f.initiator.handle_response(&reply[..m]) {
+    // The second initiator takes the reply exactly when the Init was its own.
+    match f.second.handle_response(&reply[..m]) {
         Ok(i_keys) => {
             assert_eq!(
                 datagram,
-                &f.init[..],
+                &f.init2[..],
                 "initiator accepted a reply to another init"
             );
             keys_match(&i_keys, &r_keys);
             keys_match(&r_keys, &i_keys);
         }
-        Err(e) => assert_ne!(datagram, &f.init[..], "reply to our own init refused: {e}"),
+        Err(e) => assert_ne!(datagram, &f.init2[..], "reply to our own init refused: {e}"),
     }
     true
 }
 
 fn feed_response(f: &Fixture, datagram: &[u8]) -> bool {
-    f.initiator.handle_response(datagram).is_ok()
+    f.second.handle_response(datagram).is_ok()
+}
+
+fn feed_challenge(f: &Fixture, datagram: &[u8]) -> bool {
+    f.first.handle_challenge(datagram).is_ok()
 }
 
 /// `base` with `mask` XORed over its start; whether the mask changed it.
@@ -175,10 +260,24 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     match mode & 3 {
+        1 => {
+            let (challenge, changed) = xored(&f.challenge, rest);
+            assert_eq!(
+                feed_challenge(f, &challenge),
+                !changed,
+                "altered challenge accepted"
+            );
+            assert!(!feed_init(f, &challenge), "challenge accepted as init");
+            assert!(
+                !feed_response(f, &challenge),
+                "challenge accepted as response"
+            );
+        }
         2 => {
-            let (init, changed) = xored(&f.init, rest);
+            let (init, changed) = xored(&f.init2, rest);
             assert_eq!(feed_init(f, &init), !changed, "altered init accepted");
             assert!(!feed_response(f, &init), "init accepted as response");
+            assert!(!feed_challenge(f, &init), "init accepted as challenge");
         }
         3 => {
             let (response, changed) = xored(&f.response, rest);
@@ -188,13 +287,25 @@ fuzz_target!(|data: &[u8]| {
                 "altered response accepted"
             );
             assert!(!feed_init(f, &response), "response accepted as init");
+            assert!(
+                !feed_challenge(f, &response),
+                "response accepted as challenge"
+            );
         }
         _ => {
+            if rest == &f.init[..] {
+                // The first Init again: a responder that never accepted one
+                // answers it with a Challenge only.
+                assert!(!feed_init(f, rest), "an Init without cookie got keys");
+            }
             if feed_init(f, rest) {
-                assert_eq!(rest, &f.init[..], "forged init accepted");
+                assert_eq!(rest, &f.init2[..], "forged init accepted");
             }
             if feed_response(f, rest) {
                 assert_eq!(rest, &f.response[..], "forged response accepted");
+            }
+            if feed_challenge(f, rest) {
+                assert_eq!(rest, &f.challenge[..], "forged challenge accepted");
             }
         }
     }

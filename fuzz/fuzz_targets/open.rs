@@ -29,8 +29,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use mpt_proto::crypto::{
-    Initiator, Psk, Replay, ReplayWindow, Responder, SessionKeys, INIT_LEN, REPLAY_WINDOW,
-    RESPONSE_LEN, TAG_LEN,
+    Answer, Initiator, Psk, Replay, ReplayWindow, Responder, SessionKeys, INIT_LEN, REPLAY_WINDOW,
+    TAG_LEN,
 };
 use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
 
@@ -61,25 +61,46 @@ fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
         let psk = Psk::from_bytes(PSK);
-        let mut init = [0u8; INIT_LEN];
-        let (initiator, n) = Initiator::start(
-            &psk,
-            &header(MsgType::HandshakeInit, Flags::NONE, 1),
-            [0x1e; 32],
-            1,
-            &mut init,
-        )
-        .expect("start");
-        let mut responder = Responder::new(&psk, CONN_ID).expect("responder");
-        let mut reply = [0u8; RESPONSE_LEN];
-        let (receiver, m) = responder
-            .handle_init(
-                &init[..n],
-                [0xe1; 32],
-                &header(MsgType::HandshakeResponse, Flags::NONE, 1),
-                &mut reply,
+        // A fresh responder challenges the first Init; the second, with
+        // the cookie, gets the keys.
+        let now = std::time::Instant::now();
+        let mut responder = Responder::new(&psk, CONN_ID, *b"fuzz-rsp").expect("responder");
+        let mut reply = [0u8; INIT_LEN];
+        let mut cookie = None;
+        let (initiator, receiver, m) = loop {
+            let mut init = [0u8; INIT_LEN];
+            let (initiator, n) = Initiator::start(
+                &psk,
+                *b"fuzz-ini",
+                &header(MsgType::HandshakeInit, Flags::NONE, 1),
+                [0x1e; 32],
+                1,
+                cookie,
+                &mut init,
             )
-            .expect("init");
+            .expect("start");
+            match responder
+                .handle_init(
+                    &init[..n],
+                    [0xe1; 32],
+                    [0xc0; 16],
+                    now,
+                    &header(MsgType::HandshakeResponse, Flags::NONE, 1),
+                    &mut reply,
+                )
+                .expect("init")
+            {
+                Answer::Response { keys, len } => break (initiator, *keys, len),
+                Answer::Challenge { len } => {
+                    assert!(cookie.is_none(), "cookie refused");
+                    cookie = Some(
+                        initiator
+                            .handle_challenge(&reply[..len])
+                            .expect("challenge"),
+                    );
+                }
+            }
+        };
         let sender = initiator.handle_response(&reply[..m]).expect("response");
 
         // Empty, short, odd-sized and full-MTU payloads, plus a sealed

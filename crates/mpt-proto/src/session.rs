@@ -390,9 +390,9 @@ impl Session {
                 self.on_control(path, msg, now);
                 Received::Control
             }
-            t @ (MsgType::HandshakeInit | MsgType::HandshakeResponse) => {
-                return Err(DropReason::Unsupported(t))
-            }
+            t @ (MsgType::HandshakeInit
+            | MsgType::HandshakeResponse
+            | MsgType::HandshakeChallenge) => return Err(DropReason::Unsupported(t)),
         };
         Ok(received)
     }
@@ -605,6 +605,27 @@ impl Session {
             }
         }
         self.flush_control(now);
+    }
+
+    /// Queues a probe on `path` now, besides the timer's: the daemon sends
+    /// one right after switching to new session keys, so that the peer sees
+    /// a datagram sealed with them at once (key confirmation). Unknown
+    /// paths are ignored.
+    pub fn probe_now(&mut self, path: usize, now: Instant) {
+        let Some(report) = self.path(path).map(Path::report) else {
+            return;
+        };
+        self.queue_transmit(Transmit {
+            path,
+            msg_type: MsgType::Probe,
+            conn_id: self.conn_id,
+            timestamp_us: timestamp_us(self.epoch, now),
+            body: Payload::Keepalive(Keepalive {
+                echo_timestamp_us: 0,
+                echo_path_seq: 0,
+                report,
+            }),
+        });
     }
 
     /// The next datagram to send, if any.

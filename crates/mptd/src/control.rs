@@ -343,6 +343,8 @@ pub fn status(source: &StatusSource) -> Value {
                     "wrong_source": d.wrong_source.get(),
                     "unauthenticated_control": d.unauthenticated_control.get(),
                     "inner_source": d.inner_source.get(),
+                    "handshake_reflected": d.handshake_reflected.get(),
+                    "handshake_challenged": d.handshake_challenged.get(),
                 },
                 "session": {
                     "encrypted": c.crypto.is_some(),

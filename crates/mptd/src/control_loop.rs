@@ -19,7 +19,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mpt_proto::crypto::{HandshakeError, SessionKeys, RESPONSE_LEN, TAG_LEN};
+use mpt_proto::crypto::{HandshakeError, INIT_LEN, TAG_LEN};
 use mpt_proto::path::{AdminStatus, Liveness, PathParams};
 use mpt_proto::wire::{
     ControlBody, ControlMsg, Flags, Header, MsgType, PathAdd, PathName, Refusal, HEADER_LEN,
@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 
 use crate::command::{Outcome, Request, PEER_ANSWER_WAIT};
 use crate::config::{Prefix, MAX_WEIGHT, MAX_WINDOW};
-use crate::handshake::{InitOutcome, KeyExchange};
+use crate::handshake::{ChallengeOutcome, InitOutcome, KeyExchange};
 use crate::pathset::{self, AddError, ConnSetup, Draining, NewPath};
 use crate::rx::ControlDatagram;
 use crate::state::{ConnShared, PathShared, PathView};
@@ -464,7 +464,7 @@ impl ControlLoop {
             return;
         };
         match header.msg_type {
-            MsgType::HandshakeInit | MsgType::HandshakeResponse => {
+            MsgType::HandshakeInit | MsgType::HandshakeResponse | MsgType::HandshakeChallenge => {
                 self.on_handshake(&conn, d, &header, out);
                 return;
             }
@@ -523,6 +523,10 @@ impl ControlLoop {
         }
     }
 
+    /// A handshake message (not sealed; authenticated by its own MAC).
+    /// Refusals are counted and logged at trace level only: anyone can send
+    /// them at will. "Session keys established" is logged once per
+    /// handshake, when the new keys are confirmed.
     fn on_handshake(
         &mut self,
         conn: &ConnShared,
@@ -540,44 +544,79 @@ impl ControlLoop {
             return;
         };
         let bytes = &d.bytes[..d.len.min(d.bytes.len())];
-        let count_error = |e: HandshakeError| match e {
-            HandshakeError::Auth | HandshakeError::UnexpectedResponse => conn.drops.auth.add(1),
-            HandshakeError::Replay { .. } => conn.drops.replay.add(1),
-            HandshakeError::WrongConnection { .. } => conn.drops.unknown_connection.add(1),
-            _ => conn.drops.malformed.add(1),
-        };
-        let installed = |keys: SessionKeys, from| {
-            crypto.install(keys);
-            if let Some(from) = from {
-                if path.learn_remote(from) {
-                    tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address from handshake");
-                }
+        let refused = |e: HandshakeError| {
+            match e {
+                HandshakeError::Auth
+                | HandshakeError::UnexpectedResponse
+                | HandshakeError::BadCookie => conn.drops.auth.add(1),
+                HandshakeError::Reflected => conn.drops.handshake_reflected.add(1),
+                HandshakeError::WrongConnection { .. } => conn.drops.unknown_connection.add(1),
+                _ => conn.drops.malformed.add(1),
             }
-            tracing::info!(conn = %conn.name, path = %path.name, "session keys established");
+            tracing::trace!(conn = %conn.name, path = %path.name, msg = ?header.msg_type, error = %e, "handshake message refused");
         };
+        let limited = || {
+            conn.drops.handshake_rate_limited.add(1);
+            tracing::trace!(conn = %conn.name, path = %path.name, msg = ?header.msg_type, "handshake message over the rate limit");
+        };
+        // Answers go back where the message came from.
+        let to = d.from.or_else(|| path.remote().map(|(a, _)| a));
         match header.msg_type {
             MsgType::HandshakeInit => {
                 let reply_header = next_header(conn, path, d.at);
-                match exchange.on_init(bytes, d.at, &reply_header, &mut out[..RESPONSE_LEN]) {
+                match exchange.on_init(bytes, d.from, d.at, &reply_header, &mut out[..INIT_LEN]) {
                     InitOutcome::Respond { keys, len } => {
-                        let to = d.from.or_else(|| path.remote().map(|(a, _)| a));
-                        installed(*keys, d.from);
+                        // Pending until the peer seals something with them;
+                        // the remote is learnt from that datagram too.
+                        crypto.set_pending(*keys, d.at);
                         exchange.settle(d.at + settle_time(&self.sessions[d.conn]));
+                        tracing::debug!(conn = %conn.name, path = %path.name, "answered a handshake init; keys pending");
+                        if let Some(to) = to {
+                            send(conn, path, &out[..len], to);
+                        }
+                    }
+                    InitOutcome::Challenge { len } => {
+                        conn.drops.handshake_challenged.add(1);
+                        tracing::trace!(conn = %conn.name, path = %path.name, "handshake init not provably fresh; challenged");
                         if let Some(to) = to {
                             send(conn, path, &out[..len], to);
                         }
                     }
                     InitOutcome::OursWins => {}
-                    InitOutcome::RateLimited => conn.drops.handshake_rate_limited.add(1),
-                    InitOutcome::Refused(e) => count_error(e),
+                    InitOutcome::RateLimited => limited(),
+                    InitOutcome::Refused(e) => refused(e),
+                }
+            }
+            MsgType::HandshakeChallenge => {
+                let init_header = next_header(conn, path, d.at);
+                match exchange.on_challenge(bytes, d.from, d.at, &init_header, &mut out[..INIT_LEN])
+                {
+                    ChallengeOutcome::Retry { len } => {
+                        tracing::debug!(conn = %conn.name, path = %path.name, "challenged; sending handshake init with the cookie");
+                        if let Some(to) = to {
+                            send(conn, path, &out[..len], to);
+                        }
+                    }
+                    ChallengeOutcome::RateLimited => limited(),
+                    ChallengeOutcome::Refused(e) => refused(e),
                 }
             }
             _ => match exchange.on_response(bytes) {
                 Ok(keys) => {
-                    installed(keys, d.from);
+                    // The Response proves the peer derived the keys: switch,
+                    // and probe at once so it confirms them without waiting
+                    // for a keepalive.
+                    crypto.switch(keys, d.at);
+                    if let Some(from) = d.from {
+                        if path.learn_remote(from) {
+                            tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address from handshake");
+                        }
+                    }
+                    tracing::info!(conn = %conn.name, path = %path.name, "session keys established");
                     exchange.settle(d.at + settle_time(&self.sessions[d.conn]));
+                    self.sessions[d.conn].probe_now(d.path, d.at);
                 }
-                Err(e) => count_error(e),
+                Err(e) => refused(e),
             },
         }
     }
@@ -611,6 +650,7 @@ impl ControlLoop {
             let table = conn.paths();
             let keys = match (&conn.crypto, self.exchanges.get_mut(ci)) {
                 (Some(crypto), Some(Some(exchange))) => {
+                    crypto.expire(now);
                     let keys = crypto.keys();
                     let all_down = session.paths().all(|(_, p)| p.liveness() == Liveness::Down);
                     if let Some(attempt) = exchange.poll_initiate(keys.is_none() || all_down, now) {

@@ -111,6 +111,8 @@ pub fn render(source: &StatusSource) -> String {
             ("wrong_source", d.wrong_source.get()),
             ("unauthenticated_control", d.unauthenticated_control.get()),
             ("inner_source", d.inner_source.get()),
+            ("handshake_reflected", d.handshake_reflected.get()),
+            ("handshake_challenged", d.handshake_challenged.get()),
         ] {
             drops.push((
                 format!("conn=\"{}\",reason=\"{reason}\"", esc(&c.name)),

@@ -30,16 +30,45 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mpt_proto::crypto::{ReplayWindow, SessionKeys, INIT_LEN, RESPONSE_LEN, TAG_LEN};
+use mpt_proto::crypto::{
+    ReplayWindow, SessionKeys, CHALLENGE_LEN, INIT_LEN, RESPONSE_LEN, TAG_LEN,
+};
 use mpt_proto::reorder::Resequencer;
 use mpt_proto::wire::{check_ip_packet, Flags, Header, MsgType, HEADER_LEN};
 use mpt_proto::{DecodeError, Transmit};
 
-/// Receive-side crypto state of the worker: the keys it last saw and their
-/// replay window (reset whenever the keys change).
-struct RxCrypto {
-    keys: Option<Arc<SessionKeys>>,
+/// Which of the connection's key sets (see `ConnCrypto`) a receive slot
+/// holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyRole {
+    /// Seals; opens first.
+    Current,
+    /// Answered handshake awaiting confirmation: the first datagram it
+    /// opens makes it current.
+    Pending,
+    /// Before the last switch: opens stragglers for a while.
+    Previous,
+}
+
+/// One key set as the worker holds it, with its own replay window.
+struct RxKey {
+    role: KeyRole,
+    keys: Arc<SessionKeys>,
     replay: ReplayWindow,
+}
+
+/// Receive-side crypto state of the worker: the key sets it last saw, in
+/// the order they are tried, each with its replay window (kept as long as
+/// the same keys stay, whatever their role).
+struct RxCrypto {
+    slots: [Option<RxKey>; 3],
+    /// `ConnCrypto::generation` of `slots`.
+    generation: u64,
+    /// The peer was seen sealing with the current keys.
+    peer_on_current: bool,
+    /// A copy of the datagram being opened when more than one key set may
+    /// be tried (a failed open leaves the buffer garbled). Allocated once.
+    scratch: Vec<u8>,
     /// Control messages of the current batch, handed over only after the
     /// batch's data summary is stored: a probe's report must never count
     /// less data than arrived before it (that would read as loss).
@@ -172,8 +201,10 @@ impl RxWorker {
         let mut meta = [RecvMeta::default(); RECV_MESSAGES];
         let mut staging = Staging::new();
         let mut crypto = RxCrypto {
-            keys: None,
-            replay: ReplayWindow::new(),
+            slots: [None, None, None],
+            generation: 0,
+            peer_on_current: false,
+            scratch: Vec::with_capacity(RECV_LEN),
             pending: Vec::with_capacity(RECV_MESSAGES),
         };
         let mut start = 0usize;
@@ -223,20 +254,87 @@ impl RxWorker {
         }
     }
 
-    /// Picks up new session keys (once per batch); new keys start a new
-    /// replay window.
+    /// Picks up changed key sets (checked once per batch); keys new to the
+    /// worker start a new replay window.
     fn refresh_keys(&self, crypto: &mut RxCrypto) {
         let Some(c) = &self.conn.crypto else { return };
-        let current = c.keys();
-        let same = match (&current, &crypto.keys) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        if !same {
-            crypto.keys = current;
-            crypto.replay = ReplayWindow::new();
+        let generation = c.generation();
+        if generation == crypto.generation {
+            return;
         }
+        crypto.generation = generation;
+        let set = c.key_set();
+        crypto.peer_on_current = set.peer_on_current;
+        let mut old = std::mem::take(&mut crypto.slots);
+        let wanted = [
+            (KeyRole::Current, set.current),
+            (KeyRole::Pending, set.pending),
+            (KeyRole::Previous, set.previous),
+        ];
+        for (slot, (role, keys)) in crypto.slots.iter_mut().zip(wanted) {
+            let Some(keys) = keys else { continue };
+            let replay = old
+                .iter_mut()
+                .find(|o| o.as_ref().is_some_and(|o| Arc::ptr_eq(&o.keys, &keys)))
+                .and_then(Option::take)
+                .map_or_else(ReplayWindow::new, |o| o.replay);
+            *slot = Some(RxKey { role, keys, replay });
+        }
+    }
+
+    /// Opens a sealed datagram in place with the first key set that takes
+    /// it (current, pending, previous), checking and then updating that
+    /// set's replay window. Confirms pending keys that open it. Counts and
+    /// returns false if none does.
+    fn open_sealed(&self, dgram: &mut [u8], seq: u64, now: Instant, crypto: &mut RxCrypto) -> bool {
+        let conn = &*self.conn;
+        let candidates = crypto.slots.iter().flatten().count();
+        let (mut tried, mut replayed) = (0usize, false);
+        for i in 0..crypto.slots.len() {
+            let Some(k) = &mut crypto.slots[i] else {
+                continue;
+            };
+            if k.replay.check(seq).is_err() {
+                replayed = true;
+                continue;
+            }
+            if tried == 0 && candidates > 1 {
+                crypto.scratch.clear();
+                crypto.scratch.extend_from_slice(dgram);
+            } else if tried > 0 {
+                dgram.copy_from_slice(&crypto.scratch);
+            }
+            tried += 1;
+            if k.keys.open_datagram(dgram).is_err() {
+                continue;
+            }
+            if k.replay.update(seq).is_err() {
+                conn.drops.replay.add(1);
+                return false;
+            }
+            let Some(c) = &conn.crypto else { return true };
+            match k.role {
+                KeyRole::Current => {
+                    if !crypto.peer_on_current {
+                        crypto.peer_on_current = true;
+                        c.peer_uses(&k.keys, now);
+                    }
+                }
+                KeyRole::Pending => {
+                    if c.confirm(&k.keys, now) {
+                        tracing::info!(conn = %conn.name, "session keys established (confirmed by the peer)");
+                    }
+                }
+                KeyRole::Previous => {}
+            }
+            return true;
+        }
+        if replayed {
+            conn.drops.replay.add(1);
+        } else {
+            conn.drops.auth.add(1);
+        }
+        false
     }
 
     /// Checks, counts and resequences one batch received on `path`.
@@ -364,14 +462,14 @@ impl RxWorker {
         }
         if matches!(
             header.msg_type,
-            MsgType::HandshakeInit | MsgType::HandshakeResponse
+            MsgType::HandshakeInit | MsgType::HandshakeResponse | MsgType::HandshakeChallenge
         ) {
             // Handshakes are authenticated by their own MAC in the control
             // loop; only size-check them here.
-            let expected = if header.msg_type == MsgType::HandshakeInit {
-                INIT_LEN
-            } else {
-                RESPONSE_LEN
+            let expected = match header.msg_type {
+                MsgType::HandshakeInit => INIT_LEN,
+                MsgType::HandshakeResponse => RESPONSE_LEN,
+                _ => CHALLENGE_LEN,
             };
             if conn.crypto.is_none() {
                 conn.drops.unsupported.add(1);
@@ -390,21 +488,8 @@ impl RxWorker {
                 return (Verdict::Drop, dgram);
             }
             (Some(_), true) => {
-                let Some(keys) = &crypto.keys else {
-                    conn.drops.auth.add(1);
-                    return (Verdict::Drop, dgram);
-                };
-                if crypto.replay.check(header.seq).is_err() {
-                    conn.drops.replay.add(1);
-                    return (Verdict::Drop, dgram);
-                }
                 let len = dgram.len();
-                if keys.open_datagram(dgram).is_err() {
-                    conn.drops.auth.add(1);
-                    return (Verdict::Drop, dgram);
-                }
-                if crypto.replay.update(header.seq).is_err() {
-                    conn.drops.replay.add(1);
+                if !self.open_sealed(dgram, header.seq, now, crypto) {
                     return (Verdict::Drop, dgram);
                 }
                 // Plaintext: header then payload; the tag is cut off and the
@@ -446,7 +531,7 @@ impl RxWorker {
                 }
                 Verdict::Skip(header.seq)
             }
-            MsgType::HandshakeInit | MsgType::HandshakeResponse => {
+            MsgType::HandshakeInit | MsgType::HandshakeResponse | MsgType::HandshakeChallenge => {
                 conn.drops.unsupported.add(1);
                 Verdict::Skip(header.seq)
             }

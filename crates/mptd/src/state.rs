@@ -16,7 +16,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mpt_proto::crypto::{Psk, SessionKeys};
 use mpt_proto::reorder::Resequencer;
@@ -83,17 +83,60 @@ pub struct Drops {
     /// Inner packets whose source address is none of the peer's tunnel
     /// addresses or `networks` (one peer posing as another).
     pub inner_source: Counter,
+    /// Authentic handshake messages carrying our own instance id (our own
+    /// messages sent back to us).
+    pub handshake_reflected: Counter,
+    /// Authentic Inits that were not provably fresh (after a restart, a
+    /// replay, a peer clock behind): answered with a Challenge, no keys.
+    pub handshake_challenged: Counter,
+}
+
+/// How long old session keys still open stragglers after the peer was
+/// seen using the new ones.
+pub const OLD_KEYS_GRACE: Duration = Duration::from_secs(2);
+
+/// Longest an initiator keeps its old keys while waiting for the peer's
+/// first datagram under the new ones, and a responder its pending keys
+/// while waiting for confirmation.
+pub const OLD_KEYS_MAX: Duration = Duration::from_secs(30);
+
+/// The key sets of a connection, as the receive worker copies them.
+#[derive(Debug, Clone, Default)]
+pub struct KeySet {
+    /// Keys that seal, and open first.
+    pub current: Option<Arc<SessionKeys>>,
+    /// Responder keys of an answered Init, not yet used by the peer: they
+    /// only open, and the first datagram they open makes them current.
+    pub pending: Option<Arc<SessionKeys>>,
+    /// When `pending` is given up if still unconfirmed.
+    pending_until: Option<Instant>,
+    /// The keys before `current`, opening stragglers until `retire_at`.
+    pub previous: Option<Arc<SessionKeys>>,
+    retire_at: Option<Instant>,
+    /// Whether the peer has been seen sealing with `current`.
+    pub peer_on_current: bool,
 }
 
 /// Encryption state of a connection with a `key_file`.
+///
+/// Key confirmation: the responder of a handshake does not switch when it
+/// answers; its new keys are *pending* until a datagram sealed with them
+/// opens (the receive worker calls [`ConnCrypto::confirm`]), so a replayed
+/// Init or a lost Response never leaves it sealing with keys the peer does
+/// not have. The initiator switches on the Response (which proves the
+/// responder derived the keys) with [`ConnCrypto::switch`]. Either way the
+/// old keys keep opening for a while: until [`OLD_KEYS_GRACE`] after the
+/// peer was first seen on the new keys (at most [`OLD_KEYS_MAX`]).
 #[derive(Debug)]
 pub struct ConnCrypto {
     /// The pre-shared key.
     pub psk: Psk,
-    /// Current session keys, published by the control loop after a
-    /// handshake; workers read them once per batch.
-    keys: RwLock<Option<Arc<SessionKeys>>>,
-    /// Handshakes completed (either role).
+    /// The key sets; the control loop and the receive worker write them,
+    /// workers read them once per batch.
+    keys: RwLock<KeySet>,
+    /// Bumped on every change of `keys`.
+    generation: AtomicU64,
+    /// Handshakes completed (either role): new keys confirmed.
     pub handshakes: Counter,
 }
 
@@ -102,27 +145,133 @@ impl ConnCrypto {
     pub fn new(psk: Psk) -> ConnCrypto {
         ConnCrypto {
             psk,
-            keys: RwLock::new(None),
+            keys: RwLock::new(KeySet::default()),
+            generation: AtomicU64::new(1),
             handshakes: Counter::default(),
         }
     }
 
-    /// The current session keys, if a handshake completed.
+    fn write(&self, f: impl FnOnce(&mut KeySet) -> bool) -> bool {
+        let mut g = match self.keys.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let changed = f(&mut g);
+        if changed {
+            self.generation.fetch_add(1, Relaxed);
+        }
+        changed
+    }
+
+    /// The current session keys (those that seal), if a handshake
+    /// completed.
     pub fn keys(&self) -> Option<Arc<SessionKeys>> {
+        match self.keys.read() {
+            Ok(g) => g.current.clone(),
+            Err(poisoned) => poisoned.into_inner().current.clone(),
+        }
+    }
+
+    /// All key sets, for the receive worker.
+    pub fn key_set(&self) -> KeySet {
         match self.keys.read() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    /// Installs new session keys.
-    pub fn install(&self, keys: SessionKeys) {
-        let keys = Some(Arc::new(keys));
-        match self.keys.write() {
-            Ok(mut g) => *g = keys,
-            Err(poisoned) => *poisoned.into_inner() = keys,
-        }
+    /// Changes whenever the key sets change.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    /// Holds the keys of an Init we answered until the peer uses them (at
+    /// most [`OLD_KEYS_MAX`]).
+    pub fn set_pending(&self, keys: SessionKeys, now: Instant) {
+        let keys = Arc::new(keys);
+        self.write(|k| {
+            k.pending = Some(keys);
+            k.pending_until = Some(now + OLD_KEYS_MAX);
+            true
+        });
+    }
+
+    /// Switches to the keys of a handshake we initiated (the Response
+    /// confirmed them); the old ones keep opening for a while.
+    pub fn switch(&self, keys: SessionKeys, now: Instant) {
+        let keys = Arc::new(keys);
+        self.write(|k| {
+            k.previous = k.current.take();
+            k.retire_at = k.previous.as_ref().map(|_| now + OLD_KEYS_MAX);
+            k.current = Some(keys);
+            k.pending = None;
+            k.pending_until = None;
+            k.peer_on_current = false;
+            true
+        });
         self.handshakes.add(1);
+    }
+
+    /// A datagram opened under the pending `keys`: the peer has them, so
+    /// they become current. Returns whether they did (false if they are no
+    /// longer pending).
+    pub fn confirm(&self, keys: &Arc<SessionKeys>, now: Instant) -> bool {
+        let done = self.write(|k| {
+            if !k.pending.as_ref().is_some_and(|p| Arc::ptr_eq(p, keys)) {
+                return false;
+            }
+            k.previous = k.current.take();
+            k.retire_at = k.previous.as_ref().map(|_| now + OLD_KEYS_GRACE);
+            k.current = k.pending.take();
+            k.pending_until = None;
+            k.peer_on_current = true;
+            true
+        });
+        if done {
+            self.handshakes.add(1);
+        }
+        done
+    }
+
+    /// A datagram opened under the current `keys`: the peer uses them, so
+    /// the old keys only have [`OLD_KEYS_GRACE`] left.
+    pub fn peer_uses(&self, keys: &Arc<SessionKeys>, now: Instant) {
+        self.write(|k| {
+            if k.peer_on_current || !k.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, keys)) {
+                return false;
+            }
+            k.peer_on_current = true;
+            k.retire_at = k.retire_at.map(|t| t.min(now + OLD_KEYS_GRACE));
+            true
+        });
+    }
+
+    /// Drops old keys, and pending keys never confirmed, whose time is up
+    /// (control loop, every round).
+    pub fn expire(&self, now: Instant) {
+        let due = |k: &KeySet| {
+            k.retire_at.is_some_and(|t| t <= now) || k.pending_until.is_some_and(|t| t <= now)
+        };
+        let any = match self.keys.read() {
+            Ok(g) => due(&g),
+            Err(_) => true,
+        };
+        if any {
+            self.write(|k| {
+                if !due(k) {
+                    return false;
+                }
+                if k.retire_at.is_some_and(|t| t <= now) {
+                    k.previous = None;
+                    k.retire_at = None;
+                }
+                if k.pending_until.is_some_and(|t| t <= now) {
+                    k.pending = None;
+                    k.pending_until = None;
+                }
+                true
+            });
+        }
     }
 }
 

@@ -1,30 +1,53 @@
-//! The pre-shared-key handshake: one round trip that gives both peers
-//! fresh session keys.
+//! The pre-shared-key handshake (version 2): one round trip that gives both
+//! peers fresh session keys, two when the responder cannot tell the Init is
+//! fresh.
 //!
 //! ```text
-//! HandshakeInit body (72 bytes)          HandshakeResponse body (64 bytes)
-//! offset size                             offset size
-//!      0   32  initiator nonce                 0   32  responder nonce
-//!     32    8  timestamp (u64, BE)            32   16  init mac (echo)
-//!     40   16  zero padding                   48   16  mac
-//!     56   16  mac
+//! HandshakeInit body (80 bytes)    HandshakeResponse body (72)    HandshakeChallenge body (56)
+//! offset size                      offset size                    offset size
+//!      0   32  initiator nonce          0   32  responder nonce        0   16  cookie
+//!     32    8  timestamp (u64, BE)     32    8  instance id           16    8  instance id
+//!     40    8  instance id             40   16  init mac (echo)       24   16  init mac (echo)
+//!     48   16  cookie (zero: none)     56   16  mac                   40   16  mac
+//!     64   16  mac
 //! ```
 //!
-//! * `mac` = the first 16 bytes of HMAC-SHA256(mac key, header (24 bytes)
-//!   || body up to the mac), mac key = HKDF(psk, "mpt v1 handshake mac").
-//!   Both datagrams are sent with flags 0 (not sealed); the MAC covers the
-//!   whole header, so type, connection id and sequence numbers are bound.
-//! * The Init's `timestamp` must strictly increase per initiator (e.g. Unix
-//!   time in nanoseconds): the responder refuses one not above the last it
-//!   accepted, so a captured Init cannot be replayed to reset the session.
-//!   A retransmission is therefore a new Init (new nonce, new timestamp).
-//! * The response echoes the Init's mac, which binds it to that one Init;
-//!   the initiator refuses a response to any other.
-//! * The padding makes the Init (96 bytes) larger than the response (88),
-//!   so a forged source address gains no amplification.
-//! * Session keys come from both nonces ([`SessionKeys`], `kdf.rs`).
+//! * `mac` = the first 16 bytes of HMAC-SHA256(key, header (24 bytes) ||
+//!   body up to the mac). Each message kind has its own key
+//!   (`kdf.rs`: "mpt v2 init mac", "mpt v2 response mac", "mpt v2 challenge
+//!   mac"), so a Response can never be taken for an Init, nor the other way
+//!   round, even where lengths would allow it. All three are sent with
+//!   flags 0; the MAC covers the whole header (type, connection id,
+//!   sequence numbers).
+//! * `instance id`: 8 random bytes the sender drew when it started, the
+//!   same in every message it sends. A side refuses any handshake message
+//!   that carries its own instance id ([`HandshakeError::Reflected`]): with
+//!   one PSK on both ends, that is the only thing telling "my own Init,
+//!   bounced back to me" from "the peer's Init".
+//! * Freshness does not rest on clocks alone. The responder accepts an Init
+//!   without a cookie only when it accepted one from this peer before in
+//!   its own lifetime and the timestamp is above the last accepted one.
+//!   Otherwise (just started, a replay, or an initiator whose clock is
+//!   behind) it answers with a Challenge holding a random cookie it keeps
+//!   for [`COOKIE_LIFETIME`]. The initiator answers an authentic Challenge
+//!   to its pending Init with a new Init carrying the cookie, which is
+//!   accepted whatever its timestamp, once. A captured Init replayed to a
+//!   freshly started responder therefore earns a Challenge, never keys.
+//! * Response and Challenge echo the Init's mac, which ties them to that
+//!   one Init; the initiator refuses an answer to any other.
+//! * Init (104 bytes) > Response (96) > Challenge (80): a forged source
+//!   address gains no amplification.
+//! * Session keys come from both nonces ([`SessionKeys`], `kdf.rs`). A
+//!   Response proves to the initiator that the responder derived them; the
+//!   responder learns the same only from the first datagram sealed with
+//!   them (key confirmation, done by the daemon).
 //!
-//! Parsers check the exact length first and never panic.
+//! Verification (length, header, connection id, MAC, instance id, cookie)
+//! never changes state, so the caller can check a message before spending
+//! any rate-limiter token on it. Parsers check the exact length first and
+//! never panic.
+
+use std::time::{Duration, Instant};
 
 use ring::hmac;
 
@@ -38,27 +61,51 @@ use crate::wire::{Flags, Header, MsgType, HEADER_LEN};
 pub const NONCE_LEN: usize = 32;
 /// Length of a (truncated) handshake MAC.
 pub const MAC_LEN: usize = 16;
+/// Length of an instance id.
+pub const INSTANCE_LEN: usize = 8;
+/// Length of a cookie.
+pub const COOKIE_LEN: usize = 16;
 const TIMESTAMP_LEN: usize = 8;
-const PADDING_LEN: usize = 16;
+
+/// A sender's instance id: random, drawn at start, kept for its lifetime.
+pub type InstanceId = [u8; INSTANCE_LEN];
+/// A responder's cookie: random, handed out in a Challenge.
+pub type Cookie = [u8; COOKIE_LEN];
+
+/// How long a cookie handed out in a Challenge stays valid.
+pub const COOKIE_LIFETIME: Duration = Duration::from_secs(5);
+/// Cookies outstanding at once per responder; a new one replaces the
+/// oldest.
+pub const MAX_COOKIES: usize = 4;
 
 /// Length of a `HandshakeInit` body.
-pub const INIT_BODY_LEN: usize = NONCE_LEN + TIMESTAMP_LEN + PADDING_LEN + MAC_LEN;
+pub const INIT_BODY_LEN: usize = NONCE_LEN + TIMESTAMP_LEN + INSTANCE_LEN + COOKIE_LEN + MAC_LEN;
 /// Length of a `HandshakeResponse` body.
-pub const RESPONSE_BODY_LEN: usize = NONCE_LEN + MAC_LEN + MAC_LEN;
+pub const RESPONSE_BODY_LEN: usize = NONCE_LEN + INSTANCE_LEN + MAC_LEN + MAC_LEN;
+/// Length of a `HandshakeChallenge` body.
+pub const CHALLENGE_BODY_LEN: usize = COOKIE_LEN + INSTANCE_LEN + MAC_LEN + MAC_LEN;
 /// Length of a whole `HandshakeInit` datagram.
 pub const INIT_LEN: usize = HEADER_LEN + INIT_BODY_LEN;
 /// Length of a whole `HandshakeResponse` datagram.
 pub const RESPONSE_LEN: usize = HEADER_LEN + RESPONSE_BODY_LEN;
+/// Length of a whole `HandshakeChallenge` datagram.
+pub const CHALLENGE_LEN: usize = HEADER_LEN + CHALLENGE_BODY_LEN;
 
-// No amplification: the answer is never larger than the question.
+// No amplification: an answer is never larger than the question.
 const _: () = assert!(RESPONSE_LEN <= INIT_LEN);
+const _: () = assert!(CHALLENGE_LEN <= INIT_LEN);
 
 // Body offsets.
 const INIT_TIMESTAMP: usize = NONCE_LEN;
-const INIT_PADDING: usize = INIT_TIMESTAMP + TIMESTAMP_LEN;
-const INIT_MAC: usize = INIT_PADDING + PADDING_LEN;
-const RESPONSE_INIT_MAC: usize = NONCE_LEN;
+const INIT_INSTANCE: usize = INIT_TIMESTAMP + TIMESTAMP_LEN;
+const INIT_COOKIE: usize = INIT_INSTANCE + INSTANCE_LEN;
+const INIT_MAC: usize = INIT_COOKIE + COOKIE_LEN;
+const RESPONSE_INSTANCE: usize = NONCE_LEN;
+const RESPONSE_INIT_MAC: usize = RESPONSE_INSTANCE + INSTANCE_LEN;
 const RESPONSE_MAC: usize = RESPONSE_INIT_MAC + MAC_LEN;
+const CHALLENGE_INSTANCE: usize = COOKIE_LEN;
+const CHALLENGE_INIT_MAC: usize = CHALLENGE_INSTANCE + INSTANCE_LEN;
+const CHALLENGE_MAC: usize = CHALLENGE_INIT_MAC + MAC_LEN;
 
 /// Why a handshake message was refused or could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -91,20 +138,17 @@ pub enum HandshakeError {
     /// The MAC does not verify: forged, altered, or another PSK.
     #[error("handshake authentication failed")]
     Auth,
-    /// An authentic Init whose padding is not zero (a later version?).
-    #[error("non-zero padding in handshake init")]
-    BadPadding,
-    /// An authentic Init whose timestamp is not above the last accepted
-    /// one: a replay (or an initiator clock that went backwards).
-    #[error("replayed handshake init (timestamp {timestamp} <= last {last})")]
-    Replay {
-        /// Timestamp in the Init.
-        timestamp: u64,
-        /// Last timestamp accepted.
-        last: u64,
-    },
-    /// An authentic response to another Init than ours (a stale one).
-    #[error("handshake response answers another init")]
+    /// An authentic message carrying our own instance id: one of our own
+    /// messages sent back to us.
+    #[error("handshake message carries our own instance id (reflected)")]
+    Reflected,
+    /// An authentic Init with a cookie that is not outstanding: never
+    /// handed out, expired, or already used.
+    #[error("handshake init with an unknown, expired or used cookie")]
+    BadCookie,
+    /// An authentic Response or Challenge to another Init than ours (a
+    /// stale one).
+    #[error("handshake answer to another init")]
     UnexpectedResponse,
     /// The caller's buffer is too small for the message.
     #[error("cannot emit handshake message: {0}")]
@@ -132,13 +176,13 @@ pub(super) fn mac(key: &hmac::Key, header: &[u8], body: &[u8]) -> [u8; MAC_LEN] 
     out
 }
 
-/// Compares two MACs in time independent of where they differ (ring's
-/// `hmac::verify` only takes untruncated tags).
-fn mac_eq(a: &[u8], b: &[u8; MAC_LEN]) -> bool {
+/// Compares two byte strings of `N` bytes in time independent of where
+/// they differ (ring's `hmac::verify` only takes untruncated tags).
+fn ct_eq<const N: usize>(a: &[u8], b: &[u8; N]) -> bool {
     let diff = a
         .iter()
         .zip(b)
-        .fold(u8::from(a.len() != MAC_LEN), |acc, (x, y)| acc | (x ^ y));
+        .fold(u8::from(a.len() != N), |acc, (x, y)| acc | (x ^ y));
     std::hint::black_box(diff) == 0
 }
 
@@ -150,13 +194,35 @@ fn to_array<const N: usize>(bytes: &[u8]) -> [u8; N] {
     out
 }
 
-/// Checks length, header type and flags of a received handshake datagram
-/// and splits it into header bytes, header and body.
-fn split(
-    datagram: &[u8],
+/// The three handshake MAC keys of one PSK.
+#[derive(Clone)]
+struct MacKeys {
+    init: hmac::Key,
+    response: hmac::Key,
+    challenge: hmac::Key,
+}
+
+impl MacKeys {
+    fn derive(psk: &Psk) -> Result<MacKeys, Unspecified> {
+        Ok(MacKeys {
+            init: kdf::handshake_mac_key(psk, kdf::INFO_INIT_MAC)?,
+            response: kdf::handshake_mac_key(psk, kdf::INFO_RESPONSE_MAC)?,
+            challenge: kdf::handshake_mac_key(psk, kdf::INFO_CHALLENGE_MAC)?,
+        })
+    }
+}
+
+/// Checks length, header type, flags, connection id and MAC of a received
+/// handshake datagram; returns its body. `mac_at` is the MAC's offset in
+/// the body.
+fn verify<'a>(
+    datagram: &'a [u8],
     expected: MsgType,
     body_len: usize,
-) -> Result<(&[u8], Header, &[u8]), HandshakeError> {
+    conn_id: u32,
+    key: &hmac::Key,
+    mac_at: usize,
+) -> Result<&'a [u8], HandshakeError> {
     if datagram.len() != HEADER_LEN + body_len {
         return Err(HandshakeError::BadLength {
             len: datagram.len(),
@@ -167,18 +233,31 @@ fn split(
     if header.msg_type != expected || header.flags != Flags::NONE {
         return Err(HandshakeError::UnexpectedHeader { expected });
     }
-    Ok((&datagram[..HEADER_LEN], header, body))
+    if header.conn_id != conn_id {
+        return Err(HandshakeError::WrongConnection {
+            expected: conn_id,
+            got: header.conn_id,
+        });
+    }
+    let expected_mac = mac(key, &datagram[..HEADER_LEN], &body[..mac_at]);
+    if !ct_eq(&body[mac_at..], &expected_mac) {
+        return Err(HandshakeError::Auth);
+    }
+    Ok(body)
 }
 
-/// The first `len` bytes of `buf`, with `template` written into them as an
-/// unsealed header of `msg_type` for `conn_id`.
-fn emit_header<'a>(
+/// Writes an unsealed header of `msg_type` for `conn_id` (other fields
+/// from `template`) into the first `len` bytes of `buf`, then `fill` the
+/// body up to the MAC, then the MAC under `key`. Returns the MAC.
+fn emit(
     template: &Header,
     msg_type: MsgType,
     conn_id: u32,
     len: usize,
-    buf: &'a mut [u8],
-) -> Result<&'a mut [u8], HandshakeError> {
+    buf: &mut [u8],
+    key: &hmac::Key,
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<[u8; MAC_LEN], HandshakeError> {
     let have = buf.len();
     let out = buf
         .get_mut(..len)
@@ -190,18 +269,24 @@ fn emit_header<'a>(
         ..*template
     }
     .emit(out)?;
-    Ok(out)
+    let (head, body) = out.split_at_mut(HEADER_LEN);
+    let mac_at = body.len() - MAC_LEN;
+    fill(&mut body[..mac_at]);
+    let m = mac(key, head, &body[..mac_at]);
+    body[mac_at..].copy_from_slice(&m);
+    Ok(m)
 }
 
 /// The initiator's side of one handshake attempt.
 ///
-/// Each attempt (and each retransmission) is a new `Initiator` with a new
-/// nonce and a larger timestamp; keep only the latest and drop it once it
-/// has produced keys.
+/// Each attempt (and each retransmission, and the retry with a cookie) is
+/// a new `Initiator` with a new nonce and a larger timestamp; keep only the
+/// latest and drop it once it has produced keys.
 #[derive(Clone)]
 pub struct Initiator {
     psk: Psk,
-    mac_key: hmac::Key,
+    keys: MacKeys,
+    instance: InstanceId,
     conn_id: u32,
     timestamp: u64,
     nonce: [u8; NONCE_LEN],
@@ -220,36 +305,43 @@ impl std::fmt::Debug for Initiator {
 impl Initiator {
     /// Starts a handshake: writes the `HandshakeInit` datagram
     /// ([`INIT_LEN`] bytes) into `buf` and returns the state awaiting the
-    /// response, with the datagram length.
+    /// answer, with the datagram length.
     ///
-    /// `nonce` must be fresh random bytes; `timestamp` must be above every
-    /// timestamp this PSK's initiator used before (Unix time in nanoseconds
-    /// does it). `header` supplies path id, sequence numbers, send timestamp
-    /// and the connection id; type and flags are set here.
+    /// `instance` is the sender's instance id; `nonce` must be fresh random
+    /// bytes; `timestamp` should be above every timestamp this initiator
+    /// used before (Unix time in nanoseconds does it; a clock that is
+    /// behind only costs a Challenge round). `cookie` is the one from the
+    /// responder's Challenge, if answering one. `header` supplies path id,
+    /// sequence numbers, send timestamp and the connection id; type and
+    /// flags are set here.
     pub fn start(
         psk: &Psk,
+        instance: InstanceId,
         header: &Header,
         nonce: [u8; NONCE_LEN],
         timestamp: u64,
+        cookie: Option<Cookie>,
         buf: &mut [u8],
     ) -> Result<(Initiator, usize), HandshakeError> {
-        let mac_key = kdf::handshake_mac_key(psk)?;
-        let out = emit_header(
+        let keys = MacKeys::derive(psk)?;
+        let init_mac = emit(
             header,
             MsgType::HandshakeInit,
             header.conn_id,
             INIT_LEN,
             buf,
+            &keys.init,
+            |body| {
+                body[..NONCE_LEN].copy_from_slice(&nonce);
+                body[INIT_TIMESTAMP..INIT_INSTANCE].copy_from_slice(&timestamp.to_be_bytes());
+                body[INIT_INSTANCE..INIT_COOKIE].copy_from_slice(&instance);
+                body[INIT_COOKIE..INIT_MAC].copy_from_slice(&cookie.unwrap_or_default());
+            },
         )?;
-        let (head, body) = out.split_at_mut(HEADER_LEN);
-        body[..NONCE_LEN].copy_from_slice(&nonce);
-        body[INIT_TIMESTAMP..INIT_PADDING].copy_from_slice(&timestamp.to_be_bytes());
-        body[INIT_PADDING..INIT_MAC].fill(0);
-        let init_mac = mac(&mac_key, head, &body[..INIT_MAC]);
-        body[INIT_MAC..].copy_from_slice(&init_mac);
         let initiator = Initiator {
             psk: psk.clone(),
-            mac_key,
+            keys,
+            instance,
             conn_id: header.conn_id,
             timestamp,
             nonce,
@@ -263,28 +355,29 @@ impl Initiator {
         self.conn_id
     }
 
-    /// The timestamp sent in the Init; the next attempt must use a larger
+    /// The timestamp sent in the Init; the next attempt should use a larger
     /// one.
     pub fn timestamp(&self) -> u64 {
         self.timestamp
     }
 
     /// Takes in a received `HandshakeResponse` datagram (header included)
-    /// and returns the session keys if it authenticates and answers our
-    /// Init. The initiator seals with the initiator-to-responder key.
+    /// and returns the session keys if it authenticates, comes from
+    /// another instance and answers our Init. The initiator seals with the
+    /// initiator-to-responder key.
     pub fn handle_response(&self, datagram: &[u8]) -> Result<SessionKeys, HandshakeError> {
-        let (head, header, body) = split(datagram, MsgType::HandshakeResponse, RESPONSE_BODY_LEN)?;
-        if header.conn_id != self.conn_id {
-            return Err(HandshakeError::WrongConnection {
-                expected: self.conn_id,
-                got: header.conn_id,
-            });
+        let body = verify(
+            datagram,
+            MsgType::HandshakeResponse,
+            RESPONSE_BODY_LEN,
+            self.conn_id,
+            &self.keys.response,
+            RESPONSE_MAC,
+        )?;
+        if ct_eq(&body[RESPONSE_INSTANCE..RESPONSE_INIT_MAC], &self.instance) {
+            return Err(HandshakeError::Reflected);
         }
-        let expected = mac(&self.mac_key, head, &body[..RESPONSE_MAC]);
-        if !mac_eq(&body[RESPONSE_MAC..], &expected) {
-            return Err(HandshakeError::Auth);
-        }
-        if !mac_eq(&body[RESPONSE_INIT_MAC..RESPONSE_MAC], &self.init_mac) {
+        if !ct_eq(&body[RESPONSE_INIT_MAC..RESPONSE_MAC], &self.init_mac) {
             return Err(HandshakeError::UnexpectedResponse);
         }
         let responder_nonce: [u8; NONCE_LEN] = to_array(&body[..NONCE_LEN]);
@@ -295,22 +388,94 @@ impl Initiator {
             Role::Initiator,
         )?)
     }
+
+    /// Takes in a received `HandshakeChallenge` datagram and returns its
+    /// cookie if it authenticates, comes from another instance and answers
+    /// our Init. Send a new Init ([`Initiator::start`]) with that cookie.
+    pub fn handle_challenge(&self, datagram: &[u8]) -> Result<Cookie, HandshakeError> {
+        let body = verify(
+            datagram,
+            MsgType::HandshakeChallenge,
+            CHALLENGE_BODY_LEN,
+            self.conn_id,
+            &self.keys.challenge,
+            CHALLENGE_MAC,
+        )?;
+        if ct_eq(
+            &body[CHALLENGE_INSTANCE..CHALLENGE_INIT_MAC],
+            &self.instance,
+        ) {
+            return Err(HandshakeError::Reflected);
+        }
+        if !ct_eq(&body[CHALLENGE_INIT_MAC..CHALLENGE_MAC], &self.init_mac) {
+            return Err(HandshakeError::UnexpectedResponse);
+        }
+        Ok(to_array(&body[..COOKIE_LEN]))
+    }
 }
 
-/// The responder's side: answers authentic, fresh Inits for one connection.
+/// An authentic Init from another instance, as [`Responder::verify_init`]
+/// found it. Nothing has changed in the responder yet.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct VerifiedInit {
+    /// The Init's timestamp.
+    pub timestamp: u64,
+    /// The initiator's instance id.
+    pub instance: InstanceId,
+    /// Whether the Init carries a (valid, outstanding) cookie.
+    pub has_cookie: bool,
+    /// Whether [`Responder::answer`] would answer with keys (a Response)
+    /// rather than a Challenge.
+    pub fresh: bool,
+    cookie: Cookie,
+    initiator_nonce: [u8; NONCE_LEN],
+    init_mac: [u8; MAC_LEN],
+}
+
+impl std::fmt::Debug for VerifiedInit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifiedInit")
+            .field("timestamp", &self.timestamp)
+            .field("has_cookie", &self.has_cookie)
+            .field("fresh", &self.fresh)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the responder answered an Init.
+#[derive(Debug)]
+pub enum Answer {
+    /// A `HandshakeResponse` of `len` bytes is in the reply buffer; these
+    /// are the responder's session keys (unconfirmed until the initiator
+    /// seals something with them).
+    Response {
+        /// The responder's keys (boxed: they are large next to the other
+        /// variant).
+        keys: Box<SessionKeys>,
+        /// Length of the reply datagram.
+        len: usize,
+    },
+    /// A `HandshakeChallenge` of `len` bytes is in the reply buffer; no
+    /// keys.
+    Challenge {
+        /// Length of the reply datagram.
+        len: usize,
+    },
+}
+
+/// The responder's side: answers authentic Inits for one connection.
 ///
-/// Keeps the last accepted Init timestamp. It lives as long as the daemon;
-/// after a restart it starts at 0 (or at what [`Responder::set_last_timestamp`]
-/// restores), so an Init captured before the restart could be accepted once.
-/// Such a replay yields keys the attacker does not know, so the daemon
-/// should keep using its previous keys until the first datagram sealed with
-/// the new ones opens (key confirmation).
+/// Keeps the last accepted Init timestamp (0: none yet in this lifetime)
+/// and the cookies it handed out. It lives as long as the daemon.
 #[derive(Clone)]
 pub struct Responder {
     psk: Psk,
-    mac_key: hmac::Key,
+    keys: MacKeys,
+    instance: InstanceId,
     conn_id: u32,
     last_timestamp: u64,
+    cookies: [Option<(Cookie, Instant)>; MAX_COOKIES],
+    next_cookie: usize,
 }
 
 impl std::fmt::Debug for Responder {
@@ -323,14 +488,18 @@ impl std::fmt::Debug for Responder {
 }
 
 impl Responder {
-    /// A responder for connection `conn_id` holding `psk`. It accepts any
-    /// timestamp above 0 first.
-    pub fn new(psk: &Psk, conn_id: u32) -> Result<Responder, HandshakeError> {
+    /// A responder for connection `conn_id` holding `psk`; `instance` is
+    /// this side's instance id (the same its initiator uses). It answers
+    /// the first Init with a Challenge.
+    pub fn new(psk: &Psk, conn_id: u32, instance: InstanceId) -> Result<Responder, HandshakeError> {
         Ok(Responder {
             psk: psk.clone(),
-            mac_key: kdf::handshake_mac_key(psk)?,
+            keys: MacKeys::derive(psk)?,
+            instance,
             conn_id,
             last_timestamp: 0,
+            cookies: [None; MAX_COOKIES],
+            next_cookie: 0,
         })
     }
 
@@ -344,73 +513,155 @@ impl Responder {
         self.last_timestamp
     }
 
-    /// Restores the last accepted timestamp, e.g. persisted across a
-    /// restart; later Inits must carry a larger one.
-    pub fn set_last_timestamp(&mut self, timestamp: u64) {
-        self.last_timestamp = timestamp;
+    /// The slot of an outstanding, unexpired cookie equal to `cookie`.
+    fn cookie_slot(&self, cookie: &Cookie, now: Instant) -> Option<usize> {
+        let mut found = None;
+        for (i, slot) in self.cookies.iter().enumerate() {
+            if let Some((c, issued)) = slot {
+                let alive = now.saturating_duration_since(*issued) <= COOKIE_LIFETIME;
+                if ct_eq(c, cookie) && alive {
+                    found = Some(i);
+                }
+            }
+        }
+        found
     }
 
-    /// Takes in a received `HandshakeInit` datagram (header included). If
-    /// it authenticates and its timestamp is fresh, writes the
-    /// `HandshakeResponse` datagram ([`RESPONSE_LEN`] bytes) into `reply`
-    /// and returns the responder's session keys and the reply length.
-    ///
-    /// `nonce` must be fresh random bytes. `reply_header` supplies path id,
-    /// sequence numbers and send timestamp; type, flags and connection id
-    /// are set here. Nothing changes unless this succeeds. Apply the
-    /// [`super::RateLimiter`]s before calling.
-    pub fn handle_init(
-        &mut self,
+    /// Checks a received `HandshakeInit` datagram (header included):
+    /// length, header, connection id, MAC, instance id and cookie. Changes
+    /// nothing: call it before spending rate-limiter tokens, then
+    /// [`Responder::answer`].
+    pub fn verify_init(
+        &self,
         datagram: &[u8],
+        now: Instant,
+    ) -> Result<VerifiedInit, HandshakeError> {
+        let body = verify(
+            datagram,
+            MsgType::HandshakeInit,
+            INIT_BODY_LEN,
+            self.conn_id,
+            &self.keys.init,
+            INIT_MAC,
+        )?;
+        let instance: InstanceId = to_array(&body[INIT_INSTANCE..INIT_COOKIE]);
+        if ct_eq(&instance, &self.instance) {
+            return Err(HandshakeError::Reflected);
+        }
+        let cookie: Cookie = to_array(&body[INIT_COOKIE..INIT_MAC]);
+        let has_cookie = cookie != [0u8; COOKIE_LEN];
+        if has_cookie && self.cookie_slot(&cookie, now).is_none() {
+            return Err(HandshakeError::BadCookie);
+        }
+        let timestamp = u64::from_be_bytes(to_array(&body[INIT_TIMESTAMP..INIT_INSTANCE]));
+        let fresh = has_cookie || (self.last_timestamp != 0 && timestamp > self.last_timestamp);
+        Ok(VerifiedInit {
+            timestamp,
+            instance,
+            has_cookie,
+            fresh,
+            cookie,
+            initiator_nonce: to_array(&body[..NONCE_LEN]),
+            init_mac: to_array(&body[INIT_MAC..]),
+        })
+    }
+
+    /// Answers a verified Init: with a `HandshakeResponse` and the
+    /// responder's session keys if it is fresh (a valid cookie, or a
+    /// timestamp above the last accepted one in this lifetime), else with
+    /// a `HandshakeChallenge` holding `cookie`, remembered for
+    /// [`COOKIE_LIFETIME`]. The reply goes into `reply`.
+    ///
+    /// `nonce` and `cookie` must be fresh random bytes (an all-zero cookie
+    /// is replaced, since zero means "none"). `reply_header` supplies path
+    /// id, sequence numbers and send timestamp; type, flags and connection
+    /// id are set here. A used cookie is consumed. Nothing changes if this
+    /// fails.
+    pub fn answer(
+        &mut self,
+        init: &VerifiedInit,
         nonce: [u8; NONCE_LEN],
+        mut cookie: Cookie,
+        now: Instant,
         reply_header: &Header,
         reply: &mut [u8],
-    ) -> Result<(SessionKeys, usize), HandshakeError> {
-        if reply.len() < RESPONSE_LEN {
-            return Err(EncodeError::BufferTooSmall {
-                needed: RESPONSE_LEN,
-                have: reply.len(),
+    ) -> Result<Answer, HandshakeError> {
+        let slot = if init.has_cookie {
+            Some(
+                self.cookie_slot(&init.cookie, now)
+                    .ok_or(HandshakeError::BadCookie)?,
+            )
+        } else {
+            None
+        };
+        let fresh =
+            slot.is_some() || (self.last_timestamp != 0 && init.timestamp > self.last_timestamp);
+        if !fresh {
+            if cookie == [0u8; COOKIE_LEN] {
+                cookie[0] = 1;
             }
-            .into());
+            let len = CHALLENGE_LEN;
+            emit(
+                reply_header,
+                MsgType::HandshakeChallenge,
+                self.conn_id,
+                len,
+                reply,
+                &self.keys.challenge,
+                |body| {
+                    body[..COOKIE_LEN].copy_from_slice(&cookie);
+                    body[CHALLENGE_INSTANCE..CHALLENGE_INIT_MAC].copy_from_slice(&self.instance);
+                    body[CHALLENGE_INIT_MAC..CHALLENGE_MAC].copy_from_slice(&init.init_mac);
+                },
+            )?;
+            // The slot of an expired or the oldest cookie.
+            let i = self
+                .cookies
+                .iter()
+                .position(|s| {
+                    s.is_none_or(|(_, t)| now.saturating_duration_since(t) > COOKIE_LIFETIME)
+                })
+                .unwrap_or(self.next_cookie % MAX_COOKIES);
+            self.cookies[i] = Some((cookie, now));
+            self.next_cookie = (i + 1) % MAX_COOKIES;
+            return Ok(Answer::Challenge { len });
         }
-        let (head, header, body) = split(datagram, MsgType::HandshakeInit, INIT_BODY_LEN)?;
-        if header.conn_id != self.conn_id {
-            return Err(HandshakeError::WrongConnection {
-                expected: self.conn_id,
-                got: header.conn_id,
-            });
-        }
-        let expected = mac(&self.mac_key, head, &body[..INIT_MAC]);
-        if !mac_eq(&body[INIT_MAC..], &expected) {
-            return Err(HandshakeError::Auth);
-        }
-        if body[INIT_PADDING..INIT_MAC].iter().any(|&b| b != 0) {
-            return Err(HandshakeError::BadPadding);
-        }
-        let timestamp = u64::from_be_bytes(to_array(&body[INIT_TIMESTAMP..INIT_PADDING]));
-        if timestamp <= self.last_timestamp {
-            return Err(HandshakeError::Replay {
-                timestamp,
-                last: self.last_timestamp,
-            });
-        }
-        let initiator_nonce: [u8; NONCE_LEN] = to_array(&body[..NONCE_LEN]);
-        let keys = SessionKeys::derive(&self.psk, &initiator_nonce, &nonce, Role::Responder)?;
-
-        let datagram = emit_header(
+        let keys = SessionKeys::derive(&self.psk, &init.initiator_nonce, &nonce, Role::Responder)?;
+        emit(
             reply_header,
             MsgType::HandshakeResponse,
             self.conn_id,
             RESPONSE_LEN,
             reply,
+            &self.keys.response,
+            |body| {
+                body[..NONCE_LEN].copy_from_slice(&nonce);
+                body[RESPONSE_INSTANCE..RESPONSE_INIT_MAC].copy_from_slice(&self.instance);
+                body[RESPONSE_INIT_MAC..RESPONSE_MAC].copy_from_slice(&init.init_mac);
+            },
         )?;
-        let (out_head, out) = datagram.split_at_mut(HEADER_LEN);
-        out[..NONCE_LEN].copy_from_slice(&nonce);
-        out[RESPONSE_INIT_MAC..RESPONSE_MAC].copy_from_slice(&expected);
-        let response_mac = mac(&self.mac_key, out_head, &out[..RESPONSE_MAC]);
-        out[RESPONSE_MAC..].copy_from_slice(&response_mac);
+        if let Some(i) = slot {
+            self.cookies[i] = None;
+        }
+        self.last_timestamp = init.timestamp;
+        Ok(Answer::Response {
+            keys: Box::new(keys),
+            len: RESPONSE_LEN,
+        })
+    }
 
-        self.last_timestamp = timestamp;
-        Ok((keys, RESPONSE_LEN))
+    /// [`Responder::verify_init`] then [`Responder::answer`], for callers
+    /// that apply no rate limit in between.
+    pub fn handle_init(
+        &mut self,
+        datagram: &[u8],
+        nonce: [u8; NONCE_LEN],
+        cookie: Cookie,
+        now: Instant,
+        reply_header: &Header,
+        reply: &mut [u8],
+    ) -> Result<Answer, HandshakeError> {
+        let init = self.verify_init(datagram, now)?;
+        self.answer(&init, nonce, cookie, now, reply_header, reply)
     }
 }

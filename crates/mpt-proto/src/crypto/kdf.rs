@@ -1,7 +1,9 @@
 //! Key derivation: HKDF-SHA256 (RFC 5869) from the PSK.
 //!
-//! * handshake MAC key: `HKDF(salt = "", IKM = psk, info = "mpt v1 handshake mac")`,
-//!   32 bytes, used as an HMAC-SHA256 key;
+//! * handshake MAC keys, one per message role so that no message can pass
+//!   for another: `HKDF(salt = "", IKM = psk, info = label)`, 32 bytes each,
+//!   used as HMAC-SHA256 keys, with the labels `"mpt v2 init mac"`,
+//!   `"mpt v2 response mac"` and `"mpt v2 challenge mac"`;
 //! * session keys: `HKDF(salt = initiator_nonce || responder_nonce,
 //!   IKM = psk, info = "mpt v1 session keys")`, 64 bytes: the first 32 are
 //!   the initiator-to-responder ChaCha20-Poly1305 key, the last 32 the
@@ -12,8 +14,12 @@ use ring::hmac;
 
 use super::Psk;
 
-/// HKDF info of the handshake MAC key.
-pub(crate) const INFO_HANDSHAKE_MAC: &[u8] = b"mpt v1 handshake mac";
+/// HKDF info of the MAC key of `HandshakeInit` messages.
+pub(crate) const INFO_INIT_MAC: &[u8] = b"mpt v2 init mac";
+/// HKDF info of the MAC key of `HandshakeResponse` messages.
+pub(crate) const INFO_RESPONSE_MAC: &[u8] = b"mpt v2 response mac";
+/// HKDF info of the MAC key of `HandshakeChallenge` messages.
+pub(crate) const INFO_CHALLENGE_MAC: &[u8] = b"mpt v2 challenge mac";
 /// HKDF info of the session keys.
 pub(crate) const INFO_SESSION_KEYS: &[u8] = b"mpt v1 session keys";
 /// Length of one ChaCha20-Poly1305 key.
@@ -40,12 +46,12 @@ impl hkdf::KeyType for Len {
     }
 }
 
-/// The HMAC-SHA256 key that authenticates handshake messages.
-pub(crate) fn handshake_mac_key(psk: &Psk) -> Result<hmac::Key, Unspecified> {
+/// The HMAC-SHA256 key that authenticates one kind of handshake message;
+/// `label` is one of the `INFO_*_MAC` constants.
+pub(crate) fn handshake_mac_key(psk: &Psk, label: &[u8]) -> Result<hmac::Key, Unspecified> {
     let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &[]).extract(psk.as_bytes());
     let mut out = [0u8; 32];
-    prk.expand(&[INFO_HANDSHAKE_MAC], Len(out.len()))?
-        .fill(&mut out)?;
+    prk.expand(&[label], Len(out.len()))?.fill(&mut out)?;
     Ok(hmac::Key::new(hmac::HMAC_SHA256, &out))
 }
 

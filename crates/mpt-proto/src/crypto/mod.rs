@@ -3,31 +3,51 @@
 //!
 //! Sans-IO like the rest of the crate: nothing here reads a clock or a
 //! random source. The caller passes in fresh random nonces (32 bytes from
-//! the OS generator), handshake timestamps and `now`. All primitives come
-//! from `ring` (HKDF-SHA256, HMAC-SHA256, ChaCha20-Poly1305); nothing is
-//! hand-rolled.
+//! the OS generator), cookies, its instance id, handshake timestamps and
+//! `now`. All primitives come from `ring` (HKDF-SHA256, HMAC-SHA256,
+//! ChaCha20-Poly1305); nothing is hand-rolled.
 //!
 //! How the pieces fit (the daemon drives them in this order):
 //!
-//! 1. Both peers hold the same [`Psk`]. The initiator calls
-//!    [`Initiator::start`] with a fresh nonce and a strictly increasing
-//!    timestamp and sends the `HandshakeInit` it emitted.
-//! 2. The responder checks its [`RateLimiter`]s (per source address and
-//!    global), then calls [`Responder::handle_init`], which authenticates the
-//!    Init, rejects replays (timestamp not above the last accepted one),
-//!    emits the `HandshakeResponse` and returns the responder's
-//!    [`SessionKeys`].
-//! 3. The initiator calls [`Initiator::handle_response`] and gets the same
-//!    keys with the directions swapped.
-//! 4. Every message is then sealed with [`SessionKeys::seal_datagram`] (the
+//! 1. Both peers hold the same [`Psk`]; each draws a random [`InstanceId`]
+//!    when it starts. The initiator calls [`Initiator::start`] with a fresh
+//!    nonce and a timestamp and sends the `HandshakeInit` it emitted.
+//! 2. The responder calls [`Responder::verify_init`] first: length, header,
+//!    connection id, MAC, instance id (its own means the Init was reflected
+//!    back to it) and cookie, without changing anything. Only an authentic
+//!    Init goes on to the rate limiters: a per-source [`SourceLimiter`]
+//!    table and a per-connection [`RateLimiter`]. Forgeries cost one HMAC
+//!    and never a token, so junk cannot crowd out a genuine peer.
+//! 3. [`Responder::answer`] then answers with a `HandshakeResponse` and the
+//!    responder's [`SessionKeys`] if the Init is provably fresh (a cookie
+//!    it handed out, or a timestamp above the last one it accepted in its
+//!    own lifetime), else with a `HandshakeChallenge` carrying a cookie.
+//!    Clocks are a hint, not a proof: a replay after a restart, or a peer
+//!    whose clock is behind, earns a Challenge; the genuine peer comes back
+//!    with the cookie one round trip later, a replayer cannot.
+//! 4. The initiator takes a Challenge ([`Initiator::handle_challenge`]) by
+//!    sending a new Init with the cookie, and a Response
+//!    ([`Initiator::handle_response`]) by switching to the keys: the
+//!    Response proves the responder derived them.
+//! 5. The responder holds its new keys as pending and keeps sealing with
+//!    the old ones until a datagram sealed with the new keys opens (key
+//!    confirmation): an Init that was replayed or whose answer was lost
+//!    never makes it use keys the peer does not have. Old keys stay for
+//!    opening stragglers a short while after a switch.
+//! 6. Every message is then sealed with [`SessionKeys::seal_datagram`] (the
 //!    header, with [`crate::wire::Flags::SEALED`], is associated data; the
 //!    connection sequence number is the nonce). The receiver parses the
-//!    header, asks its [`ReplayWindow::check`], opens with
+//!    header, asks the key set's [`ReplayWindow::check`], opens with
 //!    [`SessionKeys::open_datagram`] and only then calls
 //!    [`ReplayWindow::update`].
-//! 5. Before the sequence number reaches [`REKEY_AFTER_MESSAGES`]
+//! 7. Before the sequence number reaches [`REKEY_AFTER_MESSAGES`]
 //!    ([`SessionKeys::must_rekey`]) the initiator runs a new handshake; a
 //!    key never seals at or beyond [`REJECT_AFTER_MESSAGES`].
+//!
+//! Role binding: each message kind has its own MAC key (HKDF labels "mpt v2
+//! init mac", "mpt v2 response mac", "mpt v2 challenge mac"), so no message
+//! passes for another, and each carries its sender's instance id, so a side
+//! never accepts its own messages sent back to it.
 //!
 //! What this does not give: forward secrecy. Session keys are derived from
 //! the PSK and two nonces sent in clear, so whoever records the traffic and
@@ -46,10 +66,11 @@ mod replay;
 
 pub use aead::{AeadError, SessionKeys, REJECT_AFTER_MESSAGES, REKEY_AFTER_MESSAGES, TAG_LEN};
 pub use handshake::{
-    HandshakeError, Initiator, Responder, INIT_BODY_LEN, INIT_LEN, MAC_LEN, NONCE_LEN,
-    RESPONSE_BODY_LEN, RESPONSE_LEN,
+    Answer, Cookie, HandshakeError, Initiator, InstanceId, Responder, VerifiedInit,
+    CHALLENGE_BODY_LEN, CHALLENGE_LEN, COOKIE_LEN, COOKIE_LIFETIME, INIT_BODY_LEN, INIT_LEN,
+    INSTANCE_LEN, MAC_LEN, MAX_COOKIES, NONCE_LEN, RESPONSE_BODY_LEN, RESPONSE_LEN,
 };
-pub use ratelimit::RateLimiter;
+pub use ratelimit::{RateLimiter, SourceLimiter};
 pub use replay::{Replay, ReplayWindow, BITMAP_BITS as REPLAY_BITMAP_BITS, REPLAY_WINDOW};
 
 /// Length of a pre-shared key in bytes.

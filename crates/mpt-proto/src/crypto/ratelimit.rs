@@ -1,11 +1,18 @@
-//! A token bucket for handshake responses, with time passed in.
+//! Token buckets for handshake answers, with time passed in.
 //!
-//! Answering a `HandshakeInit` costs an HMAC, a key derivation and a
-//! datagram; the daemon keeps one [`RateLimiter`] per source address (a
-//! small bounded table) and one global, and answers only when both allow.
-//! The response is never larger than the Init, so even an unlimited
-//! responder amplifies nothing; the limiter bounds the work.
+//! Answering a `HandshakeInit` costs a key derivation and a datagram; the
+//! daemon keeps one [`RateLimiter`] per source address (a bounded
+//! [`SourceLimiter`] table) and one per connection, and answers only when
+//! both allow. Only messages whose MAC verified reach the buckets: forged
+//! datagrams cost one HMAC each and never spend a token, so junk cannot
+//! keep a genuine peer out. An answer is never larger than the Init, so
+//! even an unlimited responder amplifies nothing; the limiters bound the
+//! work an authentic-but-replayed flood can cause, and the per-source
+//! table keeps one replaying source from using up the per-connection
+//! budget alone.
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::Instant;
 
 /// Units of one token: token counts are kept in billionths so that refill
@@ -71,6 +78,63 @@ impl RateLimiter {
     }
 }
 
+/// One token bucket per key (a source address), at most `capacity` keys:
+/// when the table is full, a new key takes the place of the one used least
+/// recently. Lookups are a hash-map access; eviction scans the table,
+/// which only happens for authenticated messages from a new source.
+#[derive(Debug, Clone)]
+pub struct SourceLimiter<K> {
+    per_sec: u32,
+    burst: u32,
+    capacity: usize,
+    table: HashMap<K, (RateLimiter, Instant)>,
+}
+
+impl<K: Eq + Hash + Copy> SourceLimiter<K> {
+    /// Buckets of `burst` tokens refilled at `per_sec` per second, for at
+    /// most `capacity` keys (at least one).
+    pub fn new(per_sec: u32, burst: u32, capacity: usize) -> SourceLimiter<K> {
+        SourceLimiter {
+            per_sec,
+            burst,
+            capacity: capacity.max(1),
+            table: HashMap::new(),
+        }
+    }
+
+    /// Whether `key` may have one more event at `now`; takes a token of its
+    /// bucket if so. An unknown key starts with a full bucket.
+    pub fn allow(&mut self, key: K, now: Instant) -> bool {
+        if !self.table.contains_key(&key) && self.table.len() >= self.capacity {
+            let oldest = self
+                .table
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                self.table.remove(&k);
+            }
+        }
+        let (per_sec, burst) = (self.per_sec, self.burst);
+        let entry = self
+            .table
+            .entry(key)
+            .or_insert_with(|| (RateLimiter::new(per_sec, burst), now));
+        entry.1 = entry.1.max(now);
+        entry.0.allow(now)
+    }
+
+    /// How many keys the table holds.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +186,32 @@ mod tests {
         assert!(!r.allow(t - Duration::from_secs(5)));
         assert!(!r.allow(t + Duration::from_millis(999)));
         assert!(r.allow(t + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn per_source_buckets_are_independent_and_bounded() {
+        let t = t0();
+        let mut s = SourceLimiter::new(5, 3, 4);
+        for _ in 0..3 {
+            assert!(s.allow(1u32, t));
+        }
+        assert!(!s.allow(1, t), "source 1 spent its burst");
+        // Another source is not affected.
+        for _ in 0..3 {
+            assert!(s.allow(2, t));
+        }
+        assert!(!s.allow(2, t));
+        // Refill: 5/s is one token per 200 ms.
+        assert!(s.allow(1, t + Duration::from_millis(200)));
+        // The table never grows beyond its capacity; the least recently
+        // used source (2) goes first.
+        for k in 10..20u32 {
+            assert!(s.allow(k, t + Duration::from_millis(300 + u64::from(k))));
+            assert!(s.len() <= 4);
+        }
+        assert_eq!(s.len(), 4);
+        // Source 2 was evicted and comes back with a full bucket.
+        assert!(s.allow(2, t + Duration::from_millis(400)));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use super::*;
 use crate::wire::{Flags, Header, MsgType, HEADER_LEN};
 use proptest::prelude::*;
+use std::time::{Duration, Instant};
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
@@ -56,26 +57,107 @@ fn data_buf(seq: u64, payload: &[u8]) -> Vec<u8> {
     buf[HEADER_LEN..HEADER_LEN + payload.len()].copy_from_slice(payload);
     buf
 }
+/// The initiator's and the responder's instance ids in these tests.
+const INST_I: InstanceId = [0xe0, 0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7];
+const INST_R: InstanceId = [0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7];
 
-/// Runs a full handshake; returns (initiator keys, responder keys).
-fn handshake(psk_i: &Psk, psk_r: &Psk) -> Result<(SessionKeys, SessionKeys), HandshakeError> {
-    let mut init = [0xa5u8; 200];
-    let (initiator, n) = Initiator::start(
-        psk_i,
-        &header(MsgType::HandshakeInit, Flags::NONE, 1),
-        pattern(0x40),
-        1_000,
+#[allow(clippy::disallowed_methods)]
+fn t0() -> Instant {
+    Instant::now()
+}
+
+fn responder(psk: &Psk) -> Responder {
+    Responder::new(psk, CONN, INST_R).unwrap()
+}
+
+/// An Init from `INST_I` with `nonce` pattern and `timestamp`.
+fn make_init_with(
+    psk: &Psk,
+    timestamp: u64,
+    nonce: u8,
+    cookie: Option<Cookie>,
+) -> (Initiator, [u8; INIT_LEN]) {
+    let mut init = [0u8; INIT_LEN];
+    let (i, n) = Initiator::start(
+        psk,
+        INST_I,
+        &header(MsgType::HandshakeInit, Flags::NONE, u64::from(nonce)),
+        pattern(nonce),
+        timestamp,
+        cookie,
         &mut init,
-    )?;
-    let mut responder = Responder::new(psk_r, CONN)?;
+    )
+    .unwrap();
+    assert_eq!(n, INIT_LEN);
+    (i, init)
+}
+
+fn make_init(timestamp: u64, nonce: u8) -> (Initiator, [u8; INIT_LEN]) {
+    make_init_with(&psk(), timestamp, nonce, None)
+}
+
+/// What a responder sent back.
+#[derive(Debug)]
+enum Reply {
+    Response(Box<SessionKeys>, Vec<u8>),
+    Challenge(Vec<u8>),
+}
+
+impl Reply {
+    fn challenge(self) -> Vec<u8> {
+        match self {
+            Reply::Challenge(c) => c,
+            Reply::Response(..) => panic!("expected a challenge, got a response"),
+        }
+    }
+    fn response(self) -> (SessionKeys, Vec<u8>) {
+        match self {
+            Reply::Response(k, d) => (*k, d),
+            Reply::Challenge(_) => panic!("expected a response, got a challenge"),
+        }
+    }
+}
+
+/// Feeds `init` to `r` at `now` with responder nonce 80..9f and cookie
+/// c0..cf.
+fn respond_at(r: &mut Responder, init: &[u8], now: Instant) -> Result<Reply, HandshakeError> {
     let mut reply = [0xa5u8; 200];
-    let (r_keys, m) = responder.handle_init(
-        &init[..n],
+    match r.handle_init(
+        init,
         pattern(0x80),
+        pattern(0xc0),
+        now,
         &header(MsgType::HandshakeResponse, Flags::NONE, 1),
         &mut reply,
-    )?;
-    let i_keys = initiator.handle_response(&reply[..m])?;
+    )? {
+        Answer::Response { keys, len } => {
+            assert_eq!(len, RESPONSE_LEN);
+            assert!(reply[len..].iter().all(|&b| b == 0xa5));
+            Ok(Reply::Response(keys, reply[..len].to_vec()))
+        }
+        Answer::Challenge { len } => {
+            assert_eq!(len, CHALLENGE_LEN);
+            assert!(reply[len..].iter().all(|&b| b == 0xa5));
+            Ok(Reply::Challenge(reply[..len].to_vec()))
+        }
+    }
+}
+
+fn respond(r: &mut Responder, init: &[u8]) -> Result<Reply, HandshakeError> {
+    respond_at(r, init, t0())
+}
+
+/// A full handshake with a fresh responder: Init, Challenge, Init with
+/// the cookie, Response. Returns (initiator keys, responder keys).
+fn handshake(psk_i: &Psk, psk_r: &Psk) -> Result<(SessionKeys, SessionKeys), HandshakeError> {
+    let now = t0();
+    let mut r = responder(psk_r);
+    let (i1, init1) = make_init_with(psk_i, 1_000, 0x40, None);
+    let challenge = respond_at(&mut r, &init1, now)?.challenge();
+    let cookie = i1.handle_challenge(&challenge)?;
+    let (i2, init2) = make_init_with(psk_i, 1_001, 0x41, Some(cookie));
+    let (r_keys, response) = respond_at(&mut r, &init2, now)?.response();
+    let i_keys = i2.handle_response(&response)?;
     Ok((i_keys, r_keys))
 }
 
@@ -92,12 +174,19 @@ const PAYLOAD: &[u8] = b"mpt known-answer payload";
 const KAT_I2R: &str = "110100020102030400000000000001020a0b0c0d112233440fbf8c9cde35f57c04d7865dea59a46bafe2cff78b1c27dc997c5779a06e571b4ae241b93f2229ca";
 /// The same payload sealed by the responder with the same header.
 const KAT_R2I: &str = "110100020102030400000000000001020a0b0c0d112233448cb6fb281a89608340dabaaec2684d3d6be2062bebf642a1c3202b4ba08eee6726ab7e033f7b89fb";
-/// `Initiator::start` with psk 00..1f, nonce 40..5f, timestamp
-/// 0x0102030405060708, header `header(HandshakeInit, NONE, 1)`.
-const KAT_INIT: &str = "150000020102030400000000000000010a0b0c0d11223344404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f010203040506070800000000000000000000000000000000549dfcbcddd8a29e5f51ca04ab518c50";
-/// The responder's answer to KAT_INIT with nonce 80..9f and header
-/// `header(HandshakeResponse, NONE, 1)`.
-const KAT_RESPONSE: &str = "160000020102030400000000000000010a0b0c0d11223344808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f549dfcbcddd8a29e5f51ca04ab518c506dbe7d9ef9f2cf1d0df52ea8b0132a6e";
+/// `Initiator::start` with psk 00..1f, instance e0..e7, nonce 40..5f,
+/// timestamp 0x0102030405060708, no cookie, header
+/// `header(HandshakeInit, NONE, 1)`.
+const KAT_INIT: &str = "150000020102030400000000000000010a0b0c0d11223344404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f0102030405060708e0e1e2e3e4e5e6e7000000000000000000000000000000004e24edefb7db8d44d5a163b272e2ca1a";
+/// A fresh responder's (instance f0..f7) Challenge to KAT_INIT with cookie
+/// c0..cf and header `header(HandshakeResponse, NONE, 1)` (the type is
+/// set by the handshake).
+const KAT_CHALLENGE: &str = "170000020102030400000000000000010a0b0c0d11223344c0c1c2c3c4c5c6c7c8c9cacbcccdcecff0f1f2f3f4f5f6f74e24edefb7db8d44d5a163b272e2ca1abd4229642519f97a7928cab742d4a93a";
+/// The initiator's second Init: as KAT_INIT but timestamp
+/// 0x0102030405060709 and cookie c0..cf.
+const KAT_INIT_COOKIE: &str = "150000020102030400000000000000010a0b0c0d11223344404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f0102030405060709e0e1e2e3e4e5e6e7c0c1c2c3c4c5c6c7c8c9cacbcccdcecff30d9e82fa635c9b7198d11c263354f4";
+/// The responder's Response to KAT_INIT_COOKIE with nonce 80..9f.
+const KAT_RESPONSE: &str = "160000020102030400000000000000010a0b0c0d11223344808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9ff0f1f2f3f4f5f6f7f30d9e82fa635c9b7198d11c263354f43055c54116e7789998e179356e039a71";
 
 fn kat_keys(role: Role) -> SessionKeys {
     SessionKeys::derive(&psk(), &pattern(0x40), &pattern(0x80), role).unwrap()
@@ -136,36 +225,38 @@ fn kat_opens_with_the_peer_keys_only() {
 
 #[test]
 fn kat_handshake_messages() {
-    let mut buf = [0xa5u8; INIT_LEN + 4];
-    let (initiator, n) = Initiator::start(
-        &psk(),
-        &header(MsgType::HandshakeInit, Flags::NONE, 1),
-        pattern(0x40),
-        0x0102_0304_0506_0708,
-        &mut buf,
-    )
-    .unwrap();
-    assert_eq!(n, INIT_LEN);
-    assert_eq!(to_hex(&buf[..n]), KAT_INIT);
-    assert_eq!(&buf[n..], &[0xa5; 4]);
-
-    let mut responder = Responder::new(&psk(), CONN).unwrap();
-    let mut reply = [0xa5u8; RESPONSE_LEN + 4];
-    let (r_keys, m) = responder
-        .handle_init(
-            &buf[..n],
-            pattern(0x80),
-            &header(MsgType::HandshakeResponse, Flags::NONE, 1),
-            &mut reply,
+    let now = t0();
+    let start = |ts: u64, cookie: Option<Cookie>| {
+        let mut buf = [0xa5u8; INIT_LEN + 4];
+        let (initiator, n) = Initiator::start(
+            &psk(),
+            INST_I,
+            &header(MsgType::HandshakeInit, Flags::NONE, 1),
+            pattern(0x40),
+            ts,
+            cookie,
+            &mut buf,
         )
         .unwrap();
-    assert_eq!(m, RESPONSE_LEN);
-    assert_eq!(to_hex(&reply[..m]), KAT_RESPONSE);
-    assert_eq!(&reply[m..], &[0xa5; 4]);
-    assert_eq!(responder.last_timestamp(), 0x0102_0304_0506_0708);
+        assert_eq!(n, INIT_LEN);
+        assert_eq!(&buf[n..], &[0xa5; 4]);
+        (initiator, buf[..n].to_vec())
+    };
+    let (first, init) = start(0x0102_0304_0506_0708, None);
+    let mut responder = responder(&psk());
+    let challenge = respond_at(&mut responder, &init, now).unwrap().challenge();
+    let (second, init2) = start(0x0102_0304_0506_0709, Some(pattern(0xc0)));
+    let (r_keys, response) = respond_at(&mut responder, &init2, now).unwrap().response();
+    let show = [&init, &challenge, &init2, &response].map(|d| to_hex(d));
+    assert_eq!(show[0], KAT_INIT);
+    assert_eq!(show[1], KAT_CHALLENGE);
+    assert_eq!(show[2], KAT_INIT_COOKIE);
+    assert_eq!(show[3], KAT_RESPONSE);
+    assert_eq!(first.handle_challenge(&challenge).unwrap(), pattern(0xc0));
+    assert_eq!(responder.last_timestamp(), 0x0102_0304_0506_0709);
 
     // Both ends derive the KAT keys.
-    let i_keys = initiator.handle_response(&reply[..m]).unwrap();
+    let i_keys = second.handle_response(&response).unwrap();
     let mut dgram = data_buf(0x0102, PAYLOAD);
     let len = i_keys.seal_datagram(&mut dgram, PAYLOAD.len()).unwrap();
     assert_eq!(to_hex(&dgram[..len]), KAT_I2R);
@@ -179,22 +270,26 @@ fn handshake_body_layout() {
     let mut buf = [0xa5u8; INIT_LEN];
     Initiator::start(
         &psk(),
+        INST_I,
         &header(MsgType::Data, Flags::SEALED, 9),
         pattern(0x40),
         0x0102_0304_0506_0708,
+        Some(pattern(0xc0)),
         &mut buf,
     )
     .unwrap();
     // Type and flags are set by the handshake, not taken from the template.
     let (h, body) = Header::parse(&buf).unwrap();
     assert_eq!(h, header(MsgType::HandshakeInit, Flags::NONE, 9));
+    assert_eq!(body.len(), 80);
     assert_eq!(&body[..32], &pattern::<32>(0x40));
     assert_eq!(&body[32..40], &[1, 2, 3, 4, 5, 6, 7, 8]);
-    assert_eq!(&body[40..56], &[0; 16]);
-    let key = kdf::handshake_mac_key(&psk()).unwrap();
+    assert_eq!(&body[40..48], &INST_I);
+    assert_eq!(&body[48..64], &pattern::<16>(0xc0));
+    let key = kdf::handshake_mac_key(&psk(), kdf::INFO_INIT_MAC).unwrap();
     assert_eq!(
-        &body[56..72],
-        &handshake::mac(&key, &buf[..HEADER_LEN], &body[..56])
+        &body[64..80],
+        &handshake::mac(&key, &buf[..HEADER_LEN], &body[..64])
     );
 }
 
@@ -373,204 +468,359 @@ fn wrong_psk_is_an_auth_error() {
     let other = Psk::from_bytes(pattern(0x01));
     assert_eq!(handshake(&psk(), &other).unwrap_err(), HandshakeError::Auth);
 
-    // And at the initiator: a response made with another PSK.
-    let mut init = [0u8; INIT_LEN];
-    let (initiator, _) = Initiator::start(
-        &psk(),
-        &header(MsgType::HandshakeInit, Flags::NONE, 1),
-        pattern(0x40),
-        5,
-        &mut init,
-    )
-    .unwrap();
-    let mut other_init = [0u8; INIT_LEN];
-    Initiator::start(
-        &other,
-        &header(MsgType::HandshakeInit, Flags::NONE, 1),
-        pattern(0x40),
-        5,
-        &mut other_init,
-    )
-    .unwrap();
-    let mut responder = Responder::new(&other, CONN).unwrap();
-    let mut reply = [0u8; RESPONSE_LEN];
-    responder
-        .handle_init(
-            &other_init,
-            pattern(0x80),
-            &header(MsgType::HandshakeResponse, Flags::NONE, 1),
-            &mut reply,
-        )
-        .unwrap();
+    // And at the initiator: a challenge and a response made with another
+    // PSK, for an Init that looks the same.
+    let (initiator, _) = make_init(5, 0x40);
+    let (_, other_init) = make_init_with(&other, 5, 0x40, None);
+    let mut r = Responder::new(&other, CONN, INST_R).unwrap();
+    let challenge = respond(&mut r, &other_init).unwrap().challenge();
     assert_eq!(
-        initiator.handle_response(&reply).unwrap_err(),
+        initiator.handle_challenge(&challenge).unwrap_err(),
+        HandshakeError::Auth
+    );
+    let (_, other_init2) = make_init_with(&other, 6, 0x40, Some(pattern(0xc0)));
+    let (_, response) = respond(&mut r, &other_init2).unwrap().response();
+    assert_eq!(
+        initiator.handle_response(&response).unwrap_err(),
         HandshakeError::Auth
     );
 }
 
-fn make_init(timestamp: u64, nonce: u8) -> (Initiator, [u8; INIT_LEN]) {
-    let mut init = [0u8; INIT_LEN];
-    let (i, _) = Initiator::start(
-        &psk(),
-        &header(MsgType::HandshakeInit, Flags::NONE, u64::from(nonce)),
-        pattern(nonce),
-        timestamp,
-        &mut init,
-    )
-    .unwrap();
-    (i, init)
-}
-
-fn respond(r: &mut Responder, init: &[u8]) -> Result<[u8; RESPONSE_LEN], HandshakeError> {
-    let mut reply = [0u8; RESPONSE_LEN];
-    r.handle_init(
-        init,
-        pattern(0x80),
-        &header(MsgType::HandshakeResponse, Flags::NONE, 1),
-        &mut reply,
-    )?;
-    Ok(reply)
-}
-
 #[test]
-fn replayed_init_is_refused() {
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    let (_, first) = make_init(100, 0x40);
-    respond(&mut r, &first).unwrap();
-    assert_eq!(r.last_timestamp(), 100);
-    // The very same datagram.
+fn own_init_reflected_is_refused() {
+    // A side's responder shares the instance id of its initiator: its own
+    // Init sent back to it is authentic (same PSK) but refused.
+    let now = t0();
+    let (_, init) = make_init(10, 0x40);
+    let mut me = Responder::new(&psk(), CONN, INST_I).unwrap();
     assert_eq!(
-        respond(&mut r, &first).unwrap_err(),
-        HandshakeError::Replay {
-            timestamp: 100,
-            last: 100
-        }
+        me.verify_init(&init, now).unwrap_err(),
+        HandshakeError::Reflected
     );
-    // Same timestamp, other nonce; older timestamp.
-    let (_, same) = make_init(100, 0x41);
-    assert!(matches!(
-        respond(&mut r, &same),
-        Err(HandshakeError::Replay { .. })
-    ));
-    let (_, older) = make_init(99, 0x42);
-    assert!(matches!(
-        respond(&mut r, &older),
-        Err(HandshakeError::Replay { .. })
-    ));
-    // Zero is never fresh.
-    let mut fresh = Responder::new(&psk(), CONN).unwrap();
-    let (_, zero) = make_init(0, 0x43);
-    assert!(matches!(
-        respond(&mut fresh, &zero),
-        Err(HandshakeError::Replay { .. })
-    ));
-    // A newer one is accepted.
-    let (_, newer) = make_init(101, 0x44);
-    respond(&mut r, &newer).unwrap();
+    assert_eq!(
+        respond_at(&mut me, &init, now).unwrap_err(),
+        HandshakeError::Reflected
+    );
+    // Even after a session: the timestamp rule does not come into it.
+    let (_, init2) = make_init(u64::MAX, 0x41);
+    assert_eq!(
+        respond_at(&mut me, &init2, now).unwrap_err(),
+        HandshakeError::Reflected
+    );
+    assert_eq!(me.last_timestamp(), 0);
+    // The peer (another instance) takes the same Init.
+    let mut peer = responder(&psk());
+    respond_at(&mut peer, &init, now).unwrap().challenge();
+}
+
+#[test]
+fn a_response_cannot_pass_as_an_init() {
+    let now = t0();
+    let mut r = responder(&psk());
+    let (i1, init1) = make_init(10, 0x40);
+    let challenge = respond_at(&mut r, &init1, now).unwrap().challenge();
+    let (i2, init2) = make_init_with(
+        &psk(),
+        11,
+        0x41,
+        Some(i1.handle_challenge(&challenge).unwrap()),
+    );
+    let (_, response) = respond_at(&mut r, &init2, now).unwrap().response();
+    // Each message given where another is expected.
+    let mut other = responder(&psk());
+    for d in [&response, &challenge] {
+        assert!(other.verify_init(d, now).is_err());
+        assert!(respond_at(&mut other, d, now).is_err());
+    }
+    assert!(i2.handle_challenge(&response).is_err());
+    assert!(i2.handle_response(&init2).is_err());
+    assert!(i1.handle_response(&challenge).is_err());
+
+    // The same bytes under another type (and padded to length) fail the
+    // MAC: each kind of message has its own key.
+    let mut as_init = [0u8; INIT_LEN];
+    as_init[..RESPONSE_LEN].copy_from_slice(&response);
+    as_init[0] = (1 << 4) | MsgType::HandshakeInit.code();
+    assert_eq!(
+        other.verify_init(&as_init, now).unwrap_err(),
+        HandshakeError::Auth
+    );
+    // An Init-shaped message whose MAC is made with the response (or
+    // challenge) key is refused; with the init key it is taken.
+    for (label, ok) in [
+        (kdf::INFO_RESPONSE_MAC, false),
+        (kdf::INFO_CHALLENGE_MAC, false),
+        (kdf::INFO_INIT_MAC, true),
+    ] {
+        let key = kdf::handshake_mac_key(&psk(), label).unwrap();
+        let (_, mut d) = make_init(12, 0x42);
+        let m = handshake::mac(&key, &d[..HEADER_LEN], &d[HEADER_LEN..INIT_LEN - MAC_LEN]);
+        d[INIT_LEN - MAC_LEN..].copy_from_slice(&m);
+        let got = other.verify_init(&d, now);
+        assert_eq!(got.is_ok(), ok, "{:?}: {got:?}", std::str::from_utf8(label));
+    }
+}
+
+#[test]
+fn init_replayed_to_a_fresh_responder_gets_a_challenge_never_keys() {
+    let now = t0();
+    // The responder accepted this Init before it restarted...
+    let (_, init) = make_init(1_000, 0x40);
+    let mut before = responder(&psk());
+    let c = respond_at(&mut before, &init, now).unwrap().challenge();
+    assert_eq!(c.len(), CHALLENGE_LEN);
+    // ...and now, freshly started, sees it again, many times: always a
+    // Challenge, never keys, no state but the cookies.
+    let mut fresh = responder(&psk());
+    for k in 0..10u32 {
+        let v = fresh.verify_init(&init, now).unwrap();
+        assert!(!v.fresh && !v.has_cookie);
+        let reply = respond_at(&mut fresh, &init, now + Duration::from_millis(u64::from(k)));
+        assert!(matches!(reply, Ok(Reply::Challenge(_))), "{reply:?}");
+        assert_eq!(fresh.last_timestamp(), 0);
+    }
+    // Whatever its timestamp.
+    let (_, late) = make_init(u64::MAX, 0x41);
+    respond_at(&mut fresh, &late, now).unwrap().challenge();
+    assert_eq!(fresh.last_timestamp(), 0);
+}
+
+#[test]
+fn a_cookie_round_gives_keys_then_newer_inits_are_direct() {
+    let now = t0();
+    let mut r = responder(&psk());
+    let (i1, init1) = make_init(100, 0x40);
+    let challenge = respond_at(&mut r, &init1, now).unwrap().challenge();
+    let cookie = i1.handle_challenge(&challenge).unwrap();
+    assert_eq!(cookie, pattern(0xc0));
+    let (i2, init2) = make_init_with(&psk(), 101, 0x41, Some(cookie));
+    assert!(r.verify_init(&init2, now).unwrap().fresh);
+    let (r_keys, response) = respond_at(&mut r, &init2, now).unwrap().response();
+    let i_keys = i2.handle_response(&response).unwrap();
+    let mut buf = data_buf(7, PAYLOAD);
+    let n = i_keys.seal_datagram(&mut buf, PAYLOAD.len()).unwrap();
+    assert_eq!(r_keys.open_datagram(&mut buf[..n]).unwrap(), PAYLOAD);
     assert_eq!(r.last_timestamp(), 101);
+
+    // Now a newer Init is answered at once; the same or an older one (a
+    // replay) earns a Challenge.
+    let (_, newer) = make_init(102, 0x42);
+    respond_at(&mut r, &newer, now).unwrap().response();
+    assert_eq!(r.last_timestamp(), 102);
+    for (ts, n) in [(102, 0x43), (50, 0x44)] {
+        let (_, old) = make_init(ts, n);
+        respond_at(&mut r, &old, now).unwrap().challenge();
+    }
+    respond_at(&mut r, &newer, now).unwrap().challenge();
+    assert_eq!(r.last_timestamp(), 102);
 }
 
 #[test]
-fn restored_timestamp_blocks_old_inits() {
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    r.set_last_timestamp(500);
-    let (_, old) = make_init(500, 0x40);
-    assert!(matches!(
-        respond(&mut r, &old),
-        Err(HandshakeError::Replay { .. })
-    ));
-    let (_, new) = make_init(501, 0x40);
-    respond(&mut r, &new).unwrap();
+fn an_initiator_with_its_clock_behind_gets_in_via_the_cookie() {
+    let now = t0();
+    let mut r = responder(&psk());
+    // A session with an initiator whose clock was right.
+    let (i1, a) = make_init(2_000_000, 0x40);
+    let c = i1
+        .handle_challenge(&respond_at(&mut r, &a, now).unwrap().challenge())
+        .unwrap();
+    let (_, b) = make_init_with(&psk(), 2_000_001, 0x41, Some(c));
+    respond_at(&mut r, &b, now).unwrap().response();
+    // The peer reboots with its clock far behind.
+    let (behind, init) = make_init(7, 0x50);
+    let challenge = respond_at(&mut r, &init, now).unwrap().challenge();
+    let cookie = behind.handle_challenge(&challenge).unwrap();
+    let (again, init2) = make_init_with(&psk(), 8, 0x51, Some(cookie));
+    let (r_keys, response) = respond_at(&mut r, &init2, now).unwrap().response();
+    let i_keys = again.handle_response(&response).unwrap();
+    let mut buf = data_buf(1, PAYLOAD);
+    let n = r_keys.seal_datagram(&mut buf, PAYLOAD.len()).unwrap();
+    assert_eq!(i_keys.open_datagram(&mut buf[..n]).unwrap(), PAYLOAD);
+    assert_eq!(r.last_timestamp(), 8);
+    // And its later Inits, newer by its own clock, go straight through.
+    let (_, init3) = make_init(9, 0x52);
+    respond_at(&mut r, &init3, now).unwrap().response();
 }
 
 #[test]
-fn forged_init_does_not_advance_the_timestamp() {
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    let (_, mut forged) = make_init(u64::MAX, 0x40);
-    forged[HEADER_LEN + 40] ^= 1; // padding byte: MAC no longer matches
-    assert_eq!(respond(&mut r, &forged).unwrap_err(), HandshakeError::Auth);
-    assert_eq!(r.last_timestamp(), 0);
-    let (_, ok) = make_init(1, 0x40);
-    respond(&mut r, &ok).unwrap();
+fn wrong_expired_and_reused_cookies_are_refused() {
+    let now = t0();
+    let mut r = responder(&psk());
+    let (i1, init1) = make_init(100, 0x40);
+    let cookie = i1
+        .handle_challenge(&respond_at(&mut r, &init1, now).unwrap().challenge())
+        .unwrap();
+    // A cookie never handed out.
+    let (_, wrong) = make_init_with(&psk(), 101, 0x41, Some(pattern(0x33)));
+    assert_eq!(
+        respond_at(&mut r, &wrong, now).unwrap_err(),
+        HandshakeError::BadCookie
+    );
+    // The right cookie, too late.
+    let (_, late) = make_init_with(&psk(), 102, 0x42, Some(cookie));
+    let expired = now + COOKIE_LIFETIME + Duration::from_millis(1);
+    assert_eq!(
+        respond_at(&mut r, &late, expired).unwrap_err(),
+        HandshakeError::BadCookie
+    );
+    // In time: taken once, then refused (also as another Init).
+    let in_time = now + COOKIE_LIFETIME;
+    respond_at(&mut r, &late, in_time).unwrap().response();
+    assert_eq!(
+        respond_at(&mut r, &late, in_time).unwrap_err(),
+        HandshakeError::BadCookie
+    );
+    let (_, again) = make_init_with(&psk(), 103, 0x43, Some(cookie));
+    assert_eq!(
+        respond_at(&mut r, &again, in_time).unwrap_err(),
+        HandshakeError::BadCookie
+    );
+    // Another responder's cookie is worth nothing here.
+    let other = responder(&psk());
+    assert_eq!(
+        other.verify_init(&late, now).unwrap_err(),
+        HandshakeError::BadCookie
+    );
+    // Refusals change nothing.
+    assert_eq!(r.last_timestamp(), 102);
+    assert_eq!(other.last_timestamp(), 0);
 }
 
 #[test]
-fn response_to_another_init_is_refused() {
-    let mut r = Responder::new(&psk(), CONN).unwrap();
+fn outstanding_cookies_are_bounded() {
+    let now = t0();
+    let mut r = responder(&psk());
+    let mut cookies = Vec::new();
+    for k in 0..(MAX_COOKIES as u8 + 2) {
+        let (i, init) = make_init(10, 0x40 + k);
+        let mut reply = [0u8; CHALLENGE_LEN];
+        let v = r.verify_init(&init, now).unwrap();
+        let mut cookie = [0u8; COOKIE_LEN];
+        cookie[0] = k + 1;
+        let at = now + Duration::from_millis(u64::from(k));
+        let a = r
+            .answer(
+                &v,
+                pattern(0x80),
+                cookie,
+                at,
+                &header(MsgType::HandshakeChallenge, Flags::NONE, 1),
+                &mut reply,
+            )
+            .unwrap();
+        assert!(matches!(a, Answer::Challenge { len: CHALLENGE_LEN }));
+        cookies.push(i.handle_challenge(&reply).unwrap());
+    }
+    let at = now + Duration::from_millis(100);
+    // The two oldest were replaced; the last MAX_COOKIES are good.
+    for (k, c) in cookies.iter().enumerate() {
+        let (_, init) = make_init_with(&psk(), 20 + k as u64, 0x60, Some(*c));
+        let ok = r.verify_init(&init, at).is_ok();
+        assert_eq!(ok, k >= 2, "cookie {k}");
+    }
+}
+
+#[test]
+fn answers_to_another_init_are_refused() {
+    let now = t0();
+    let mut r = responder(&psk());
     let (first, init1) = make_init(10, 0x40);
     let (second, init2) = make_init(11, 0x41);
-    let reply1 = respond(&mut r, &init1).unwrap();
+    let c1 = respond_at(&mut r, &init1, now).unwrap().challenge();
+    let c2 = respond_at(&mut r, &init2, now).unwrap().challenge();
     // The retransmitted attempt must not take the first attempt's answer.
     assert_eq!(
-        second.handle_response(&reply1).unwrap_err(),
+        second.handle_challenge(&c1).unwrap_err(),
         HandshakeError::UnexpectedResponse
     );
-    let reply2 = respond(&mut r, &init2).unwrap();
     assert_eq!(
-        first.handle_response(&reply2).unwrap_err(),
+        first.handle_challenge(&c2).unwrap_err(),
         HandshakeError::UnexpectedResponse
     );
-    second.handle_response(&reply2).unwrap();
-    first.handle_response(&reply1).unwrap();
+    let cookie = second.handle_challenge(&c2).unwrap();
+    let (third, init3) = make_init_with(&psk(), 12, 0x42, Some(cookie));
+    let (_, response) = respond_at(&mut r, &init3, now).unwrap().response();
+    for old in [&first, &second] {
+        assert_eq!(
+            old.handle_response(&response).unwrap_err(),
+            HandshakeError::UnexpectedResponse
+        );
+    }
+    third.handle_response(&response).unwrap();
 }
 
 #[test]
 fn every_bit_flip_of_handshake_messages_is_refused() {
-    let (initiator, init) = make_init(10, 0x40);
+    let now = t0();
+    let (i1, init) = make_init(10, 0x40);
     for i in 0..init.len() {
         for bit in 0..8 {
-            let mut r = Responder::new(&psk(), CONN).unwrap();
+            let mut r = responder(&psk());
             let mut d = init;
             d[i] ^= 1 << bit;
-            assert!(respond(&mut r, &d).is_err(), "init byte {i} bit {bit}");
-            assert_eq!(r.last_timestamp(), 0);
+            assert!(
+                respond_at(&mut r, &d, now).is_err(),
+                "init byte {i} bit {bit}"
+            );
         }
     }
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    let reply = respond(&mut r, &init).unwrap();
-    for i in 0..reply.len() {
+    let mut r = responder(&psk());
+    let challenge = respond_at(&mut r, &init, now).unwrap().challenge();
+    for i in 0..challenge.len() {
         for bit in 0..8 {
-            let mut d = reply;
+            let mut d = challenge.clone();
             d[i] ^= 1 << bit;
             assert!(
-                initiator.handle_response(&d).is_err(),
+                i1.handle_challenge(&d).is_err(),
+                "challenge byte {i} bit {bit}"
+            );
+        }
+    }
+    let cookie = i1.handle_challenge(&challenge).unwrap();
+    let (i2, init2) = make_init_with(&psk(), 11, 0x41, Some(cookie));
+    for i in 0..init2.len() {
+        for bit in 0..8 {
+            let mut d = init2;
+            d[i] ^= 1 << bit;
+            assert!(
+                r.verify_init(&d, now).is_err(),
+                "cookie init byte {i} bit {bit}"
+            );
+        }
+    }
+    let (_, response) = respond_at(&mut r, &init2, now).unwrap().response();
+    for i in 0..response.len() {
+        for bit in 0..8 {
+            let mut d = response.clone();
+            d[i] ^= 1 << bit;
+            assert!(
+                i2.handle_response(&d).is_err(),
                 "response byte {i} bit {bit}"
             );
         }
     }
-    initiator.handle_response(&reply).unwrap();
+    i2.handle_response(&response).unwrap();
 }
 
 #[test]
 fn no_amplification() {
-    assert_eq!(INIT_LEN, 96);
-    assert_eq!(RESPONSE_LEN, 88);
-    let mut init = [0u8; 256];
-    let (_, n) = Initiator::start(
-        &psk(),
-        &header(MsgType::HandshakeInit, Flags::NONE, 1),
-        pattern(0x40),
-        1,
-        &mut init,
-    )
-    .unwrap();
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    let mut reply = [0u8; 256];
-    let (_, m) = r
-        .handle_init(
-            &init[..n],
-            pattern(0x80),
-            &header(MsgType::HandshakeResponse, Flags::NONE, 1),
-            &mut reply,
-        )
-        .unwrap();
-    assert!(m <= n, "response {m} bytes > init {n} bytes");
+    assert_eq!(INIT_LEN, 104);
+    assert_eq!(RESPONSE_LEN, 96);
+    assert_eq!(CHALLENGE_LEN, 80);
+    let (i, init) = make_init(1, 0x40);
+    let mut r = responder(&psk());
+    let c = respond(&mut r, &init).unwrap().challenge();
+    assert!(c.len() <= init.len());
+    let (_, init2) = make_init_with(&psk(), 2, 0x41, Some(i.handle_challenge(&c).unwrap()));
+    let (_, resp) = respond(&mut r, &init2).unwrap().response();
+    assert!(resp.len() <= init2.len());
 }
 
 #[test]
 fn wrong_connection_type_and_length() {
+    let now = t0();
     let (initiator, init) = make_init(10, 0x40);
-    let mut other = Responder::new(&psk(), CONN + 1).unwrap();
+    let mut other = Responder::new(&psk(), CONN + 1, INST_R).unwrap();
     assert_eq!(
         respond(&mut other, &init).unwrap_err(),
         HandshakeError::WrongConnection {
@@ -578,23 +828,21 @@ fn wrong_connection_type_and_length() {
             got: CONN
         }
     );
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    // An Init is not a response and the other way round.
+    let mut r = responder(&psk());
+    // An Init is not an answer.
     assert!(matches!(
         initiator.handle_response(&init),
-        Err(HandshakeError::BadLength { len: 96, .. })
+        Err(HandshakeError::BadLength { len: 104, .. })
     ));
-    let reply = respond(&mut r, &init).unwrap();
-    let mut r2 = Responder::new(&psk(), CONN).unwrap();
     assert!(matches!(
-        respond(&mut r2, &reply),
-        Err(HandshakeError::BadLength { len: 88, .. })
+        initiator.handle_challenge(&init),
+        Err(HandshakeError::BadLength { len: 104, .. })
     ));
     // Right length, wrong type or a flag set.
     let mut d = init;
     d[0] = (1 << 4) | MsgType::Data.code();
     assert_eq!(
-        respond(&mut r2, &d).unwrap_err(),
+        r.verify_init(&d, now).unwrap_err(),
         HandshakeError::UnexpectedHeader {
             expected: MsgType::HandshakeInit
         }
@@ -602,44 +850,34 @@ fn wrong_connection_type_and_length() {
     let mut d = init;
     d[1] = Flags::SEALED.bits();
     assert!(matches!(
-        respond(&mut r2, &d),
+        r.verify_init(&d, now),
         Err(HandshakeError::UnexpectedHeader { .. })
     ));
     let mut d = init;
     d[0] = 0x25;
     assert!(matches!(
-        respond(&mut r2, &d),
+        r.verify_init(&d, now),
         Err(HandshakeError::Malformed(_))
     ));
-}
-
-#[test]
-fn authentic_nonzero_padding_is_refused() {
-    let key = kdf::handshake_mac_key(&psk()).unwrap();
-    let (_, mut init) = make_init(10, 0x40);
-    init[HEADER_LEN + 50] = 1;
-    let m = handshake::mac(
-        &key,
-        &init[..HEADER_LEN],
-        &init[HEADER_LEN..HEADER_LEN + 56],
-    );
-    init[HEADER_LEN + 56..].copy_from_slice(&m);
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    assert_eq!(
-        respond(&mut r, &init).unwrap_err(),
-        HandshakeError::BadPadding
-    );
+    assert!(matches!(
+        r.verify_init(&init[..INIT_LEN - 1], now),
+        Err(HandshakeError::BadLength { .. })
+    ));
+    respond(&mut r, &init).unwrap().challenge();
 }
 
 #[test]
 fn small_buffers() {
+    let now = t0();
     let mut small = [0u8; INIT_LEN - 1];
     assert_eq!(
         Initiator::start(
             &psk(),
+            INST_I,
             &header(MsgType::HandshakeInit, Flags::NONE, 1),
             pattern(0x40),
             1,
+            None,
             &mut small,
         )
         .unwrap_err(),
@@ -648,21 +886,32 @@ fn small_buffers() {
             have: INIT_LEN - 1
         })
     );
-    let (_, init) = make_init(10, 0x40);
-    let mut r = Responder::new(&psk(), CONN).unwrap();
-    let mut reply = [0u8; RESPONSE_LEN - 1];
+    let (i, init) = make_init(10, 0x40);
+    let mut r = responder(&psk());
+    let h = header(MsgType::HandshakeResponse, Flags::NONE, 1);
+    let v = r.verify_init(&init, now).unwrap();
+    let mut reply = [0u8; CHALLENGE_LEN - 1];
     assert!(matches!(
-        r.handle_init(
-            &init,
-            pattern(0x80),
-            &header(MsgType::HandshakeResponse, Flags::NONE, 1),
-            &mut reply
-        ),
+        r.answer(&v, pattern(0x80), pattern(0xc0), now, &h, &mut reply),
         Err(HandshakeError::Encode(_))
     ));
-    // Nothing was consumed: the same Init still works.
+    // Nothing was remembered: no cookie is outstanding.
+    let (_, guess) = make_init_with(&psk(), 11, 0x41, Some(pattern(0xc0)));
+    assert_eq!(
+        r.verify_init(&guess, now).unwrap_err(),
+        HandshakeError::BadCookie
+    );
+    let c = respond_at(&mut r, &init, now).unwrap().challenge();
+    let (_, init2) = make_init_with(&psk(), 11, 0x41, Some(i.handle_challenge(&c).unwrap()));
+    let v = r.verify_init(&init2, now).unwrap();
+    let mut reply = [0u8; RESPONSE_LEN - 1];
+    assert!(matches!(
+        r.answer(&v, pattern(0x80), pattern(0xc0), now, &h, &mut reply),
+        Err(HandshakeError::Encode(_))
+    ));
+    // The cookie was not consumed: the same Init still works.
     assert_eq!(r.last_timestamp(), 0);
-    respond(&mut r, &init).unwrap();
+    respond_at(&mut r, &init2, now).unwrap().response();
 }
 
 #[test]
@@ -672,13 +921,15 @@ fn debug_never_shows_secrets() {
     let shown = format!("{p:?} {p:#?}");
     assert!(!shown.contains("192"), "{shown}");
     assert!(!shown.to_lowercase().contains("c0"), "{shown}");
-    let (i, init) = make_init(10, 0x40);
-    let mut r = Responder::new(&p, CONN).unwrap();
+    let (i, init) = make_init_with(&p, 10, 0x40, None);
+    let mut r = responder(&p);
+    let v = r.verify_init(&init, t0()).unwrap();
     let _ = respond(&mut r, &init);
     let (ki, kr) = handshake(&p, &p).unwrap();
     for s in [
         format!("{i:?}"),
         format!("{r:?}"),
+        format!("{v:?}"),
         format!("{ki:?}"),
         format!("{kr:?}"),
     ] {
@@ -696,7 +947,7 @@ fn any_header_bytes() -> impl Strategy<Value = [u8; HEADER_LEN]> {
     // Valid version/type/flags most of the time, so decryption is reached.
     (
         prop::array::uniform24(any::<u8>()),
-        1u8..=6,
+        1u8..=7,
         prop::bool::weighted(0.9),
     )
         .prop_map(|(mut h, ty, sealed)| {
@@ -734,34 +985,44 @@ proptest! {
         prop_assert_eq!(r.open_datagram(&mut buf[..n]).unwrap(), &payload[..]);
     }
 
+
     #[test]
     fn handshake_parsers_never_panic(
         raw in prop::collection::vec(any::<u8>(), 0..160),
         h in any_header_bytes(),
         init_body in prop::collection::vec(any::<u8>(), INIT_BODY_LEN),
         resp_body in prop::collection::vec(any::<u8>(), RESPONSE_BODY_LEN),
+        chal_body in prop::collection::vec(any::<u8>(), CHALLENGE_BODY_LEN),
     ) {
+        let now = t0();
         let (initiator, _) = make_init(10, 0x40);
-        let mut r = Responder::new(&psk(), CONN).unwrap();
-        prop_assert!(respond(&mut r, &raw).is_err());
+        let mut r = responder(&psk());
+        prop_assert!(respond_at(&mut r, &raw, now).is_err());
         prop_assert!(initiator.handle_response(&raw).is_err());
+        prop_assert!(initiator.handle_challenge(&raw).is_err());
 
         // Well-formed headers of the right type and length: only the MAC
         // stands in the way.
         let mut init = [0u8; INIT_LEN];
         header(MsgType::HandshakeInit, Flags::NONE, 1).emit(&mut init).unwrap();
         init[HEADER_LEN..].copy_from_slice(&init_body);
-        prop_assert_eq!(respond(&mut r, &init).unwrap_err(), HandshakeError::Auth);
+        prop_assert_eq!(respond_at(&mut r, &init, now).unwrap_err(), HandshakeError::Auth);
         let mut resp = [0u8; RESPONSE_LEN];
         header(MsgType::HandshakeResponse, Flags::NONE, 1).emit(&mut resp).unwrap();
         resp[HEADER_LEN..].copy_from_slice(&resp_body);
         prop_assert_eq!(initiator.handle_response(&resp).unwrap_err(), HandshakeError::Auth);
+        let mut chal = [0u8; CHALLENGE_LEN];
+        header(MsgType::HandshakeChallenge, Flags::NONE, 1).emit(&mut chal).unwrap();
+        chal[HEADER_LEN..].copy_from_slice(&chal_body);
+        prop_assert_eq!(initiator.handle_challenge(&chal).unwrap_err(), HandshakeError::Auth);
 
         // Arbitrary headers in front of arbitrary bodies.
-        let d = [&h[..], &init_body[..]].concat();
-        prop_assert!(respond(&mut r, &d).is_err());
-        let d = [&h[..], &resp_body[..]].concat();
-        prop_assert!(initiator.handle_response(&d).is_err());
+        for body in [&init_body, &resp_body, &chal_body] {
+            let d = [&h[..], &body[..]].concat();
+            prop_assert!(respond_at(&mut r, &d, now).is_err());
+            prop_assert!(initiator.handle_response(&d).is_err());
+            prop_assert!(initiator.handle_challenge(&d).is_err());
+        }
         prop_assert_eq!(r.last_timestamp(), 0);
     }
 }

@@ -68,8 +68,11 @@ pub enum MsgType {
     Control,
     /// First message of the key-exchange handshake.
     HandshakeInit,
-    /// Answer to [`MsgType::HandshakeInit`].
+    /// Answer to [`MsgType::HandshakeInit`], with keys.
     HandshakeResponse,
+    /// Answer to a [`MsgType::HandshakeInit`] the responder cannot tell is
+    /// fresh: a cookie to send back in a new Init.
+    HandshakeChallenge,
 }
 
 impl MsgType {
@@ -82,6 +85,7 @@ impl MsgType {
             MsgType::Control => 4,
             MsgType::HandshakeInit => 5,
             MsgType::HandshakeResponse => 6,
+            MsgType::HandshakeChallenge => 7,
         }
     }
 
@@ -94,6 +98,7 @@ impl MsgType {
             4 => Some(MsgType::Control),
             5 => Some(MsgType::HandshakeInit),
             6 => Some(MsgType::HandshakeResponse),
+            7 => Some(MsgType::HandshakeChallenge),
             _ => None,
         }
     }

@@ -153,7 +153,8 @@ fn every_type_code_round_trips() {
         }
     }
     assert_eq!(MsgType::from_code(1), Some(MsgType::Data));
-    assert_eq!(MsgType::from_code(7), None);
+    assert_eq!(MsgType::from_code(7), Some(MsgType::HandshakeChallenge));
+    assert_eq!(MsgType::from_code(8), None);
 }
 
 fn ipv4_packet(len: usize) -> Vec<u8> {
@@ -191,6 +192,7 @@ fn any_type() -> impl Strategy<Value = MsgType> {
         MsgType::Control,
         MsgType::HandshakeInit,
         MsgType::HandshakeResponse,
+        MsgType::HandshakeChallenge,
     ])
 }
 
