@@ -451,6 +451,11 @@ pub fn inner_addr(family: Family, side: Side) -> IpAddr {
     }
 }
 
+/// The IPv4 address of path `i` on `side`, with the data port.
+pub fn path_sockaddr(i: usize, side: Side) -> SocketAddr {
+    SocketAddr::new(outer_addr(i, Family::V4, side), DATA_PORT)
+}
+
 /// Veth name of `side` on path `i`.
 pub fn veth(side: Side, i: usize) -> String {
     format!("v{}{i}", side.letter())
@@ -542,6 +547,14 @@ impl BedSpec {
     pub fn inner(mut self, inner: &[Family]) -> Self {
         self.inner = inner.to_vec();
         self
+    }
+    /// `n` IPv4 paths, IPv4 inside, the same fresh key on both sides: the
+    /// usual bed of the encryption tests.
+    pub fn keyed(n: usize) -> Self {
+        Self::uniform(n, Family::V4)
+            .inner(&[Family::V4])
+            .shared_key()
+            .expect("random key")
     }
     /// Gives `side` a pre-shared key (see [`BedSpec::keys`]).
     pub fn key(mut self, side: Side, key: [u8; KEY_LEN]) -> Self {

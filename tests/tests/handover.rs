@@ -24,11 +24,7 @@ fn mpt(socket: &Path, args: &[&str]) -> (i32, String, String) {
 /// the peer only on encrypted connections), and each side lets its peer
 /// open paths on the addresses of veth pair 1, which the tests add later.
 fn keyed_spec() -> BedSpec {
-    BedSpec::uniform(1, Family::V4)
-        .inner(&[Family::V4])
-        .shared_key()
-        .expect("key")
-        .allow_peer_paths(&["10.77.1.0/24"])
+    BedSpec::keyed(1).allow_peer_paths(&["10.77.1.0/24"])
 }
 
 fn socket(bed: &TestBed, side: Side) -> PathBuf {

@@ -41,19 +41,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `n` IPv4 paths, IPv4 inside, the same fresh key on both sides.
-fn keyed(n: usize) -> BedSpec {
-    BedSpec::uniform(n, Family::V4)
-        .inner(&[Family::V4])
-        .shared_key()
-        .expect("random key")
-}
-
-/// The address of path `i` on `side`, and its data port there.
-fn path_sockaddr(i: usize, side: Side) -> SocketAddr {
-    SocketAddr::new(outer_addr(i, Family::V4, side), DATA_PORT)
-}
-
 fn drop_count(bed: &TestBed, side: Side, reason: &str) -> u64 {
     bed.snap(side)
         .and_then(|s| s.drop_reason(reason))
@@ -203,7 +190,7 @@ fn capture_inits(bed: &TestBed, side: Side, outgoing: bool) -> Capture<Vec<Vec<u
 fn init_flood_does_not_keep_a_restarted_peer_out() {
     const PER_SEC: u32 = 200;
     let _serial = serial();
-    let mut bed = TestBed::new(keyed(2)).expect("test bed");
+    let mut bed = TestBed::new(BedSpec::keyed(2)).expect("test bed");
     let auth0 = drop_count(&bed, Side::B, "auth");
     let targets = (0..2)
         .map(|i| {
@@ -253,7 +240,7 @@ fn replayed_init_gives_a_restarted_daemon_no_keys() {
     // B learns A's address from authenticated datagrams: restarted, it
     // knows none and sends no Init of its own (which, being newer, would
     // win over the replayed one and leave it unanswered).
-    let mut bed = TestBed::new(keyed(1).learn_remote(Side::B)).expect("test bed");
+    let mut bed = TestBed::new(BedSpec::keyed(1).learn_remote(Side::B)).expect("test bed");
 
     // Record A's Inits as B receives them while A restarts.
     let cap = capture_inits(&bed, Side::B, false);
@@ -332,7 +319,7 @@ fn replayed_init_gives_a_restarted_daemon_no_keys() {
 #[test]
 fn reflected_init_is_refused() {
     let _serial = serial();
-    let mut bed = TestBed::new(keyed(1)).expect("test bed");
+    let mut bed = TestBed::new(BedSpec::keyed(1)).expect("test bed");
 
     // A's own Inits, as A sends them, while A restarts.
     let cap = capture_inits(&bed, Side::A, true);

@@ -288,10 +288,7 @@ fn refusals(bed: &TestBed) -> usize {
 
 #[test]
 fn a_peer_opens_paths_only_where_allowed_and_never_removes_the_last() {
-    let spec = BedSpec::uniform(1, Family::V4)
-        .inner(&[Family::V4])
-        .shared_key()
-        .expect("key");
+    let spec = BedSpec::keyed(1);
     let mut bed = TestBed::new(spec).expect("test bed");
     add_veth_pair(&bed.a, &bed.b, 1).expect("veth pair 1");
     let conn = conn_name(Side::A);
@@ -416,10 +413,7 @@ fn a_deleted_tun_device_ends_the_daemon_with_status_1() {
 
 #[test]
 fn logs_hold_no_colour_codes_and_junk_from_the_network_adds_no_lines() {
-    let spec = BedSpec::uniform(1, Family::V4)
-        .inner(&[Family::V4])
-        .shared_key()
-        .expect("key");
+    let spec = BedSpec::keyed(1);
     let bed = TestBed::new(spec).expect("test bed");
     let log_b = bed.daemon(Side::B).log.clone();
     let lines = || -> Vec<String> {

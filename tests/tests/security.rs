@@ -48,19 +48,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `n` IPv4 paths, IPv4 inside, the same fresh key on both sides.
-fn keyed(n: usize) -> BedSpec {
-    BedSpec::uniform(n, Family::V4)
-        .inner(&[Family::V4])
-        .shared_key()
-        .expect("random key")
-}
-
-/// The address of path `i` on `side`, and its data port there.
-fn path_sockaddr(i: usize, side: Side) -> SocketAddr {
-    SocketAddr::new(outer_addr(i, Family::V4, side), DATA_PORT)
-}
-
 /// The remote address `side` reports for path `i` (`None` if it knows
 /// none). The status may give an address or an address with port.
 fn remote_of(bed: &TestBed, side: Side, i: usize) -> Result<Option<IpAddr>> {
@@ -192,7 +179,7 @@ impl Seen {
 fn encrypted_transfer_is_intact_and_not_plaintext() {
     const BYTES: u64 = 20 << 20;
     let _serial = serial();
-    let mut bed = TestBed::new(keyed(2)).expect("test bed");
+    let mut bed = TestBed::new(BedSpec::keyed(2)).expect("test bed");
     check_sessions(&bed).expect("sessions after start");
 
     let cap = Capture::start(
@@ -330,7 +317,7 @@ fn wrong_key_gets_nothing_through() {
 fn replayed_datagrams_are_dropped_and_counted() {
     const REPLAYS: usize = 200;
     let _serial = serial();
-    let mut bed = TestBed::new(keyed(2)).expect("test bed");
+    let mut bed = TestBed::new(BedSpec::keyed(2)).expect("test bed");
 
     // Record data messages arriving at B on p0 while a transfer runs.
     let cap = Capture::start(
@@ -434,7 +421,7 @@ fn replayed_datagrams_are_dropped_and_counted() {
 #[test]
 fn restarted_client_re_establishes() {
     let _serial = serial();
-    let mut bed = TestBed::new(keyed(2)).expect("test bed");
+    let mut bed = TestBed::new(BedSpec::keyed(2)).expect("test bed");
     bed.transfer(Side::A, Family::V4, 1 << 20)
         .expect("transfer before the restart");
     let hs0 = check_sessions(&bed).expect("sessions before the restart");
@@ -590,7 +577,7 @@ fn have_nft() -> bool {
 fn roaming_client_keeps_working() {
     const BYTES: u64 = 12 << 20;
     let _serial = serial();
-    let spec = keyed(2).learn_remote(Side::B);
+    let spec = BedSpec::keyed(2).learn_remote(Side::B);
     let mut bed = TestBed::new(spec.clone()).expect("test bed");
     let old = outer_addr(0, Family::V4, Side::A);
     assert_eq!(
@@ -711,7 +698,7 @@ fn flood_leaves_tunnel_working_and_memory_flat() {
     const FORGED_EVERY: u64 = 5;
     const RSS_SLACK_KIB: u64 = 4096;
     let _serial = serial();
-    let mut bed = TestBed::new(keyed(2)).expect("test bed");
+    let mut bed = TestBed::new(BedSpec::keyed(2)).expect("test bed");
     // Warm up, so buffers a transfer needs are in the first reading.
     bed.transfer(Side::A, Family::V4, 8 << 20).expect("warm-up");
     bed.transfer(Side::B, Family::V4, 2 << 20).expect("warm-up");

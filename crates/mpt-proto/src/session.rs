@@ -588,20 +588,7 @@ impl Session {
         for i in 0..self.paths.len() {
             let probe_due = self.with_path(i, |p| p.on_timeout(now)).unwrap_or(false);
             if probe_due {
-                let Some(report) = self.path(i).map(Path::report) else {
-                    continue;
-                };
-                self.queue_transmit(Transmit {
-                    path: i,
-                    msg_type: MsgType::Probe,
-                    conn_id: self.conn_id,
-                    timestamp_us: timestamp_us(self.epoch, now),
-                    body: Payload::Keepalive(Keepalive {
-                        echo_timestamp_us: 0,
-                        echo_path_seq: 0,
-                        report,
-                    }),
-                });
+                self.probe_now(i, now);
             }
         }
         self.flush_control(now);

@@ -251,15 +251,7 @@ impl ControlLoop {
         match self.add_and_announce(ci, new, now) {
             Ok((id, msg_id)) => {
                 tracing::info!(conn = %conn, path = %name, id, local = %local, "path added by operator");
-                let answer = json!({"path": name, "id": id});
-                match msg_id {
-                    Some(msg_id) => Outcome::AwaitPeer {
-                        conn: ci,
-                        msg_id,
-                        answer,
-                    },
-                    None => Outcome::Done(Ok(not_told(answer))),
-                }
+                awaiting_peer(ci, msg_id, json!({"path": name, "id": id}))
             }
             Err(e) => Outcome::Done(Err(e)),
         }
@@ -285,15 +277,7 @@ impl ControlLoop {
         match self.remove_and_announce(ci, id, now) {
             Ok(msg_id) => {
                 tracing::info!(conn = %conn, path = %path, id, "path removed by operator");
-                let answer = json!({"path": path, "id": id});
-                match msg_id {
-                    Some(msg_id) => Outcome::AwaitPeer {
-                        conn: ci,
-                        msg_id,
-                        answer,
-                    },
-                    None => Outcome::Done(Ok(not_told(answer))),
-                }
+                awaiting_peer(ci, msg_id, json!({"path": path, "id": id}))
             }
             Err(e) => Outcome::Done(Err(e)),
         }
@@ -519,13 +503,23 @@ impl ControlLoop {
     }
 }
 
-/// The answer to a path change on a connection without a key: applied
-/// here only.
-fn not_told(mut answer: Value) -> Value {
-    answer["peer"] = json!(
-        "not told (no key_file: the peer accepts no control messages); make the same change there"
-    );
-    answer
+/// How to answer a path change announced as control message `msg_id`:
+/// when the peer answers; or at once, saying the peer was not told, on a
+/// connection without a key (`msg_id` is `None`).
+fn awaiting_peer(conn: usize, msg_id: Option<u64>, mut answer: Value) -> Outcome {
+    match msg_id {
+        Some(msg_id) => Outcome::AwaitPeer {
+            conn,
+            msg_id,
+            answer,
+        },
+        None => {
+            answer["peer"] = json!(
+                "not told (no key_file: the peer accepts no control messages); make the same change there"
+            );
+            Outcome::Done(Ok(answer))
+        }
+    }
 }
 
 fn describe(old: &PathParams, new: &PathParams) -> String {

@@ -139,6 +139,37 @@ mod tests {
     use super::*;
     use crate::config::parse;
 
+    /// Two peers: `a` with both tunnel addresses and 10/8, `b` with an
+    /// IPv4 address and two networks.
+    fn two_peers() -> Config {
+        parse(
+            r#"
+[tunnel]
+ipv4 = "192.168.1.1/24"
+[[connection]]
+name = "a"
+peer_ipv4 = "192.168.1.2"
+peer_ipv6 = "fd00::2"
+networks = ["10.0.0.0/8"]
+[[connection.path]]
+name = "p"
+local = "127.0.0.1"
+remote = "127.0.0.2"
+[[connection]]
+name = "b"
+id = 2
+peer_ipv4 = "192.168.1.3"
+networks = ["10.1.0.0/16", "fd00:1::/32"]
+[[connection.path]]
+name = "p"
+local = "127.0.0.1"
+remote = "127.0.0.3"
+"#,
+            "t",
+        )
+        .unwrap()
+    }
+
     fn v4_to(d: [u8; 4]) -> Vec<u8> {
         let mut p = vec![0u8; 20];
         p[0] = 0x45;
@@ -161,32 +192,7 @@ mod tests {
 
     #[test]
     fn a_peer_may_send_only_from_what_is_routed_to_it() {
-        let cfg = parse(
-            r#"
-[tunnel]
-ipv4 = "192.168.1.1/24"
-[[connection]]
-name = "a"
-peer_ipv4 = "192.168.1.2"
-peer_ipv6 = "fd00::2"
-networks = ["10.0.0.0/8"]
-[[connection.path]]
-name = "p"
-local = "127.0.0.1"
-remote = "127.0.0.2"
-[[connection]]
-name = "b"
-id = 2
-peer_ipv4 = "192.168.1.3"
-networks = ["fd00:1::/32"]
-[[connection.path]]
-name = "p"
-local = "127.0.0.1"
-remote = "127.0.0.3"
-"#,
-            "t",
-        )
-        .unwrap();
+        let cfg = two_peers();
         let a = SourceFilter::for_connection(&cfg.connections[0]);
         let b = SourceFilter::for_connection(&cfg.connections[1]);
         assert!(a.allows(&v4_from([192, 168, 1, 2])));
@@ -198,6 +204,7 @@ remote = "127.0.0.3"
         assert!(b.allows(&v6_from("fd00:1::5")));
         assert!(!b.allows(&v4_from([192, 168, 1, 2])), "a's address");
         assert!(!b.allows(&v4_from([10, 0, 0, 1])), "a's network");
+        assert!(b.allows(&v4_from([10, 1, 2, 3])), "b's network");
         assert!(!a.allows(&[0x45, 0, 0]), "truncated");
         assert!(!a.allows(&[]));
         let open = parse(
@@ -233,32 +240,7 @@ remote = "127.0.0.2"
 
     #[test]
     fn peers_and_networks_longest_prefix_first() {
-        let cfg = parse(
-            r#"
-[tunnel]
-ipv4 = "192.168.1.1/24"
-[[connection]]
-name = "a"
-peer_ipv4 = "192.168.1.2"
-peer_ipv6 = "fd00::2"
-networks = ["10.0.0.0/8"]
-[[connection.path]]
-name = "p"
-local = "127.0.0.1"
-remote = "127.0.0.2"
-[[connection]]
-name = "b"
-id = 2
-peer_ipv4 = "192.168.1.3"
-networks = ["10.1.0.0/16", "fd00:1::/32"]
-[[connection.path]]
-name = "p"
-local = "127.0.0.1"
-remote = "127.0.0.3"
-"#,
-            "t",
-        )
-        .unwrap();
+        let cfg = two_peers();
         let r = Router::from_config(&cfg);
         assert_eq!(r.lookup(&v4_to([192, 168, 1, 2])), Some(0));
         assert_eq!(r.lookup(&v4_to([192, 168, 1, 3])), Some(1));
