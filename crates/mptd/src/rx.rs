@@ -368,7 +368,7 @@ impl RxWorker {
                 continue;
             }
             if let Some(peer) = cleartext_peer {
-                if peer.is_none() || m.from != peer {
+                if !same_endpoint(m.from, peer) {
                     conn.drops
                         .wrong_source
                         .add(m.datagrams_mut(buf).count() as u64);
@@ -611,6 +611,16 @@ impl RxWorker {
     }
 }
 
+/// Whether a datagram from `from` comes from the configured `remote`:
+/// address and port (an IPv6 source's scope id and flow label, which a
+/// configured address does not carry, are not compared).
+fn same_endpoint(from: Option<SocketAddr>, remote: Option<SocketAddr>) -> bool {
+    match (from, remote) {
+        (Some(f), Some(r)) => f.ip() == r.ip() && f.port() == r.port(),
+        _ => false,
+    }
+}
+
 /// The path sequence number of a datagram already checked to have a header.
 fn path_seq_of(dgram: &[u8]) -> u32 {
     match dgram.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
@@ -622,4 +632,32 @@ fn path_seq_of(dgram: &[u8]) -> u32 {
 fn seq_after(a: u32, b: u32) -> bool {
     let d = a.wrapping_sub(b);
     d != 0 && d < u32::MAX / 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv6Addr, SocketAddrV6};
+
+    #[test]
+    fn a_cleartext_source_must_match_address_and_port() {
+        let remote: SocketAddr = "10.0.0.2:65022".parse().unwrap();
+        assert!(same_endpoint(Some(remote), Some(remote)));
+        assert!(!same_endpoint(
+            Some("10.0.0.2:65023".parse().unwrap()),
+            Some(remote)
+        ));
+        assert!(!same_endpoint(
+            Some("10.0.0.3:65022".parse().unwrap()),
+            Some(remote)
+        ));
+        assert!(!same_endpoint(None, Some(remote)));
+        assert!(!same_endpoint(Some(remote), None));
+        // A link-local source arrives with its interface's scope id; the
+        // configured address has none.
+        let ll: Ipv6Addr = "fe80::2".parse().unwrap();
+        let configured = SocketAddr::V6(SocketAddrV6::new(ll, 65022, 0, 0));
+        let received = SocketAddr::V6(SocketAddrV6::new(ll, 65022, 0, 7));
+        assert!(same_endpoint(Some(received), Some(configured)));
+    }
 }
