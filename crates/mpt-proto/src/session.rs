@@ -31,16 +31,25 @@ use std::time::{Duration, Instant};
 
 use crate::control::{ControlChannel, ControlError, Due, Incoming};
 use crate::error::{DecodeError, EncodeError};
+pub use crate::path::DataSummary;
 use crate::path::{AdminStatus, Path, PathParams, PathState};
-use crate::sched::{Eligibility, MAX_PATHS};
+use crate::sched::{ps_per_byte, Eligibility, PathModel, MAX_PATHS};
 use crate::timer::{Timer, TimerKind};
 use crate::wire::{
-    ControlBody, ControlMsg, Flags, Header, Keepalive, MsgType, Refusal, HEADER_LEN,
+    ControlBody, ControlMsg, Feedback, Flags, Header, Keepalive, MsgType, Refusal, HEADER_LEN,
 };
 
 /// Paths a control message is sent on at once (the usable ones, fastest
 /// first): enough to get through when one of them is failing.
 const CONTROL_FANOUT: usize = 3;
+
+/// Loss rate (percent) above which a path counts as lossy for the
+/// adaptive scheduler (if also well above the connection's best path).
+pub const LOSSY_PCT: f64 = 0.5;
+
+/// Virtual queue cap of a path whose rate is only a lower bound: far
+/// enough that only the arrival-time comparison limits it.
+const UNCONFIRMED_CAP: Duration = Duration::from_secs(1);
 
 /// Outgoing datagrams a session may queue before it drops new probe
 /// replies: far more than the paths' probes per keepalive round, small
@@ -106,6 +115,8 @@ pub enum Received<'a> {
     Probe,
     /// A probe reply (RTT and loss updated).
     ProbeReply,
+    /// Feedback on our data (estimators updated).
+    Feedback,
     /// A control message (see the events).
     Control,
 }
@@ -151,18 +162,8 @@ pub enum Payload {
     Keepalive(Keepalive),
     /// A control message.
     Control(ControlMsg),
-}
-
-/// Data datagrams the data plane received on one path since the last
-/// summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DataSummary {
-    /// How many.
-    pub packets: u32,
-    /// Highest path sequence number among them.
-    pub highest_path_seq: u32,
-    /// When the last one arrived.
-    pub last_rx: Instant,
+    /// Feedback on the peer's data.
+    Feedback(Feedback),
 }
 
 /// A datagram the session wants sent. The caller allocates the sequence
@@ -184,6 +185,9 @@ pub struct Transmit {
 impl Transmit {
     /// Encoded length of a probe or probe reply.
     pub const KEEPALIVE_LEN: usize = HEADER_LEN + Keepalive::LEN;
+
+    /// Encoded length of a feedback message.
+    pub const FEEDBACK_LEN: usize = HEADER_LEN + Feedback::LEN;
 
     /// Longest datagram a session asks to send (a control message).
     pub const MAX_LEN: usize = HEADER_LEN + ControlMsg::MAX_LEN;
@@ -207,6 +211,10 @@ impl Transmit {
                 Keepalive::LEN
             }
             Payload::Control(c) => c.emit(body)?,
+            Payload::Feedback(f) => {
+                f.emit(body)?;
+                Feedback::LEN
+            }
         };
         Ok(HEADER_LEN + len)
     }
@@ -337,6 +345,84 @@ impl Session {
         e
     }
 
+    /// The adaptive scheduler's model of every path, indexed by path id
+    /// (free slots get a default model), plus each path's probing phase
+    /// length. See [`crate::sched::Adaptive`] for how they are used.
+    ///
+    /// * rate: the delivery estimate once a standing queue confirmed it
+    ///   (before, the path is modelled as free); scaled by `weight_out / max weight_out` of
+    ///   the usable paths (under `adaptive`, a weight caps a path's share
+    ///   of its capacity; equal weights change nothing); unknown = free.
+    /// * one-way delay above the fastest path: from the feedback's
+    ///   one-way delays when every usable path has one (exact, including
+    ///   asymmetric paths), else half the minimum RTTs.
+    /// * cap: the minimum RTT, within 10-300 ms, once the rate is
+    ///   confirmed; a second before.
+    /// * lossy: over [`LOSSY_PCT`] % loss and over four times the least
+    ///   lossy usable path's.
+    pub fn path_models(&self, out: &mut Vec<(PathModel, Duration)>) {
+        out.clear();
+        out.resize(self.paths.len(), (PathModel::default(), Duration::ZERO));
+        let usable = || self.paths().filter(|(_, p)| p.usable());
+        let max_weight = usable().map(|(_, p)| p.params().weight_out).max().unwrap_or(1).max(1);
+        let least_loss = usable()
+            .filter_map(|(_, p)| p.loss().loss_pct())
+            .fold(f64::INFINITY, f64::min);
+        let all_owd = usable().all(|(_, p)| p.delivery().owd_min_us().is_some());
+        let base_owd = usable()
+            .filter_map(|(_, p)| p.delivery().owd_min_us())
+            .reduce(|a, b| if (a.wrapping_sub(b) as i32) < 0 { a } else { b });
+        let base_half_rtt = usable()
+            .filter_map(|(_, p)| p.rtt().min())
+            .min()
+            .map(|r| r / 2);
+        for (i, p) in self.paths() {
+            let d = p.delivery();
+            let mut ps = d.rate_bps().map_or(0, |r| {
+                let r = u128::from(r) * u128::from(p.params().weight_out.max(1))
+                    / u128::from(max_weight);
+                ps_per_byte(r as u64)
+            });
+            if !d.confirmed() {
+                // A lower bound says nothing of the capacity (a path
+                // carrying only ACKs delivers a few hundred kbit/s): the
+                // path is modelled as free until a queue shows its rate.
+                ps = 0;
+            }
+            let owd = match (all_owd, base_owd, d.owd_min_us(), base_half_rtt, p.rtt().min()) {
+                (true, Some(base), Some(own), _, _) => {
+                    let rel = own.wrapping_sub(base) as i32;
+                    Duration::from_micros(rel.max(0) as u64)
+                }
+                (_, _, _, Some(base), Some(own)) => (own / 2).saturating_sub(base),
+                _ => Duration::ZERO,
+            };
+            let min_rtt = p.rtt().min().unwrap_or(Duration::from_millis(50));
+            // A cap stands for the bottleneck's buffer, which only a
+            // confirmed rate lets us model; an estimate that is a lower
+            // bound would make the path look full while it idles (and a
+            // TCP flow spilled onto a slower path then waits for it).
+            let cap = if d.confirmed() {
+                min_rtt.clamp(Duration::from_millis(10), Duration::from_millis(300))
+            } else {
+                UNCONFIRMED_CAP
+            };
+            let lossy = p
+                .loss()
+                .loss_pct()
+                .is_some_and(|l| l > LOSSY_PCT && l > 4.0 * least_loss);
+            out[i] = (
+                PathModel {
+                    ps_per_byte: ps,
+                    owd_ns: owd.as_nanos() as u64,
+                    cap_ns: cap.as_nanos() as u64,
+                    lossy,
+                },
+                min_rtt.clamp(Duration::from_millis(20), Duration::from_millis(200)),
+            );
+        }
+    }
+
     /// Runs `f` on path `i` and records a state change it causes.
     fn with_path<R>(&mut self, i: usize, f: impl FnOnce(&mut Path) -> R) -> Option<R> {
         let path = self.paths.get_mut(i)?.as_mut()?;
@@ -370,7 +456,16 @@ impl Session {
         }
         let received = match header.msg_type {
             MsgType::Data => {
-                self.with_path(path, |p| p.on_receive(1, header.path_seq, now));
+                let now_us = timestamp_us(self.epoch, now);
+                let summary = DataSummary {
+                    packets: 1,
+                    highest_path_seq: header.path_seq,
+                    bytes: (HEADER_LEN + payload.len()) as u64,
+                    last_rx: now,
+                    last_timestamp_us: header.timestamp_us,
+                    owd_min_us: Some(now_us.wrapping_sub(header.timestamp_us)),
+                };
+                self.with_path(path, |p| p.on_data(&summary));
                 Received::Data(payload)
             }
             MsgType::Probe | MsgType::ProbeReply => {
@@ -383,6 +478,15 @@ impl Session {
                     self.on_probe_reply(path, &body, now);
                     Received::ProbeReply
                 }
+            }
+            MsgType::Feedback => {
+                let body = Feedback::parse(payload)?;
+                let now_us = timestamp_us(self.epoch, now);
+                self.with_path(path, |p| {
+                    p.on_receive(1, header.path_seq, now);
+                    p.on_feedback(&body, now_us, now);
+                });
+                Received::Feedback
             }
             MsgType::Control => {
                 let msg = ControlMsg::parse(payload)?;
@@ -547,10 +651,8 @@ impl Session {
         path: usize,
         summary: DataSummary,
     ) -> Result<(), SessionError> {
-        self.with_path(path, |p| {
-            p.on_receive(summary.packets, summary.highest_path_seq, summary.last_rx)
-        })
-        .ok_or(SessionError::UnknownPath(path))
+        self.with_path(path, |p| p.on_data(&summary))
+            .ok_or(SessionError::UnknownPath(path))
     }
 
     /// Changes a path's parameters (weights, status, timers).
@@ -583,12 +685,28 @@ impl Session {
             .min_by_key(|t| (t.at, t.path))
     }
 
-    /// Runs every timer due at `now`: dead timers, then probes.
+    /// Runs every timer due at `now`: dead timers, then probes and
+    /// feedbacks.
     pub fn handle_timeout(&mut self, now: Instant) {
+        let now_us = timestamp_us(self.epoch, now);
         for i in 0..self.paths.len() {
             let probe_due = self.with_path(i, |p| p.on_timeout(now)).unwrap_or(false);
             if probe_due {
                 self.probe_now(i, now);
+            }
+            let feedback = self
+                .paths
+                .get_mut(i)
+                .and_then(Option::as_mut)
+                .and_then(|p| p.take_feedback(now, now_us));
+            if let Some(fb) = feedback {
+                self.queue_transmit(Transmit {
+                    path: i,
+                    msg_type: MsgType::Feedback,
+                    conn_id: self.conn_id,
+                    timestamp_us: now_us,
+                    body: Payload::Feedback(fb),
+                });
             }
         }
         self.flush_control(now);

@@ -15,6 +15,8 @@ pub enum TimerKind {
     Dead,
     /// A control message is due to be sent again (or given up).
     Control,
+    /// Data arrived on the path and the peer is due a feedback on it.
+    Feedback,
 }
 
 /// The next wake-up of a session.

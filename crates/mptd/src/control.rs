@@ -300,6 +300,12 @@ pub fn status(source: &StatusSource) -> Value {
                         "rtt_ms": v.rtt_ms,
                         "rtt_min_ms": v.rtt_min_ms,
                         "loss_pct": v.loss_pct,
+                        "rate_bps": v.rate_bps,
+                        "rate_confirmed": v.rate_confirmed,
+                        "owd_ms": v.owd_ms,
+                        "queue_ms": v.queue_ms,
+                        "lossy": v.lossy,
+                        "share": (v.share * 1000.0).round() / 1000.0,
                         "tx_packets": p.tx_packets.get(),
                         "rx_packets": p.rx_packets.get(),
                         "tx_bytes": p.tx_bytes.get(),
@@ -312,7 +318,10 @@ pub fn status(source: &StatusSource) -> Value {
                     })
                 })
                 .collect();
-            let r = c.lock_reseq().stats();
+            let (r, held_now) = {
+                let g = c.lock_reseq();
+                (g.stats(), g.held())
+            };
             json!({
                 "name": c.name,
                 "id": c.conn_id,
@@ -323,6 +332,7 @@ pub fn status(source: &StatusSource) -> Value {
                     "duplicates": r.duplicates,
                     "gaps_skipped": r.gaps_skipped,
                     "resets": r.resets,
+                    "held_now": held_now,
                     "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
                 },
                 "drops": {

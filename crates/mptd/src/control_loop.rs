@@ -102,6 +102,8 @@ pub struct ControlLoop {
     pub pending: Vec<PendingAnswer>,
     /// Readiness notification to systemd, until sent.
     pub readiness: Option<Readiness>,
+    /// Scratch space for the sessions' path models.
+    pub models: Vec<(mpt_proto::sched::PathModel, Duration)>,
 }
 
 /// An operator command waiting for the peer's answer to a control message.
@@ -468,7 +470,11 @@ impl ControlLoop {
                 self.on_handshake(&conn, d, &header, out);
                 return;
             }
-            MsgType::Data | MsgType::Probe | MsgType::ProbeReply | MsgType::Control => {}
+            MsgType::Data
+            | MsgType::Probe
+            | MsgType::ProbeReply
+            | MsgType::Control
+            | MsgType::Feedback => {}
         }
         let Some(session) = self.sessions.get_mut(d.conn) else {
             return;
@@ -631,7 +637,10 @@ impl ControlLoop {
                     let summary = DataSummary {
                         packets,
                         highest_path_seq: p.rx_summary_highest.load(Relaxed),
+                        bytes: p.rx_summary_bytes.swap(0, Relaxed),
                         last_rx: conn.epoch + Duration::from_nanos(last_ns),
+                        last_timestamp_us: p.rx_summary_timestamp.load(Relaxed),
+                        owd_min_us: p.take_owd(),
                     };
                     // A draining path is no longer in the session.
                     let _draining = session.handle_data_summary(p.id, summary);
@@ -688,13 +697,56 @@ impl ControlLoop {
                 send(conn, path, &buf[..len], remote);
             }
             conn.eligible.store(session.eligibility().active(), Relaxed);
+            session.path_models(&mut self.models);
+            for (id, (model, phase)) in self.models.iter().enumerate() {
+                if let Some(shared) = table.get(id) {
+                    shared.model.publish(*model, *phase);
+                }
+            }
             conn.reseq_timeout_us
                 .store(reorder_timeout(session).as_micros() as u64, Relaxed);
+            // Each path's share of the data sent since the last round.
+            let mut sent = [0u64; mpt_proto::sched::MAX_PATHS];
+            for (id, _) in session.paths() {
+                if let Some(shared) = table.get(id) {
+                    let before = match shared.view.lock() {
+                        Ok(g) => g.share_tx_bytes,
+                        Err(poisoned) => poisoned.into_inner().share_tx_bytes,
+                    };
+                    sent[id] = shared.tx_bytes.get().saturating_sub(before);
+                }
+            }
+            let total: u64 = sent.iter().sum();
             for (id, p) in session.paths() {
                 let Some(shared) = table.get(id) else {
                     continue;
                 };
+                let (model, _) = self.models.get(id).copied().unwrap_or_default();
+                let old = match shared.view.lock() {
+                    Ok(g) => (g.share, g.share_tx_bytes),
+                    Err(poisoned) => {
+                        let g = poisoned.into_inner();
+                        (g.share, g.share_tx_bytes)
+                    }
+                };
+                let (share, share_tx_bytes) = if total > 0 {
+                    (
+                        old.0 * 0.9 + 0.1 * sent[id] as f64 / total as f64,
+                        old.1 + sent[id],
+                    )
+                } else {
+                    old
+                };
+                let d = p.delivery();
                 let view = PathView {
+                    rate_bps: d.rate_bps(),
+                    rate_confirmed: d.confirmed(),
+                    owd_ms: (d.owd_min_us().is_some() || p.rtt().min().is_some())
+                        .then(|| model.owd_ns as f64 / 1e6),
+                    queue_ms: d.queueing_delay().map(|q| q.as_secs_f64() * 1e3),
+                    lossy: model.lossy,
+                    share,
+                    share_tx_bytes,
                     state: p.state().as_str(),
                     rtt_ms: p.rtt().smoothed().map(|d| d.as_secs_f64() * 1e3),
                     rtt_min_ms: p.rtt().min().map(|d| d.as_secs_f64() * 1e3),

@@ -174,6 +174,12 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             crate::udp::Waker::new().context("creating a wake-up event")?,
             crate::state::TxWakes(tx_wakes.clone()),
         )));
+        if let Some(shared) = conns.last() {
+            shared.adaptive.store(
+                c.scheduler == crate::config::SchedulerKind::Adaptive,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
     }
     let conns = Arc::new(conns);
     let listener = control::bind(&config.daemon.control)
@@ -228,6 +234,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         draining: Vec::new(),
         pending: Vec::new(),
         readiness: Some(Readiness::new(now)),
+        models: Vec::new(),
     };
     handles.push(spawn(
         "control".into(),

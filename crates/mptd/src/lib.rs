@@ -25,6 +25,7 @@ pub mod fatal;
 pub mod handshake;
 pub mod keys;
 pub mod metrics;
+pub mod model;
 pub mod notify;
 pub mod pathset;
 pub mod route;

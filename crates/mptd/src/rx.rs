@@ -351,6 +351,11 @@ impl RxWorker {
         let now = Instant::now();
         let (mut rx_packets, mut rx_bytes) = (0u64, 0u64);
         let mut highest: Option<u32> = None;
+        let now_us = mpt_proto::timestamp_us(conn.epoch, now);
+        // Newest sender timestamp and lowest one-way delay of the batch's
+        // data (for the feedback to the peer's scheduler).
+        let mut newest_ts: Option<u32> = None;
+        let mut owd_min: Option<u32> = None;
         let mut learnt_from = None;
         let errors = &conn.drops.tun_write;
         // Without a key nothing authenticates a datagram but where it comes
@@ -383,6 +388,13 @@ impl RxWorker {
                         rx_packets += 1;
                         rx_bytes += wire_len as u64;
                         let pseq = path_seq_of(dgram);
+                        let ts = timestamp_of(dgram);
+                        let owd = now_us.wrapping_sub(ts);
+                        newest_ts = Some(ts);
+                        owd_min = Some(match owd_min {
+                            Some(m) if (m.wrapping_sub(owd) as i32) < 0 => m,
+                            _ => owd,
+                        });
                         highest = Some(match highest {
                             Some(h) if seq_after(h, pseq) => h,
                             _ => pseq,
@@ -415,6 +427,13 @@ impl RxWorker {
             if let Some(h) = highest {
                 path.rx_summary_highest.store(h, Relaxed);
             }
+            if let Some(ts) = newest_ts {
+                path.rx_summary_timestamp.store(ts, Relaxed);
+            }
+            if let Some(owd) = owd_min {
+                path.note_owd(owd);
+            }
+            path.rx_summary_bytes.fetch_add(rx_bytes, Relaxed);
             path.rx_summary_packets
                 .fetch_add(rx_packets as u32, Relaxed);
             let ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
@@ -509,6 +528,16 @@ impl RxWorker {
                 } else {
                     Verdict::Data(header.seq)
                 }
+            }
+            MsgType::Feedback => {
+                // As trusted as a probe: sealed with a key; without one,
+                // from the configured remote only (checked above).
+                if dgram.len() != Transmit::FEEDBACK_LEN {
+                    conn.drops.malformed.add(1);
+                } else {
+                    self.to_control(pi, dgram, from, now, &mut crypto.pending);
+                }
+                Verdict::Skip(header.seq)
             }
             MsgType::Probe | MsgType::ProbeReply => {
                 if dgram.len() != Transmit::KEEPALIVE_LEN {
@@ -624,6 +653,14 @@ fn same_endpoint(from: Option<SocketAddr>, remote: Option<SocketAddr>) -> bool {
 /// The path sequence number of a datagram already checked to have a header.
 fn path_seq_of(dgram: &[u8]) -> u32 {
     match dgram.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
+        Some(b) => u32::from_be_bytes(b),
+        None => 0,
+    }
+}
+
+/// The sender timestamp of a datagram already checked to have a header.
+fn timestamp_of(dgram: &[u8]) -> u32 {
+    match dgram.get(20..24).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
         Some(b) => u32::from_be_bytes(b),
         None => 0,
     }

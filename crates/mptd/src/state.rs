@@ -91,6 +91,9 @@ pub struct Drops {
     pub handshake_challenged: Counter,
 }
 
+/// `rx_summary_owd` when no one-way delay was measured.
+pub const NO_OWD: u64 = u64::MAX;
+
 /// How long old session keys still open stragglers after the peer was
 /// seen using the new ones.
 pub const OLD_KEYS_GRACE: Duration = Duration::from_secs(2);
@@ -292,6 +295,20 @@ pub struct PathView {
     pub last_rx: Option<Instant>,
     /// The weight the peer asks for.
     pub peer_weight_in: Option<u16>,
+    /// Estimated capacity of the direction we send in, bit/s.
+    pub rate_bps: Option<u64>,
+    /// The estimate was measured with a standing queue (not a lower bound).
+    pub rate_confirmed: bool,
+    /// One-way delay above the connection's fastest path.
+    pub owd_ms: Option<f64>,
+    /// Queueing delay the peer last measured on the path.
+    pub queue_ms: Option<f64>,
+    /// Counted as lossy by the adaptive scheduler.
+    pub lossy: bool,
+    /// Share of the connection's sent data bytes recently (smoothed).
+    pub share: f64,
+    /// `tx_bytes` when the share was last updated.
+    pub share_tx_bytes: u64,
 }
 
 /// One path as the workers see it.
@@ -343,6 +360,15 @@ pub struct PathShared {
     pub rx_summary_highest: AtomicU32,
     /// When the last one arrived, in ns since the connection epoch.
     pub rx_summary_last_ns: AtomicU64,
+    /// Their wire bytes.
+    pub rx_summary_bytes: AtomicU64,
+    /// Sender timestamp of the newest.
+    pub rx_summary_timestamp: AtomicU32,
+    /// Lowest `arrival − sender timestamp` (µs, wrapping) among them, or
+    /// [`NO_OWD`].
+    pub rx_summary_owd: AtomicU64,
+    /// The adaptive scheduler's model of the path and its virtual clock.
+    pub model: crate::model::SharedModel,
     /// Status published by the control loop.
     pub view: Mutex<PathView>,
     /// Removed and draining: receives, never sends data, hidden in status.
@@ -383,6 +409,10 @@ impl PathShared {
             rx_summary_packets: AtomicU32::new(0),
             rx_summary_highest: AtomicU32::new(0),
             rx_summary_last_ns: AtomicU64::new(0),
+            rx_summary_bytes: AtomicU64::new(0),
+            rx_summary_timestamp: AtomicU32::new(0),
+            rx_summary_owd: AtomicU64::new(NO_OWD),
+            model: crate::model::SharedModel::default(),
             view: Mutex::new(PathView {
                 state: "probing",
                 rtt_ms: None,
@@ -391,9 +421,34 @@ impl PathShared {
                 last_change: now,
                 last_rx: None,
                 peer_weight_in: None,
+                rate_bps: None,
+                rate_confirmed: false,
+                owd_ms: None,
+                queue_ms: None,
+                lossy: false,
+                share: 0.0,
+                share_tx_bytes: 0,
             }),
             removed: AtomicBool::new(false),
         }
+    }
+
+    /// Folds a batch's lowest one-way delay into the summary (receive
+    /// worker; wrapping µs values compare by their difference).
+    pub fn note_owd(&self, owd_us: u32) {
+        let _kept_if_not_lower = self.rx_summary_owd.fetch_update(Relaxed, Relaxed, |old| {
+            if old == NO_OWD || ((owd_us.wrapping_sub(old as u32)) as i32) < 0 {
+                Some(u64::from(owd_us))
+            } else {
+                None
+            }
+        });
+    }
+
+    /// Takes the lowest one-way delay noted since the last call.
+    pub fn take_owd(&self) -> Option<u32> {
+        let v = self.rx_summary_owd.swap(NO_OWD, Relaxed);
+        (v != NO_OWD).then_some(v as u32)
     }
 
     /// Marks the path removed (it drains, then leaves the table).
@@ -564,6 +619,8 @@ pub struct ConnShared {
     pub reseq_deadline_ns: AtomicU64,
     /// Gap timeout in µs, set by the control loop from the paths' RTTs.
     pub reseq_timeout_us: AtomicU64,
+    /// Transmit workers schedule with `adaptive` (else `weighted`).
+    pub adaptive: AtomicBool,
 }
 
 impl ConnShared {
@@ -599,6 +656,7 @@ impl ConnShared {
             reseq: Mutex::new(reseq),
             reseq_deadline_ns: AtomicU64::new(0),
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
+            adaptive: AtomicBool::new(true),
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mpt_proto::crypto::TAG_LEN;
-use mpt_proto::sched::{SchedPath, Scheduler, Weighted};
+use mpt_proto::sched::{Adaptive, PathModel, SchedPath, Scheduler, Weighted};
 use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
@@ -106,6 +106,18 @@ impl TxWorker {
         let mut bufs: Vec<Vec<u8>> = (0..IDEAL_BATCH_SIZE).map(|_| vec![0u8; seg_len]).collect();
         let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
         let mut scheds: Vec<Weighted> = self.conns.iter().map(|_| Weighted::new()).collect();
+        let mut adaptive: Vec<Adaptive> = self.conns.iter().map(|_| Adaptive::new()).collect();
+        let mut models: Vec<Vec<PathModel>> = self
+            .conns
+            .iter()
+            .map(|_| Vec::with_capacity(mpt_proto::sched::MAX_PATHS))
+            .collect();
+        // Transmission time charged per connection and path in a batch.
+        let mut charged: Vec<Vec<u64>> = self
+            .conns
+            .iter()
+            .map(|_| Vec::with_capacity(mpt_proto::sched::MAX_PATHS))
+            .collect();
         let mut sched_params: Vec<Vec<SchedPath>> = self
             .conns
             .iter()
@@ -157,8 +169,9 @@ impl TxWorker {
                 }
             };
             consecutive_errors = 0;
-            // Per batch: a fresh view of weights and live paths (the path
-            // table itself only when it changed).
+            let now = Instant::now();
+            // Per batch: a fresh view of weights, models and live paths
+            // (the path table itself only when it changed).
             for (c, conn) in self.conns.iter().enumerate() {
                 conn.refresh_paths(&mut tables[c], &mut generations[c]);
                 let params = &mut sched_params[c];
@@ -174,6 +187,17 @@ impl TxWorker {
                     params[p.id] = p.sched();
                 }
                 masks[c] = conn.eligible.load(Relaxed);
+                models[c].clear();
+                charged[c].clear();
+                if conn.adaptive.load(Relaxed) {
+                    let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+                    models[c].resize(tables[c].slots(), PathModel::default());
+                    charged[c].resize(tables[c].slots(), 0);
+                    for p in tables[c].iter() {
+                        models[c][p.id] = p.model.load(p.id, conn_ns);
+                        adaptive[c].set_busy_until(p.id, p.model.busy_until());
+                    }
+                }
             }
             plan.clear();
             counts.iter_mut().for_each(|c| *c = 0);
@@ -183,7 +207,21 @@ impl TxWorker {
                     self.stats.no_route.add(1);
                     continue;
                 };
-                match scheds[c].pick(&sched_params[c], masks[c]) {
+                let conn = &self.conns[c];
+                let pick = if models[c].is_empty() {
+                    scheds[c].pick(&sched_params[c], masks[c])
+                } else {
+                    let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+                    let hold_ns = conn.reseq_timeout_us.load(Relaxed).saturating_mul(1000);
+                    let tag = if conn.crypto.is_some() { TAG_LEN } else { 0 };
+                    let bytes = PACKET_OFFSET + size + tag;
+                    let picked = adaptive[c].pick(&models[c], masks[c], bytes, conn_ns, hold_ns);
+                    if let Some(p) = picked {
+                        charged[c][p] += (bytes as u64).saturating_mul(models[c][p].ps_per_byte) / 1000;
+                    }
+                    picked
+                };
+                match pick {
                     Some(p) => {
                         // Key: connection, path, then the packet's rank among
                         // its connection's packets in tun order, then its
@@ -204,8 +242,20 @@ impl TxWorker {
                     0
                 };
             }
+            // Add what this batch charged to the paths' shared clocks.
+            for (c, conn) in self.conns.iter().enumerate() {
+                if charged[c].iter().all(|&ns| ns == 0) {
+                    continue;
+                }
+                let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+                for p in tables[c].iter() {
+                    if let Some(&ns) = charged[c].get(p.id).filter(|&&ns| ns > 0) {
+                        let cap = models[c].get(p.id).map_or(0, |m| m.cap_ns);
+                        p.model.charge(conn_ns, ns, cap.saturating_mul(2));
+                    }
+                }
+            }
             plan.sort_unstable();
-            let now = Instant::now();
             let mut at = 0;
             while at < plan.len() {
                 let key = plan[at].group();

@@ -117,6 +117,14 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
         (tx_head, Align::Right),
         (rx_head, Align::Right),
     ]);
+    // What the adaptive scheduler believes of each path.
+    let mut sched = Table::new(&[
+        ("PATH", Align::Left),
+        ("EST bit/s", Align::Right),
+        ("+OWD ms", Align::Right),
+        ("QUEUE ms", Align::Right),
+        ("SHARE", Align::Right),
+    ]);
     let earlier_paths = match traffic {
         Traffic::Rates { earlier, .. } => find_conn(earlier, &name)
             .and_then(|c| c.get("paths"))
@@ -161,6 +169,24 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
                 (rate("tx_bytes"), rate("rx_bytes"))
             }
         };
+        let ms_or_dash = |key: &str| p.get(key).and_then(Value::as_f64).map_or_else(|| "-".into(), millis);
+        sched.rows.push(vec![
+            pname.clone(),
+            match (p.get("rate_bps").and_then(Value::as_f64), p.get("rate_confirmed")) {
+                (Some(r), Some(Value::Bool(true))) => si(r),
+                (Some(r), _) => format!(">={}", si(r)),
+                (None, _) => "-".into(),
+            },
+            ms_or_dash("owd_ms"),
+            ms_or_dash("queue_ms"),
+            match p.get("share").and_then(Value::as_f64) {
+                Some(x) if p.get("lossy") == Some(&Value::Bool(true)) => {
+                    format!("{} lossy", percent(x * 100.0))
+                }
+                Some(x) => percent(x * 100.0),
+                None => "-".into(),
+            },
+        ]);
         load.rows.push(vec![
             pname,
             if rtt == "-" && rtt_min == "-" {
@@ -180,6 +206,8 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
     links.render(out, INDENT, width);
     out.push('\n');
     load.render(out, INDENT, width);
+    out.push('\n');
+    sched.render(out, INDENT, width);
 }
 
 fn find_conn<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {

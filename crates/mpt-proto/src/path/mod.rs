@@ -12,16 +12,18 @@
 //! carries the sender's "I hear you" bit; a path whose peer does not hear us
 //! is not used for data even though we hear the peer.
 
+mod delivery;
 mod loss;
 mod rtt;
 
+pub use delivery::{DeliveryEstimator, DeliverySample, MIN_RATE_BPS};
 pub use loss::LossEstimator;
 pub use rtt::RttEstimator;
 
 use std::time::{Duration, Instant};
 
 use crate::timer::TimerKind;
-use crate::wire::PathReport;
+use crate::wire::{Feedback, PathReport};
 
 /// What the operator configured for a path (`status` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,6 +107,47 @@ pub struct Path {
     rx_highest_path_seq: Option<u32>,
     rtt: RttEstimator,
     loss: LossEstimator,
+    delivery: DeliveryEstimator,
+    /// Receive side of feedback: what we tell the peer about its data.
+    fb: FeedbackState,
+}
+
+/// What the receiving side gathers for its next feedback on a path.
+#[derive(Debug, Clone, Copy, Default)]
+struct FeedbackState {
+    /// Data bytes received (wrapping).
+    rx_bytes: u64,
+    /// Arrival of the newest data datagram and its sender timestamp.
+    newest: Option<(Instant, u32)>,
+    /// Lowest one-way delay since the last feedback.
+    owd_min_us: Option<u32>,
+    /// Data arrived since the last feedback.
+    pending: bool,
+    /// When the last feedback was sent.
+    last_sent: Option<Instant>,
+}
+
+/// Shortest and longest interval between two feedbacks on a busy path
+/// (a quarter of its smoothed RTT in between).
+pub const FEEDBACK_MIN_INTERVAL: Duration = Duration::from_millis(10);
+/// See [`FEEDBACK_MIN_INTERVAL`].
+pub const FEEDBACK_MAX_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Data received on a path, as the data plane sums it up for the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataSummary {
+    /// Datagrams.
+    pub packets: u32,
+    /// Highest path sequence number among them.
+    pub highest_path_seq: u32,
+    /// Their wire bytes.
+    pub bytes: u64,
+    /// When the newest arrived.
+    pub last_rx: Instant,
+    /// The sender timestamp of the newest.
+    pub last_timestamp_us: u32,
+    /// Lowest `arrival − sender timestamp` (µs, wrapping) among them.
+    pub owd_min_us: Option<u32>,
 }
 
 impl Path {
@@ -124,6 +167,8 @@ impl Path {
             rx_highest_path_seq: None,
             rtt: RttEstimator::default(),
             loss: LossEstimator::default(),
+            delivery: DeliveryEstimator::default(),
+            fb: FeedbackState::default(),
         }
     }
 
@@ -192,6 +237,85 @@ impl Path {
         &self.loss
     }
 
+    /// Capacity and one-way delay estimator (direction we send in).
+    pub fn delivery(&self) -> &DeliveryEstimator {
+        &self.delivery
+    }
+
+    /// Takes in the peer's feedback on our data: report, RTT sample and
+    /// delivery sample. `now_us` is our wire clock now.
+    pub fn on_feedback(&mut self, fb: &Feedback, now_us: u32, now: Instant) {
+        self.on_report(&fb.report, now);
+        let rtt_us = now_us
+            .wrapping_sub(fb.echo_timestamp_us)
+            .wrapping_sub(fb.echo_delay_us);
+        if rtt_us < u32::MAX / 2 && fb.echo_timestamp_us != 0 {
+            self.rtt.on_sample(Duration::from_micros(u64::from(rtt_us)));
+        }
+        self.delivery
+            .on_feedback(fb, self.rtt.variation(), now);
+    }
+
+    /// Takes in data the data plane received on this path (counts it like
+    /// [`Path::on_receive`] and gathers it for the next feedback).
+    pub fn on_data(&mut self, s: &DataSummary) {
+        self.on_receive(s.packets, s.highest_path_seq, s.last_rx);
+        let fb = &mut self.fb;
+        fb.rx_bytes = fb.rx_bytes.wrapping_add(s.bytes);
+        if fb.newest.is_none_or(|(at, _)| s.last_rx >= at) {
+            fb.newest = Some((s.last_rx, s.last_timestamp_us));
+        }
+        if let Some(owd) = s.owd_min_us {
+            fb.owd_min_us = Some(match fb.owd_min_us {
+                Some(m) if (m.wrapping_sub(owd) as i32) < 0 => m,
+                _ => owd,
+            });
+        }
+        fb.pending = true;
+    }
+
+    /// Time between feedbacks while data arrives: a quarter of the RTT.
+    fn feedback_interval(&self) -> Duration {
+        self.rtt
+            .smoothed()
+            .map_or(Duration::from_millis(50), |r| r / 4)
+            .clamp(FEEDBACK_MIN_INTERVAL, FEEDBACK_MAX_INTERVAL)
+    }
+
+    /// When the next feedback is due, if data awaits one.
+    pub fn feedback_due(&self) -> Option<Instant> {
+        if !self.fb.pending || self.params.admin == AdminStatus::Down {
+            return None;
+        }
+        let newest = self.fb.newest.map(|(at, _)| at)?;
+        Some(match self.fb.last_sent {
+            Some(t) => (t + self.feedback_interval()).max(newest),
+            None => newest,
+        })
+    }
+
+    /// Builds the feedback due at `now` (our wire clock `now_us`), if any,
+    /// and starts gathering the next one.
+    pub fn take_feedback(&mut self, now: Instant, now_us: u32) -> Option<Feedback> {
+        if self.feedback_due().is_none_or(|t| t > now) {
+            return None;
+        }
+        let (at, ts) = self.fb.newest?;
+        let held = now.saturating_duration_since(at);
+        let last_rx_us = now_us.wrapping_sub(held.as_micros() as u32);
+        let fb = Feedback {
+            report: self.report(),
+            rx_bytes: self.fb.rx_bytes,
+            last_rx_us,
+            echo_timestamp_us: ts,
+            echo_delay_us: held.as_micros().min(u128::from(u32::MAX)) as u32,
+            owd_us: self.fb.owd_min_us.take(),
+        };
+        self.fb.pending = false;
+        self.fb.last_sent = Some(now);
+        Some(fb)
+    }
+
     /// The weight the peer asks for on this path, once told.
     pub fn peer_weight_in(&self) -> Option<u16> {
         self.peer_weight_in
@@ -231,7 +355,7 @@ impl Path {
             self.last_change = now;
         }
         self.peer_weight_in = Some(report.weight_in);
-        self.loss.on_report(report);
+        self.loss.on_report(report, now);
     }
 
     /// Takes in an RTT sample.
@@ -243,10 +367,11 @@ impl Path {
     pub fn next_timer(&self) -> Option<(Instant, TimerKind)> {
         let dead = self.dead_deadline().map(|t| (t, TimerKind::Dead));
         let probe = self.next_probe.map(|t| (t, TimerKind::Probe));
-        match (dead, probe) {
-            (Some(d), Some(p)) => Some(if d.0 <= p.0 { d } else { p }),
-            (d, p) => d.or(p),
-        }
+        let feedback = self.feedback_due().map(|t| (t, TimerKind::Feedback));
+        [dead, probe, feedback]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(t, _)| *t)
     }
 
     fn dead_deadline(&self) -> Option<Instant> {

@@ -1,7 +1,7 @@
 use super::*;
 
 #[allow(clippy::disallowed_methods)]
-fn t0() -> Instant {
+pub(crate) fn t0() -> Instant {
     Instant::now()
 }
 

@@ -6,8 +6,10 @@
 //! The set of paths it may use arrives as a bit mask computed by the session
 //! ([`Eligibility`]), so liveness and policy stay apart.
 
+mod adaptive;
 mod weighted;
 
+pub use adaptive::{probe_gain, ps_per_byte, Adaptive, PathModel, PROBE_PHASES};
 pub use weighted::Weighted;
 
 /// Most paths one connection may have: eligibility travels as a `u64` mask.
@@ -48,4 +50,18 @@ pub trait Scheduler {
     /// Picks the path for the next packet among the set bits of `mask`,
     /// or `None` if no path may be used.
     fn pick(&mut self, paths: &[SchedPath], mask: u64) -> Option<usize>;
+}
+
+/// Calls `f` with the index of every set bit of `mask` below `len`.
+pub(crate) fn for_each_bit(mask: u64, len: usize, mut f: impl FnMut(usize)) {
+    let mut m = if len >= MAX_PATHS {
+        mask
+    } else {
+        mask & ((1u64 << len) - 1)
+    };
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        f(i);
+        m &= m - 1;
+    }
 }

@@ -11,7 +11,7 @@
 //! When the eligible set changes (a path died or returned) the credits are
 //! reset, so a path that was away does not come back with a debt or a hoard.
 
-use super::{SchedPath, Scheduler, MAX_PATHS};
+use super::{for_each_bit, SchedPath, Scheduler, MAX_PATHS};
 
 /// The `weighted` scheduler.
 #[derive(Debug, Clone)]
@@ -44,19 +44,6 @@ impl Weighted {
             self.credit[i] += i64::from(paths[i].weight);
         });
         self.credit[chosen] -= total;
-    }
-}
-
-fn for_each_bit(mask: u64, len: usize, mut f: impl FnMut(usize)) {
-    let mut m = if len >= MAX_PATHS {
-        mask
-    } else {
-        mask & ((1u64 << len) - 1)
-    };
-    while m != 0 {
-        let i = m.trailing_zeros() as usize;
-        f(i);
-        m &= m - 1;
     }
 }
 

@@ -557,7 +557,10 @@ fn data_summary_counts_like_datagrams() {
         DataSummary {
             packets: 5,
             highest_path_seq: 9,
+            bytes: 5000,
             last_rx: now + MS,
+            last_timestamp_us: 0,
+            owd_min_us: None,
         },
     )
     .unwrap();
@@ -573,7 +576,10 @@ fn data_summary_counts_like_datagrams() {
             DataSummary {
                 packets: 1,
                 highest_path_seq: 1,
-                last_rx: now
+                bytes: 1000,
+                last_rx: now,
+                last_timestamp_us: 0,
+                owd_min_us: None,
             }
         )
         .is_err());

@@ -36,11 +36,13 @@
 //! caller-owned buffer.
 
 mod control;
+mod feedback;
 mod keepalive;
 
 pub use control::{
     is_plain_name, ControlBody, ControlMsg, PathAdd, PathName, Refusal, MAX_NAME_LEN,
 };
+pub use feedback::Feedback;
 pub use keepalive::{Keepalive, PathReport};
 
 use crate::error::{DecodeError, EncodeError};
@@ -73,6 +75,9 @@ pub enum MsgType {
     /// Answer to a [`MsgType::HandshakeInit`] the responder cannot tell is
     /// fresh: a cookie to send back in a new Init.
     HandshakeChallenge,
+    /// What the receiver saw of a busy path ([`Feedback`]): delivery
+    /// rate, loss, RTT and one-way delay for the sender's scheduler.
+    Feedback,
 }
 
 impl MsgType {
@@ -86,6 +91,7 @@ impl MsgType {
             MsgType::HandshakeInit => 5,
             MsgType::HandshakeResponse => 6,
             MsgType::HandshakeChallenge => 7,
+            MsgType::Feedback => 8,
         }
     }
 
@@ -99,6 +105,7 @@ impl MsgType {
             5 => Some(MsgType::HandshakeInit),
             6 => Some(MsgType::HandshakeResponse),
             7 => Some(MsgType::HandshakeChallenge),
+            8 => Some(MsgType::Feedback),
             _ => None,
         }
     }

@@ -154,7 +154,8 @@ fn every_type_code_round_trips() {
     }
     assert_eq!(MsgType::from_code(1), Some(MsgType::Data));
     assert_eq!(MsgType::from_code(7), Some(MsgType::HandshakeChallenge));
-    assert_eq!(MsgType::from_code(8), None);
+    assert_eq!(MsgType::from_code(8), Some(MsgType::Feedback));
+    assert_eq!(MsgType::from_code(9), None);
 }
 
 fn ipv4_packet(len: usize) -> Vec<u8> {
@@ -193,6 +194,7 @@ fn any_type() -> impl Strategy<Value = MsgType> {
         MsgType::HandshakeInit,
         MsgType::HandshakeResponse,
         MsgType::HandshakeChallenge,
+        MsgType::Feedback,
     ])
 }
 

@@ -131,7 +131,10 @@ pub struct PathConfig {
 /// Scheduler choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchedulerKind {
-    /// Smooth weighted round robin.
+    /// Earliest arrival over measured rates and delays (the default); the
+    /// weights cap a path's share of its capacity.
+    Adaptive,
+    /// Smooth weighted round robin by `weight_out`.
     Weighted,
 }
 
@@ -240,6 +243,7 @@ enum RawStatus {
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum RawScheduler {
+    Adaptive,
     Weighted,
 }
 
@@ -617,7 +621,8 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             remote_port: c.remote_port.unwrap_or(c.port),
             keepalive: c.keepalive.0,
             dead_timer: c.dead_timer.0,
-            scheduler: match c.scheduler.unwrap_or(RawScheduler::Weighted) {
+            scheduler: match c.scheduler.unwrap_or(RawScheduler::Adaptive) {
+                RawScheduler::Adaptive => SchedulerKind::Adaptive,
                 RawScheduler::Weighted => SchedulerKind::Weighted,
             },
             key_file: c.key_file,

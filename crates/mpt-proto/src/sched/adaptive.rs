@@ -1,0 +1,311 @@
+//! Earliest-arrival scheduling over paths of unlike delay and capacity.
+//!
+//! Striping by fixed shares over a 600 ms satellite and a 25 ms DSL line
+//! makes every packet wait for the slowest path: the resequencer holds the
+//! fast path's packets until the slow path's ones arrive, so the tunnel is
+//! slower than its best member. Instead each packet goes where it is
+//! expected to *arrive* first (the ECF / BLEST family of multipath
+//! schedulers): for every eligible path,
+//!
+//! ```text
+//! arrival = max(now, busy_until) + bytes / rate + one_way_delay
+//! ```
+//!
+//! where `busy_until` is when the path's bottleneck will have drained what
+//! was already sent (a virtual clock advanced by each packet's
+//! transmission time at the estimated rate), `rate` its estimated capacity
+//! and `one_way_delay` its propagation delay above the connection's fastest
+//! path. At low load everything takes the lowest-delay path; as its queue
+//! grows, the next path starts to pay off, and under saturation every path
+//! carries about its capacity.
+//!
+//! Three limits keep the model honest:
+//! * a path's virtual queue is capped (`cap_ns`, about its minimum RTT:
+//!   about what a bottleneck buffer holds): a full path takes no more
+//!   packets while another can, so the tunnel does not fill a small
+//!   buffer the model cannot see;
+//! * a path whose packet would arrive more than `hold_ns` after the
+//!   earliest possible arrival is not used: the resequencer would not wait
+//!   for it;
+//! * a lossy path (`lossy`) only takes packets no clean path can: a TCP
+//!   flow reads every loss as congestion, so 1 % loss on a share of its
+//!   packets costs more than the extra capacity brings.
+//!
+//! When no path passes, the packet goes where it arrives first anyway: the
+//! scheduler never drops, the real bottleneck does.
+//!
+//! The rates come from the receiver's feedback
+//! ([`crate::path::DeliveryEstimator`]). To find capacity it does not know
+//! of, the scheduler offers a path more than its estimate now and then
+//! ([`probe_gain`]): a quarter more for one phase out of eight, a fifth
+//! less the next phase (to drain what the probe queued). A path whose
+//! estimate is only a lower bound (no queue was seen) is modelled as free
+//! by the session, so it takes what the others cannot until a queue shows
+//! its capacity.
+//!
+//! All arithmetic is integer nanoseconds; a pick is one pass over the
+//! eligible paths, no allocation.
+
+use super::{for_each_bit, MAX_PATHS};
+
+/// What the scheduler knows of one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PathModel {
+    /// Transmission time per byte at the estimated rate, in picoseconds
+    /// (8000 = 1 Gbit/s). 0 models the path as infinitely fast.
+    pub ps_per_byte: u64,
+    /// One-way delay above the connection's fastest path, ns.
+    pub owd_ns: u64,
+    /// Most virtual queue the scheduler builds on the path, ns.
+    pub cap_ns: u64,
+    /// Used only for packets no clean path can take.
+    pub lossy: bool,
+}
+
+/// Picoseconds per byte for a rate in bit/s (0 for an unknown rate).
+pub const fn ps_per_byte(rate_bps: u64) -> u64 {
+    if rate_bps == 0 {
+        0
+    } else {
+        let ps = 8_000_000_000_000 / rate_bps;
+        if ps == 0 {
+            1
+        } else {
+            ps
+        }
+    }
+}
+
+/// Phases of one probing cycle.
+pub const PROBE_PHASES: u64 = 8;
+
+/// The transmission cost per byte to use at `now_ns` for a path whose
+/// estimate costs `ps` per byte: a quarter more capacity offered in the
+/// first phase of each cycle of [`PROBE_PHASES`] phases of `phase_ns`, a
+/// fifth less in the second, the estimate in the others. Paths are
+/// offset by their index so they do not probe together.
+pub fn probe_gain(ps: u64, now_ns: u64, phase_ns: u64, path: usize) -> u64 {
+    if phase_ns == 0 {
+        return ps;
+    }
+    match (now_ns / phase_ns + path as u64) % PROBE_PHASES {
+        0 => ps * 4 / 5,
+        1 => ps + ps / 4,
+        _ => ps,
+    }
+}
+
+/// The `adaptive` scheduler of one worker and connection: the virtual
+/// clocks of its paths.
+#[derive(Debug, Clone)]
+pub struct Adaptive {
+    busy_until: [u64; MAX_PATHS],
+}
+
+impl Default for Adaptive {
+    fn default() -> Self {
+        Adaptive {
+            busy_until: [0; MAX_PATHS],
+        }
+    }
+}
+
+impl Adaptive {
+    /// A scheduler with idle paths.
+    pub fn new() -> Adaptive {
+        Adaptive::default()
+    }
+
+    /// When path `i`'s modelled queue drains, ns on the caller's clock.
+    pub fn busy_until(&self, i: usize) -> u64 {
+        self.busy_until.get(i).copied().unwrap_or(0)
+    }
+
+    /// Sets path `i`'s virtual clock (workers sharing paths merge theirs).
+    pub fn set_busy_until(&mut self, i: usize, ns: u64) {
+        if let Some(b) = self.busy_until.get_mut(i) {
+            *b = ns;
+        }
+    }
+
+    /// Picks the path for a datagram of `bytes` at `now_ns` among the set
+    /// bits of `mask`, and charges it. `hold_ns` is how long the receiver's
+    /// resequencer waits for a late packet.
+    pub fn pick(
+        &mut self,
+        paths: &[PathModel],
+        mask: u64,
+        bytes: usize,
+        now_ns: u64,
+        hold_ns: u64,
+    ) -> Option<usize> {
+        let bytes = bytes as u64;
+        let arrival = |busy: u64, p: &PathModel| {
+            busy.max(now_ns)
+                .saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000)
+                .saturating_add(p.owd_ns)
+        };
+        let mut earliest: Option<(u64, usize)> = None;
+        for_each_bit(mask, paths.len(), |i| {
+            let a = arrival(self.busy_until[i], &paths[i]);
+            if earliest.is_none_or(|(b, _)| a < b) {
+                earliest = Some((a, i));
+            }
+        });
+        let (first, fallback) = earliest?;
+        let horizon = first.saturating_add(hold_ns);
+        // Best clean path with room, then best lossy path with room.
+        let mut best: [Option<(u64, usize)>; 2] = [None, None];
+        for_each_bit(mask, paths.len(), |i| {
+            let p = &paths[i];
+            let busy = self.busy_until[i];
+            if busy.saturating_sub(now_ns) > p.cap_ns {
+                return;
+            }
+            let a = arrival(busy, p);
+            if a > horizon {
+                return;
+            }
+            let tier = &mut best[usize::from(p.lossy)];
+            if tier.is_none_or(|(b, _)| a < b) {
+                *tier = Some((a, i));
+            }
+        });
+        let chosen = best[0].or(best[1]).map_or(fallback, |(_, i)| i);
+        let p = &paths[chosen];
+        let start = self.busy_until[chosen].max(now_ns);
+        let end = start.saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000);
+        // Past its cap the model stops counting: the real queue drops.
+        self.busy_until[chosen] = end.min(now_ns.saturating_add(p.cap_ns.saturating_mul(2)));
+        Some(chosen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn path(rate_mbps: u64, owd_ms: u64, cap_ms: u64) -> PathModel {
+        PathModel {
+            ps_per_byte: ps_per_byte(rate_mbps * 1_000_000),
+            owd_ns: owd_ms * MS,
+            cap_ns: cap_ms * MS,
+            lossy: false,
+        }
+    }
+
+    /// Offers `rate_mbps` of 1250-byte packets for `ms`, returns packets
+    /// per path.
+    fn offer(
+        s: &mut Adaptive,
+        paths: &[PathModel],
+        rate_mbps: u64,
+        ms: u64,
+        hold_ms: u64,
+    ) -> Vec<u64> {
+        let mut counts = vec![0; paths.len()];
+        let gap_ns = 1250 * 8 * 1000 / rate_mbps; // ns between packets
+        let mut t = 1_000 * MS;
+        let end = t + ms * MS;
+        while t < end {
+            let i = s.pick(paths, 0b11, 1250, t, hold_ms * MS).expect("path");
+            counts[i] += 1;
+            t += gap_ns;
+        }
+        counts
+    }
+
+    #[test]
+    fn light_load_takes_the_low_delay_path_only() {
+        // GEO 20 Mbit/s 300 ms one way + DSL 10 Mbit/s 12.5 ms.
+        let paths = [path(20, 287, 600), path(10, 0, 25)];
+        let mut s = Adaptive::new();
+        let c = offer(&mut s, &paths, 5, 1000, 400);
+        assert_eq!(c[0], 0, "{c:?}");
+    }
+
+    #[test]
+    fn saturation_uses_every_path_by_capacity() {
+        let paths = [path(20, 287, 600), path(10, 0, 25)];
+        let mut s = Adaptive::new();
+        // 29 Mbit/s offered: both paths nearly full, shares about 2:1.
+        let c = offer(&mut s, &paths, 29, 2000, 400);
+        let share_geo = c[0] as f64 / (c[0] + c[1]) as f64;
+        assert!((0.6..0.72).contains(&share_geo), "{c:?}");
+        // 25 Mbit/s: DSL runs full (10), the rest goes to the satellite.
+        let mut s = Adaptive::new();
+        let c = offer(&mut s, &paths, 25, 2000, 400);
+        let dsl_mbps = c[1] as f64 * 1250.0 * 8.0 / 2.0 / 1e6;
+        assert!((9.0..11.5).contains(&dsl_mbps), "{c:?} {dsl_mbps}");
+    }
+
+    #[test]
+    fn a_path_beyond_the_hold_is_not_used() {
+        // The resequencer waits 100 ms; the satellite is 287 ms behind.
+        let paths = [path(20, 287, 600), path(10, 0, 25)];
+        let mut s = Adaptive::new();
+        let c = offer(&mut s, &paths, 25, 1000, 100);
+        assert_eq!(c[0], 0, "{c:?}");
+    }
+
+    #[test]
+    fn equal_paths_share_equally() {
+        let paths = [path(100, 0, 10), path(100, 0, 10)];
+        let mut s = Adaptive::new();
+        let c = offer(&mut s, &paths, 150, 1000, 50);
+        let diff = c[0].abs_diff(c[1]);
+        assert!(diff * 50 < c[0] + c[1], "{c:?}");
+    }
+
+    #[test]
+    fn a_lossy_path_takes_only_the_overflow() {
+        let mut wifi = path(50, 0, 10);
+        wifi.lossy = true;
+        let lte = path(20, 25, 60);
+        let paths = [wifi, lte];
+        let mut s = Adaptive::new();
+        // 15 Mbit/s fits on LTE: nothing on the lossy WiFi despite its
+        // lower delay.
+        let c = offer(&mut s, &paths, 15, 1000, 200);
+        assert_eq!(c[0], 0, "{c:?}");
+        // 40 Mbit/s does not: the overflow goes to WiFi.
+        let c = offer(&mut s, &paths, 40, 1000, 200);
+        assert!(c[0] > 0 && c[1] > 0, "{c:?}");
+    }
+
+    #[test]
+    fn nothing_eligible_and_unknown_rates() {
+        let mut s = Adaptive::new();
+        assert_eq!(s.pick(&[path(10, 0, 10)], 0, 100, 0, 0), None);
+        assert_eq!(s.pick(&[path(10, 0, 10)], 0b10, 100, 0, 0), None);
+        // An unknown rate costs nothing: the lower delay wins.
+        let free = PathModel {
+            owd_ns: 5 * MS,
+            ..Default::default()
+        };
+        let paths = [path(10, 10, 10), free];
+        assert_eq!(s.pick(&paths, 0b11, 1000, 0, MS * 100), Some(1));
+        // Extreme values saturate instead of overflowing.
+        let huge = PathModel {
+            ps_per_byte: u64::MAX,
+            owd_ns: u64::MAX,
+            cap_ns: u64::MAX,
+            lossy: false,
+        };
+        assert_eq!(s.pick(&[huge], 1, usize::MAX, u64::MAX, u64::MAX), Some(0));
+    }
+
+    #[test]
+    fn probe_gain_cycles() {
+        let g: Vec<u64> = (0..8).map(|k| probe_gain(1000, k * 10, 10, 0)).collect();
+        assert_eq!(g, [800, 1250, 1000, 1000, 1000, 1000, 1000, 1000]);
+        assert_eq!(probe_gain(1000, 0, 10, 1), 1250);
+        assert_eq!(probe_gain(1000, 0, 10, 7), 1000);
+        assert_eq!(probe_gain(1000, 5, 0, 0), 1000);
+        assert_eq!(ps_per_byte(8_000_000_000), 1000);
+        assert_eq!(ps_per_byte(0), 0);
+        assert_eq!(ps_per_byte(u64::MAX), 1);
+    }
+}
