@@ -316,7 +316,10 @@ fn flow_predecessor_of_a_gap() {
 
 proptest! {
     #[test]
-    fn flow_prefix_round_trips(gap in any::<u32>(), packet in proptest::collection::vec(any::<u8>(), 0..64)) {
+    fn flow_prefix_round_trips(
+        gap in any::<u32>(),
+        packet in proptest::collection::vec(any::<u8>(), 0..64),
+    ) {
         let mut buf = vec![0xa5u8; FLOW_PREFIX_LEN + packet.len()];
         emit_flow_prefix(gap, &mut buf).expect("room");
         buf[FLOW_PREFIX_LEN..].copy_from_slice(&packet);
