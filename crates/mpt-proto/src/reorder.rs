@@ -58,11 +58,18 @@
 //! latency, and [`Resequencer::oldest_held`] tells how long the current
 //! longest wait is.
 //!
+//! The timeout counts from each held packet's arrival: the deadline is
+//! that of the packet held longest, whatever its place in the window, so
+//! a younger packet lower in the window never extends an older one's wait.
+//! To find it without a pass over the ring per call, the buffer keeps a
+//! lower bound of the oldest arrival: [`Resequencer::poll_timeout`] may
+//! then be early (after the oldest packet left another way), and the call
+//! it prompts only brings the bound up to date.
+//!
 //! Memory is fixed at construction: `slots × slot_len` bytes, plus a few
-//! words of bookkeeping per slot. A sequence
-//! number more than `slots` ahead forces the oldest held packets out. A
-//! sequence number far behind (the peer restarted and counts from 1 again)
-//! resets the window.
+//! words of bookkeeping per slot. A sequence number more than `slots`
+//! ahead forces the oldest held packets out. A sequence number far behind
+//! (the peer restarted and counts from 1 again) resets the window.
 //!
 //! Every operation costs at most one pass over the ring, whatever the
 //! sequence number: a datagram numbered 2^62 ahead gives up the whole
@@ -93,7 +100,9 @@ pub enum Outcome {
     Late,
     /// Already held or delivered (a duplicate); dropped.
     Duplicate,
-    /// Larger than a slot; delivered at once, out of order.
+    /// Larger than a slot; delivered at once, out of order (its sequence
+    /// number counts as done, so a duplicate is recognised and its flow
+    /// successor need not wait).
     Oversized,
 }
 
@@ -140,8 +149,8 @@ pub struct ReorderStats {
     /// Packets delivered on arrival ahead of missing lower sequence
     /// numbers, because their flow did not wait for those.
     pub flow_bypass: u64,
-    /// Held packets released by their flow predecessor ahead of the window
-    /// base (also counted in `held`).
+    /// Held packets released by their flow predecessor becoming done
+    /// (also counted in `held`).
     pub flow_released: u64,
     /// Packets that named a predecessor which already had a waiter (or a
     /// predecessor not below themselves) and so waited for global order.
