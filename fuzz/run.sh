@@ -21,7 +21,7 @@ fi
 
 export RUSTC_BOOTSTRAP=1
 if [ "${#targets[@]}" -eq 0 ]; then
-    # Every [[bin]] of Cargo.toml: decode session handshake open.
+    # Every [[bin]] of Cargo.toml: decode session handshake open reorder_flow.
     mapfile -t targets < <(cargo fuzz list)
 fi
 for t in "${targets[@]}"; do

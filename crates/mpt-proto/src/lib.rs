@@ -7,6 +7,11 @@
 //!
 //! * [`wire`]: the 24-byte header and message bodies; parse/emit into
 //!   caller-owned buffers, no allocation, never panics on input.
+//! * [`flow`]: inner flow classification (5-tuple hash, DSCP) and the
+//!   sender's per-bucket table that links each data packet to the previous
+//!   one of its flow, so the receiver can resequence per flow.
+//! * [`reorder`]: the receiver's fixed resequencing window, per flow or in
+//!   global order.
 //! * [`path`]: liveness (probing / up / down), keepalive and dead timer,
 //!   RTT and loss estimation of one path.
 //! * [`sched`]: per-packet path choice ([`sched::Weighted`]); one instance
@@ -22,6 +27,7 @@
 pub mod control;
 pub mod crypto;
 pub mod error;
+pub mod flow;
 pub mod path;
 pub mod reorder;
 pub mod sched;

@@ -1,4 +1,5 @@
-//! Resequencing of a connection's datagrams, released by timeout.
+//! Resequencing of a connection's datagrams, per flow or in global order,
+//! released by timeout.
 //!
 //! Striping packet by packet over paths of different speed (or merely
 //! received by different threads) reorders them. TCP reads reordering as
@@ -21,10 +22,54 @@
 //! replies, dropped ones) are marked with [`Resequencer::skip`] so they do
 //! not hold anything up.
 //!
-//! Memory is fixed at construction: `slots × slot_len` bytes. A sequence
-//! number more than `slots` ahead forces the oldest held packets out. A
-//! sequence number far behind (the peer restarted and counts from 1 again)
-//! resets the window.
+//! # Per flow
+//!
+//! Global order is more than TCP needs: it needs the order of its own
+//! connection, not of the whole tunnel. Restoring global order makes a gap
+//! in one flow (a packet on a slow path, or lost) hold every later packet
+//! of every flow. A sender that sets [`crate::wire::Flags::FLOW`] tells,
+//! for each data datagram, the sequence number of the previous datagram of
+//! the same flow bucket (see [`crate::flow`]); [`Resequencer::insert_after`]
+//! then holds the packet only until that one predecessor is done, where
+//! done means delivered, skipped, or given up. A packet with no
+//! predecessor is delivered at once.
+//!
+//! Each slot can record one waiter: the held packet whose predecessor is
+//! the slot's sequence number. When a sequence number becomes done, its
+//! waiter is delivered, then the waiter's waiter, and so on, in a loop (not
+//! recursion: a chain as long as the window costs one pass, not stack).
+//! Since flows are hashed into buckets and the sender links a packet to
+//! the previous one of its bucket, each predecessor has at most one
+//! successor; should a second one show up (a hostile or confused sender),
+//! it falls back to waiting for global order: it is never lost, it only
+//! waits longer.
+//!
+//! The window base (the lowest sequence number not yet done) moves as
+//! before, over held, skipped and already delivered slots alike; loss is
+//! proven and gaps time out exactly as in global order. So a held packet
+//! waits at most `timeout`: [`Resequencer::handle_timeout`] gives up every
+//! gap below the highest packet whose wait has ended, which releases it
+//! whichever way it waits. Packets inserted with [`Resequencer::insert`]
+//! (peers without `FLOW`) wait for global order as they always did; both
+//! kinds can share one window.
+//!
+//! How long packets were held is recorded in a small fixed histogram
+//! ([`HoldHistogram`]) so the daemon can show what resequencing costs in
+//! latency, and [`Resequencer::oldest_held`] tells how long the current
+//! longest wait is.
+//!
+//! The timeout counts from each held packet's arrival: the deadline is
+//! that of the packet held longest, whatever its place in the window, so
+//! a younger packet lower in the window never extends an older one's wait.
+//! To find it without a pass over the ring per call, the buffer keeps a
+//! lower bound of the oldest arrival: [`Resequencer::poll_timeout`] may
+//! then be early (after the oldest packet left another way), and the call
+//! it prompts only brings the bound up to date.
+//!
+//! Memory is fixed at construction: `slots × slot_len` bytes, plus a few
+//! words of bookkeeping per slot. A sequence number more than `slots`
+//! ahead forces the oldest held packets out. A sequence number far behind
+//! (the peer restarted and counts from 1 again) resets the window.
 //!
 //! Every operation costs at most one pass over the ring, whatever the
 //! sequence number: a datagram numbered 2^62 ahead gives up the whole
@@ -37,26 +82,52 @@ use std::time::{Duration, Instant};
 
 use crate::sched::MAX_PATHS;
 
+mod hold;
+
+pub use hold::{HoldHistogram, HOLD_BUCKETS};
+
 /// What happened to an inserted packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// Delivered at once (it was next in order).
     InOrder,
-    /// Stored until the gap before it fills or times out.
+    /// Delivered at once ahead of lower sequence numbers still missing:
+    /// its flow predecessor was done already, or it had none.
+    Bypass,
+    /// Stored until what it waits for is done or times out.
     Held,
     /// Its gap was already given up; delivered at once.
     Late,
     /// Already held or delivered (a duplicate); dropped.
     Duplicate,
-    /// Larger than a slot; delivered at once, out of order.
+    /// Larger than a slot; delivered at once, out of order (its sequence
+    /// number counts as done, so a duplicate is recognised and its flow
+    /// successor need not wait).
     Oversized,
+}
+
+/// What a held packet waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Every lower sequence number (global order).
+    All,
+    /// Only this sequence number, its flow predecessor; the packet is
+    /// registered as that slot's waiter.
+    Seq(u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
     Empty,
+    /// Consumed by a datagram without data.
     Skip,
-    Packet { len: usize },
+    /// Delivered ahead of the window base; kept so that a duplicate is
+    /// recognised and the base can move over it.
+    Delivered,
+    Packet {
+        len: usize,
+        wait: Wait,
+    },
 }
 
 /// Counters for status output and tests.
@@ -64,7 +135,8 @@ enum Slot {
 pub struct ReorderStats {
     /// Packets delivered in order on arrival.
     pub in_order: u64,
-    /// Packets held and delivered later.
+    /// Packets held and delivered later (in order, by their flow, or when
+    /// their gap was given up).
     pub held: u64,
     /// Packets that came after their gap was given up.
     pub late: u64,
@@ -74,6 +146,17 @@ pub struct ReorderStats {
     pub gaps_skipped: u64,
     /// Window resets (peer restart).
     pub resets: u64,
+    /// Packets delivered on arrival ahead of missing lower sequence
+    /// numbers, because their flow did not wait for those.
+    pub flow_bypass: u64,
+    /// Held packets released by their flow predecessor becoming done
+    /// (also counted in `held`).
+    pub flow_released: u64,
+    /// Packets that named a predecessor which already had a waiter (or a
+    /// predecessor not below themselves) and so waited for global order.
+    pub flow_fallback: u64,
+    /// How long the packets counted in `held` were held.
+    pub hold: HoldHistogram,
 }
 
 /// A fixed-size resequencing buffer for one connection.
@@ -83,12 +166,19 @@ pub struct Resequencer {
     next: Option<u64>,
     slots: Vec<Slot>,
     arrived: Vec<Option<Instant>>,
+    /// Per slot: the held packet waiting for this slot's sequence number.
+    waiter: Vec<Option<u64>>,
     storage: Vec<u8>,
     slot_len: usize,
     held: usize,
-    /// Slots not empty (held packets and skip marks): when none is, moving
-    /// the window costs nothing.
+    /// Slots not empty (held packets, skip marks, early deliveries): when
+    /// none is, moving the window costs nothing.
     occupied: usize,
+    /// No held packet arrived before this: a lower bound that lets
+    /// [`Resequencer::handle_timeout`] return without a pass over the ring
+    /// when nothing can have waited long enough. `None` when nothing is
+    /// held.
+    oldest_hint: Option<Instant>,
     timeout: Duration,
     stats: ReorderStats,
     /// Per path: highest sequence number delivered on it and when.
@@ -104,10 +194,12 @@ impl Resequencer {
             next: None,
             slots: vec![Slot::Empty; slots],
             arrived: vec![None; slots],
+            waiter: vec![None; slots],
             storage: vec![0; slots * slot_len],
             slot_len,
             held: 0,
             occupied: 0,
+            oldest_hint: None,
             timeout,
             stats: ReorderStats::default(),
             paths: [None; MAX_PATHS],
@@ -156,7 +248,7 @@ impl Resequencer {
         }
         if let (Some(bound), Some(next)) = (self.proven_lost_below(now), self.next) {
             if bound > next {
-                self.advance_to(bound, deliver);
+                self.advance_to(bound, now, deliver);
             }
         }
     }
@@ -192,7 +284,7 @@ impl Resequencer {
 
     /// Where `seq` stands relative to the window; resets or slides the
     /// window as needed. Returns the next sequence number to deliver.
-    fn prepare(&mut self, seq: u64, deliver: &mut impl FnMut(&[u8])) -> u64 {
+    fn prepare(&mut self, seq: u64, now: Instant, deliver: &mut impl FnMut(&[u8])) -> u64 {
         let next = match self.next {
             None => {
                 self.next = Some(seq);
@@ -202,7 +294,7 @@ impl Resequencer {
         };
         if seq < next && next - seq > 4 * self.window() {
             // Far behind: the peer restarted its counter. Flush and restart.
-            self.flush_all(deliver);
+            self.flush_all(now, deliver);
             self.stats.resets += 1;
             self.next = Some(seq);
             return seq;
@@ -210,14 +302,15 @@ impl Resequencer {
         if seq - next.min(seq) >= self.window() {
             // Too far ahead for the ring: give up the oldest gaps until it fits.
             let new_next = seq - self.window() + 1;
-            self.advance_to(new_next, deliver);
+            self.advance_to(new_next, now, deliver);
         }
         self.next.unwrap_or(seq)
     }
 
     /// Inserts the data packet with sequence number `seq` received on
-    /// `path`; everything that becomes deliverable is passed to `deliver`
-    /// in sequence order.
+    /// `path`, to be delivered in global order: after every lower sequence
+    /// number is done. Everything that becomes deliverable is passed to
+    /// `deliver`.
     pub fn insert(
         &mut self,
         seq: u64,
@@ -226,20 +319,47 @@ impl Resequencer {
         now: Instant,
         mut deliver: impl FnMut(&[u8]),
     ) -> Outcome {
-        let outcome = self.insert_inner(seq, packet, now, &mut deliver);
+        let outcome = self.insert_inner(seq, Some(Wait::All), packet, now, &mut deliver);
         self.note_path(path, seq, now);
         self.release_proven(now, &mut deliver);
         outcome
     }
 
-    fn insert_inner(
+    /// Inserts the data packet with sequence number `seq` received on
+    /// `path`, to be delivered as soon as `prev` is done: `Some(p)` is its
+    /// flow predecessor (see [`crate::wire::flow_predecessor`]), `None`
+    /// means it depends on nothing and is delivered at once. Everything
+    /// that becomes deliverable is passed to `deliver`.
+    ///
+    /// A `prev` that is not below `seq`, or whose slot already has a
+    /// waiter, makes the packet wait for global order as with
+    /// [`Resequencer::insert`].
+    pub fn insert_after(
         &mut self,
         seq: u64,
+        prev: Option<u64>,
+        path: usize,
         packet: &[u8],
         now: Instant,
         mut deliver: impl FnMut(&[u8]),
     ) -> Outcome {
-        let next = self.prepare(seq, &mut deliver);
+        let wait = prev.map(Wait::Seq);
+        let outcome = self.insert_inner(seq, wait, packet, now, &mut deliver);
+        self.note_path(path, seq, now);
+        self.release_proven(now, &mut deliver);
+        outcome
+    }
+
+    /// `wait`: `None` for nothing, else what the packet must wait for.
+    fn insert_inner(
+        &mut self,
+        seq: u64,
+        wait: Option<Wait>,
+        packet: &[u8],
+        now: Instant,
+        deliver: &mut impl FnMut(&[u8]),
+    ) -> Outcome {
+        let next = self.prepare(seq, now, deliver);
         if seq < next {
             self.stats.late += 1;
             deliver(packet);
@@ -254,65 +374,162 @@ impl Resequencer {
             self.stats.in_order += 1;
             deliver(packet);
             self.next = Some(next.saturating_add(1));
-            self.drain(&mut deliver);
+            self.wake(seq, now, deliver);
+            self.drain(now, deliver);
             return Outcome::InOrder;
         }
+        // Ahead of the window base: decide what it waits for.
+        let wait = match wait {
+            None => None,
+            Some(Wait::All) => Some(Wait::All),
+            Some(Wait::Seq(p)) if p >= seq => {
+                self.stats.flow_fallback += 1;
+                Some(Wait::All)
+            }
+            Some(Wait::Seq(p)) if p < next => None,
+            Some(Wait::Seq(p)) => {
+                let pi = self.index(p);
+                match self.slots[pi] {
+                    Slot::Skip | Slot::Delivered => None,
+                    Slot::Empty | Slot::Packet { .. } if self.waiter[pi].is_none() => {
+                        Some(Wait::Seq(p))
+                    }
+                    Slot::Empty | Slot::Packet { .. } => {
+                        self.stats.flow_fallback += 1;
+                        Some(Wait::All)
+                    }
+                }
+            }
+        };
+        let Some(wait) = wait else {
+            self.stats.flow_bypass += 1;
+            deliver(packet);
+            self.mark_delivered(i);
+            self.wake(seq, now, deliver);
+            return Outcome::Bypass;
+        };
         if packet.len() > self.slot_len {
             deliver(packet);
+            self.mark_delivered(i);
+            self.wake(seq, now, deliver);
             return Outcome::Oversized;
         }
         let off = i * self.slot_len;
         self.storage[off..off + packet.len()].copy_from_slice(packet);
-        self.slots[i] = Slot::Packet { len: packet.len() };
+        self.slots[i] = Slot::Packet {
+            len: packet.len(),
+            wait,
+        };
+        if let Wait::Seq(p) = wait {
+            let pi = self.index(p);
+            self.waiter[pi] = Some(seq);
+        }
         self.arrived[i] = Some(now);
+        self.oldest_hint = Some(self.oldest_hint.map_or(now, |t| t.min(now)));
         self.held += 1;
         self.occupied += 1;
         Outcome::Held
     }
 
+    /// Marks the empty slot `i` as delivered ahead of the window base.
+    fn mark_delivered(&mut self, i: usize) {
+        self.slots[i] = Slot::Delivered;
+        self.occupied += 1;
+    }
+
+    /// `seq` just became done: delivers its waiter, then the waiter's
+    /// waiter, and so on. A loop over distinct held packets: at most one
+    /// pass over the ring.
+    fn wake(&mut self, seq: u64, now: Instant, deliver: &mut impl FnMut(&[u8])) {
+        let mut done = seq;
+        while self.held > 0 {
+            let di = self.index(done);
+            let Some(w) = self.waiter[di].take() else {
+                return;
+            };
+            let wi = self.index(w);
+            let Slot::Packet {
+                len,
+                wait: Wait::Seq(p),
+            } = self.slots[wi]
+            else {
+                return;
+            };
+            if p != done {
+                return;
+            }
+            self.deliver_held(wi, len, now, deliver);
+            self.stats.flow_released += 1;
+            self.slots[wi] = Slot::Delivered;
+            done = w;
+        }
+    }
+
+    /// Delivers the packet held in slot `i` (of length `len`) and counts
+    /// it; the caller sets the slot's new state.
+    fn deliver_held(
+        &mut self,
+        i: usize,
+        len: usize,
+        now: Instant,
+        deliver: &mut impl FnMut(&[u8]),
+    ) {
+        let off = i * self.slot_len;
+        deliver(&self.storage[off..off + len]);
+        self.held -= 1;
+        if self.held == 0 {
+            self.oldest_hint = None;
+        }
+        self.stats.held += 1;
+        if let Some(at) = self.arrived[i].take() {
+            self.stats.hold.record(now.saturating_duration_since(at));
+        }
+    }
+
     /// Marks `seq`, received on `path`, as consumed by a datagram without
     /// data.
     pub fn skip(&mut self, seq: u64, path: usize, now: Instant, mut deliver: impl FnMut(&[u8])) {
-        let next = self.prepare(seq, &mut deliver);
+        let next = self.prepare(seq, now, &mut deliver);
         if seq == next {
             self.next = Some(next.saturating_add(1));
-            self.drain(&mut deliver);
+            self.wake(seq, now, &mut deliver);
+            self.drain(now, &mut deliver);
         } else if seq > next {
             let i = self.index(seq);
             if self.slots[i] == Slot::Empty {
                 self.slots[i] = Slot::Skip;
-                self.arrived[i] = Some(now);
                 self.occupied += 1;
+                self.wake(seq, now, &mut deliver);
             }
         }
         self.note_path(path, seq, now);
         self.release_proven(now, &mut deliver);
     }
 
-    /// Empties slot `i`, delivering its packet if it holds one; returns
-    /// what the slot held.
-    fn release(&mut self, i: usize, deliver: &mut impl FnMut(&[u8])) -> Slot {
+    /// The window base passes `seq` (delivered, skipped or given up):
+    /// empties its slot, delivering a packet held there, and wakes its
+    /// waiter. Returns what the slot held.
+    fn finish(&mut self, seq: u64, now: Instant, deliver: &mut impl FnMut(&[u8])) -> Slot {
+        let i = self.index(seq);
         let slot = self.slots[i];
-        if let Slot::Packet { len } = slot {
-            let off = i * self.slot_len;
-            deliver(&self.storage[off..off + len]);
-            self.held -= 1;
-            self.stats.held += 1;
+        if let Slot::Packet { len, .. } = slot {
+            self.deliver_held(i, len, now, deliver);
         }
         if slot != Slot::Empty {
             self.occupied -= 1;
         }
         self.slots[i] = Slot::Empty;
         self.arrived[i] = None;
+        self.wake(seq, now, deliver);
         slot
     }
 
     /// Delivers the contiguous run at the head of the window.
-    fn drain(&mut self, deliver: &mut impl FnMut(&[u8])) {
+    fn drain(&mut self, now: Instant, deliver: &mut impl FnMut(&[u8])) {
         let Some(mut next) = self.next else { return };
         // At most one pass: every slot released here was occupied.
         while self.occupied > 0 && self.slots[self.index(next)] != Slot::Empty {
-            self.release(self.index(next), deliver);
+            self.finish(next, now, deliver);
             next = next.saturating_add(1);
         }
         self.next = Some(next);
@@ -323,7 +540,7 @@ impl Resequencer {
     /// Only the first window's worth of numbers can hold anything, so at
     /// most one pass over the ring is made; the rest of a longer jump is
     /// counted as skipped gaps in one step.
-    fn advance_to(&mut self, target: u64, deliver: &mut impl FnMut(&[u8])) {
+    fn advance_to(&mut self, target: u64, now: Instant, deliver: &mut impl FnMut(&[u8])) {
         let Some(next) = self.next else { return };
         if target <= next {
             return;
@@ -331,9 +548,11 @@ impl Resequencer {
         let span = target - next;
         let visited = span.min(self.window());
         let mut released = 0u64;
+        // A waiter is a held packet, so with nothing occupied there is no
+        // waiter to wake either.
         if self.occupied > 0 {
             for k in 0..visited {
-                if self.release(self.index(next.wrapping_add(k)), deliver) != Slot::Empty {
+                if self.finish(next.wrapping_add(k), now, deliver) != Slot::Empty {
                     released += 1;
                 }
                 if self.occupied == 0 {
@@ -343,349 +562,97 @@ impl Resequencer {
         }
         self.stats.gaps_skipped = self.stats.gaps_skipped.saturating_add(span - released);
         self.next = Some(target);
-        self.drain(deliver);
+        self.drain(now, deliver);
     }
 
-    fn flush_all(&mut self, deliver: &mut impl FnMut(&[u8])) {
+    fn flush_all(&mut self, now: Instant, deliver: &mut impl FnMut(&[u8])) {
         if let Some(next) = self.next {
-            self.advance_to(next.saturating_add(self.window()), deliver);
+            self.advance_to(next.saturating_add(self.window()), now, deliver);
         }
     }
 
-    /// When the oldest held packet's wait ends, if anything is held.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.held == 0 {
-            return None;
-        }
-        let next = self.next?;
-        // The oldest held packet is the first non-empty slot after `next`.
-        (0..self.window())
-            .map(|k| self.index(next.wrapping_add(k)))
-            .find(|&i| matches!(self.slots[i], Slot::Packet { .. }))
-            .and_then(|i| self.arrived[i])
-            .map(|t| t + self.timeout)
-    }
-
-    /// Gives up the gaps whose packets waited `timeout` by `now`.
-    pub fn handle_timeout(&mut self, now: Instant, mut deliver: impl FnMut(&[u8])) {
-        while let Some(deadline) = self.poll_timeout() {
-            if deadline > now {
-                break;
+    /// Calls `f(seq, arrived)` for every held packet, in sequence order;
+    /// one pass, ending at the last held packet.
+    fn for_each_held(&self, mut f: impl FnMut(u64, Instant)) {
+        let (Some(next), true) = (self.next, self.held > 0) else {
+            return;
+        };
+        let mut seen = 0;
+        for k in 0..self.window() {
+            let seq = next.wrapping_add(k);
+            let i = self.index(seq);
+            if let (Slot::Packet { .. }, Some(at)) = (self.slots[i], self.arrived[i]) {
+                f(seq, at);
+                seen += 1;
+                if seen == self.held {
+                    return;
+                }
             }
-            // Skip up to the oldest held packet; drain delivers it and
-            // everything contiguous after it.
-            let Some(next) = self.next else { return };
-            let first_held = (0..self.window())
-                .map(|k| next.wrapping_add(k))
-                .find(|&s| self.slots[self.index(s)] != Slot::Empty)
-                .unwrap_or(next);
-            self.advance_to(first_held, &mut deliver);
         }
+    }
+
+    /// When the packet held longest arrived, if anything is held (one pass
+    /// over the held part of the ring; for status output).
+    pub fn oldest_held(&self) -> Option<Instant> {
+        let mut oldest: Option<Instant> = None;
+        self.for_each_held(|_, at| oldest = Some(oldest.map_or(at, |o| o.min(at))));
+        oldest
+    }
+
+    /// How long the packet held longest has waited by `now`.
+    pub fn longest_hold(&self, now: Instant) -> Option<Duration> {
+        self.oldest_held()
+            .map(|at| now.saturating_duration_since(at))
+    }
+
+    /// When [`Resequencer::handle_timeout`] should next be called, if
+    /// anything is held: when the longest wait reaches `timeout`. It may be
+    /// early after the packet that waited longest was delivered another
+    /// way; the call then releases nothing and brings the time up to date.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.oldest_hint.map(|t| t + self.timeout)
+    }
+
+    /// Delivers every packet that has been held for `timeout` by `now`,
+    /// giving up the gaps it waits for, and with it every gap below it: one
+    /// pass to find the highest such packet, one to move the window.
+    pub fn handle_timeout(&mut self, now: Instant, mut deliver: impl FnMut(&[u8])) {
+        match self.oldest_hint {
+            Some(t) if t + self.timeout <= now => {}
+            _ => return,
+        }
+        let timeout = self.timeout;
+        let mut expired: Option<u64> = None;
+        // Held packets above the highest expired one, oldest first: what
+        // stays held afterwards arrived no earlier than this.
+        let mut oldest_left: Option<Instant> = None;
+        self.for_each_held(|seq, at| {
+            if at + timeout <= now {
+                expired = Some(seq);
+                oldest_left = None;
+            } else {
+                oldest_left = Some(oldest_left.map_or(at, |o| o.min(at)));
+            }
+        });
+        if let Some(seq) = expired {
+            // Gives up every gap below `seq`: the packet at `seq` then has
+            // nothing left to wait for, whether it waits for global order
+            // or for its flow predecessor, and is delivered with the rest.
+            self.advance_to(seq, now, &mut deliver);
+            // Should the packet sit at the base itself (it cannot: it would
+            // have been delivered), this delivers it rather than leave it
+            // held without a deadline.
+            self.drain(now, &mut deliver);
+        }
+        self.oldest_hint = match (self.held, oldest_left) {
+            (0, _) => None,
+            (_, Some(t)) => Some(t),
+            // Unreachable (every held packet has an arrival time); keep a
+            // deadline rather than none.
+            (_, None) => Some(now),
+        };
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: Duration = Duration::from_millis(1);
-
-    #[allow(clippy::disallowed_methods)]
-    fn t0() -> Instant {
-        Instant::now()
-    }
-
-    fn pkt(seq: u64) -> Vec<u8> {
-        seq.to_be_bytes().to_vec()
-    }
-
-    fn seq_of(p: &[u8]) -> u64 {
-        u64::from_be_bytes(p.try_into().expect("8 bytes"))
-    }
-
-    struct Out(Vec<u64>);
-    impl Out {
-        fn sink(&mut self) -> impl FnMut(&[u8]) + '_ {
-            |p| self.0.push(seq_of(p))
-        }
-    }
-
-    #[test]
-    fn in_order_passes_straight_through() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        for s in 100..110 {
-            assert_eq!(r.insert(s, 0, &pkt(s), t, out.sink()), Outcome::InOrder);
-        }
-        assert_eq!(out.0, (100..110).collect::<Vec<_>>());
-        assert_eq!(r.held(), 0);
-        assert_eq!(r.poll_timeout(), None);
-    }
-
-    #[test]
-    fn two_interleaved_paths_are_resequenced() {
-        let t = t0();
-        let mut r = Resequencer::new(64, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        // Path 0 carries even, path 1 odd sequence numbers; path 1's batch
-        // arrives first except for the very first packet.
-        r.insert(0, 0, &pkt(0), t, out.sink());
-        for s in (1..20).step_by(2) {
-            r.insert(s, 1, &pkt(s), t, out.sink());
-        }
-        for s in (2..20).step_by(2) {
-            r.insert(s, 0, &pkt(s), t, out.sink());
-        }
-        assert_eq!(out.0, (0..20).collect::<Vec<_>>());
-        assert_eq!(r.stats().held, 9);
-        assert_eq!(r.stats().gaps_skipped, 0);
-    }
-
-    #[test]
-    fn skips_fill_gaps() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        assert_eq!(r.insert(3, 1, &pkt(3), t, out.sink()), Outcome::Held);
-        r.skip(2, 0, t, out.sink());
-        assert_eq!(out.0, [1, 3]);
-        // A skip ahead of time also works.
-        r.skip(5, 1, t, out.sink());
-        r.insert(6, 1, &pkt(6), t, out.sink());
-        r.insert(4, 0, &pkt(4), t, out.sink());
-        assert_eq!(out.0, [1, 3, 4, 6]);
-    }
-
-    #[test]
-    fn loss_is_proven_when_every_active_path_has_moved_past_the_gap() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
-        let mut out = Out(vec![]);
-        r.insert(0, 1, &pkt(0), t, out.sink());
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        // 2 was sent on path 1 and lost.
-        r.insert(3, 0, &pkt(3), t, out.sink());
-        assert_eq!(out.0, [0, 1], "path 1 may still bring 2");
-        r.insert(4, 1, &pkt(4), t, out.sink());
-        assert_eq!(out.0, [0, 1, 3, 4], "path 1 moved past 2: it is lost");
-        assert_eq!(r.stats().gaps_skipped, 1);
-        assert_eq!(r.poll_timeout(), None);
-    }
-
-    #[test]
-    fn a_forgotten_path_no_longer_holds_up_loss_proofs() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
-        let mut out = Out(vec![]);
-        r.insert(0, 1, &pkt(0), t, out.sink());
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        r.insert(3, 0, &pkt(3), t, out.sink());
-        assert_eq!(out.0, [0, 1], "path 1 may still bring 2");
-        // Path 1 is removed: only path 0 is left, and it moved past 2.
-        r.forget_path(1);
-        r.insert(4, 0, &pkt(4), t, out.sink());
-        assert_eq!(out.0, [0, 1, 3, 4]);
-        r.forget_path(99);
-    }
-
-    #[test]
-    fn single_path_loss_released_by_next_packet() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
-        let mut out = Out(vec![]);
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        r.insert(3, 0, &pkt(3), t, out.sink());
-        assert_eq!(out.0, [1, 3]);
-    }
-
-    #[test]
-    fn quiet_path_stops_counting_after_two_timeouts() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        r.insert(1, 1, &pkt(1), t, out.sink());
-        // Path 1 goes quiet; path 0 carries on past a gap.
-        let later = t + 25 * MS;
-        r.insert(3, 0, &pkt(3), later, out.sink());
-        assert_eq!(out.0, [1, 3]);
-    }
-
-    #[test]
-    fn lost_packet_is_given_up_after_timeout_and_late_arrival_delivered() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        r.insert(3, 1, &pkt(3), t + MS, out.sink());
-        r.insert(4, 1, &pkt(4), t + 2 * MS, out.sink());
-        assert_eq!(r.poll_timeout(), Some(t + 11 * MS));
-        r.handle_timeout(t + 10 * MS, out.sink());
-        assert_eq!(out.0, [1], "not yet");
-        r.handle_timeout(t + 11 * MS, out.sink());
-        assert_eq!(out.0, [1, 3, 4]);
-        assert_eq!(r.stats().gaps_skipped, 1);
-        assert_eq!(
-            r.insert(2, 0, &pkt(2), t + 12 * MS, out.sink()),
-            Outcome::Late
-        );
-        assert_eq!(out.0, [1, 3, 4, 2]);
-        assert_eq!(r.poll_timeout(), None);
-    }
-
-    #[test]
-    fn several_gaps_time_out_one_after_another() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        r.insert(3, 1, &pkt(3), t, out.sink());
-        r.insert(6, 1, &pkt(6), t + 5 * MS, out.sink());
-        r.handle_timeout(t + 10 * MS, out.sink());
-        assert_eq!(out.0, [1, 3]);
-        assert_eq!(r.poll_timeout(), Some(t + 15 * MS));
-        r.handle_timeout(t + 15 * MS, out.sink());
-        assert_eq!(out.0, [1, 3, 6]);
-    }
-
-    #[test]
-    fn duplicates_dropped() {
-        let t = t0();
-        let mut r = Resequencer::new(16, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        r.insert(3, 1, &pkt(3), t, out.sink());
-        assert_eq!(r.insert(3, 1, &pkt(3), t, out.sink()), Outcome::Duplicate);
-        r.insert(2, 0, &pkt(2), t, out.sink());
-        assert_eq!(out.0, [1, 2, 3]);
-        assert_eq!(r.stats().duplicates, 1);
-    }
-
-    #[test]
-    fn far_ahead_sequence_forces_window_forward() {
-        let t = t0();
-        let mut r = Resequencer::new(8, 64, Duration::from_secs(10));
-        let mut out = Out(vec![]);
-        r.insert(0, 0, &pkt(0), t, out.sink());
-        r.insert(2, 1, &pkt(2), t, out.sink());
-        r.insert(20, 1, &pkt(20), t, out.sink());
-        // 2 was forced out; 20 now waits at the end of the window.
-        assert_eq!(out.0, [0, 2]);
-        assert_eq!(r.held(), 1);
-        for s in 13..20 {
-            r.insert(s, 0, &pkt(s), t, out.sink());
-        }
-        assert_eq!(out.0, [0, 2, 13, 14, 15, 16, 17, 18, 19, 20]);
-    }
-
-    #[test]
-    fn peer_restart_resets_window() {
-        let t = t0();
-        let mut r = Resequencer::new(8, 64, 10 * MS);
-        let mut out = Out(vec![]);
-        r.insert(1000, 0, &pkt(1000), t, out.sink());
-        r.insert(1002, 0, &pkt(1002), t, out.sink());
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        r.insert(2, 0, &pkt(2), t, out.sink());
-        assert_eq!(out.0, [1000, 1002, 1, 2]);
-        assert_eq!(r.stats().resets, 1);
-    }
-
-    #[test]
-    fn a_jump_of_2_pow_62_costs_one_pass_and_keeps_order_after_it() {
-        let t = t0();
-        let mut r = Resequencer::new(4096, 16, Duration::from_secs(1));
-        let mut out = Out(vec![]);
-        r.insert(1, 0, &pkt(1), t, out.sink());
-        r.insert(3, 1, &pkt(3), t, out.sink());
-        let far = 1u64 << 62;
-        // Both kinds of datagram that can carry a sequence number: a skip
-        // (probe) and data. Each must return at once, not step through
-        // 2^62 numbers.
-        r.skip(far, 0, t, out.sink());
-        assert_eq!(out.0, [1, 3], "the held packet is given up, in order");
-        assert_eq!(r.held(), 0);
-        assert!(r.stats().gaps_skipped >= far - 2 * 4096);
-        r.insert(far + 2, 0, &pkt(far + 2), t, out.sink());
-        r.insert(far + 1, 1, &pkt(far + 1), t, out.sink());
-        assert_eq!(out.0, [1, 3, far + 1, far + 2]);
-        // Back from the top of the range (the peer restarted): a reset.
-        r.insert(u64::MAX - 1, 0, &pkt(u64::MAX - 1), t, out.sink());
-        r.insert(u64::MAX, 0, &pkt(u64::MAX), t, out.sink());
-        r.insert(7, 0, &pkt(7), t, out.sink());
-        r.insert(8, 0, &pkt(8), t, out.sink());
-        assert_eq!(out.0[4..], [u64::MAX - 1, u64::MAX, 7, 8]);
-        assert_eq!(r.stats().resets, 1);
-    }
-
-    #[test]
-    fn alternating_huge_jumps_stay_bounded_and_lose_nothing_held() {
-        let t = t0();
-        let mut r = Resequencer::new(64, 16, Duration::from_secs(1));
-        let mut out = Out(vec![]);
-        let mut expect = vec![];
-        let mut base = 0u64;
-        for round in 0..200u64 {
-            // A gap and a held packet, then a jump far ahead or far back.
-            r.insert(base, 0, &pkt(base), t, out.sink());
-            r.insert(base + 2, 1, &pkt(base + 2), t, out.sink());
-            expect.extend([base, base + 2]);
-            base = if round % 2 == 0 {
-                u64::MAX / 2 + round
-            } else {
-                round
-            };
-        }
-        r.handle_timeout(t + Duration::from_secs(2), out.sink());
-        assert_eq!(out.0, expect);
-        assert_eq!(r.held(), 0);
-        assert_eq!(r.poll_timeout(), None);
-    }
-
-    #[test]
-    fn oversized_packet_is_not_stored() {
-        let t = t0();
-        let mut r = Resequencer::new(8, 4, 10 * MS);
-        let mut n = 0;
-        r.insert(0, 0, &[0; 4], t, |_| n += 1);
-        assert_eq!(r.insert(2, 1, &[0; 5], t, |_| n += 1), Outcome::Oversized);
-        assert_eq!(n, 2);
-    }
-
-    #[test]
-    fn random_merges_of_fifo_paths_come_out_in_order_exactly_once() {
-        let t = t0();
-        let mut rng = 0x1234_5678_9abc_def0_u64;
-        let mut next_rand = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
-        for _ in 0..50 {
-            let mut r = Resequencer::new(256, 16, Duration::from_secs(1));
-            // Three FIFO paths, sequence numbers dealt at random, arrivals
-            // merged at random. Each path first brings a probe (as paths do
-            // before they carry data), so the resequencer knows all three.
-            let mut out = Out(vec![]);
-            for p in 0..3u64 {
-                r.skip(p, p as usize, t, out.sink());
-            }
-            let mut per_path: Vec<Vec<u64>> = vec![vec![]; 3];
-            for s in 3..300u64 {
-                per_path[(next_rand() % 3) as usize].push(s);
-            }
-            let mut cursors = [0usize; 3];
-            while cursors.iter().zip(&per_path).any(|(c, p)| *c < p.len()) {
-                let p = (next_rand() % 3) as usize;
-                if let Some(&s) = per_path[p].get(cursors[p]) {
-                    cursors[p] += 1;
-                    r.insert(s, p, &pkt(s), t, out.sink());
-                }
-            }
-            assert_eq!(out.0, (3..300).collect::<Vec<_>>());
-            assert_eq!(r.stats().gaps_skipped, 0);
-        }
-    }
-}
+mod tests;

@@ -121,8 +121,12 @@ impl Flags {
     pub const NONE: Flags = Flags(0);
     /// The payload is sealed with the session's AEAD; a 16-byte tag follows it.
     pub const SEALED: Flags = Flags(0x01);
+    /// Data only: the payload starts with a 4-byte flow prefix (see
+    /// [`split_flow_prefix`]), so the receiver can release each flow on its
+    /// own instead of in global sequence order.
+    pub const FLOW: Flags = Flags(0x02);
     /// Every bit this version understands.
-    pub const KNOWN: Flags = Flags(0x01);
+    pub const KNOWN: Flags = Flags(0x03);
 
     /// The raw bits.
     pub const fn bits(self) -> u8 {
@@ -139,6 +143,10 @@ impl Flags {
     /// Whether every bit of `other` is set here.
     pub const fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
+    }
+    /// These flags with every bit of `other` set as well.
+    pub const fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
     }
 }
 
@@ -212,6 +220,53 @@ impl Header {
         };
         Ok((header, payload))
     }
+}
+
+/// Length of the flow prefix that starts a data payload with [`Flags::FLOW`].
+pub const FLOW_PREFIX_LEN: usize = 4;
+
+/// Splits a [`Flags::FLOW`] data payload into its `flow_gap` and the IP
+/// packet after it.
+///
+/// `flow_gap` is this datagram's `seq` minus the `seq` of the previous data
+/// datagram its sender sent in the same flow bucket; 0 means no known
+/// predecessor (deliver at once). The receiver turns it into the sequence
+/// number to wait for with [`flow_predecessor`]. The packet is returned
+/// unchecked: run [`check_ip_packet`] on it as on any data payload. A
+/// payload shorter than the prefix is `BadBodyLength`.
+pub fn split_flow_prefix(payload: &[u8]) -> Result<(u32, &[u8]), DecodeError> {
+    match payload.split_first_chunk::<FLOW_PREFIX_LEN>() {
+        Some((gap, packet)) => Ok((u32::from_be_bytes(*gap), packet)),
+        None => Err(DecodeError::BadBodyLength {
+            len: payload.len(),
+            expected: FLOW_PREFIX_LEN,
+        }),
+    }
+}
+
+/// Writes the flow prefix carrying `flow_gap` into the first
+/// [`FLOW_PREFIX_LEN`] bytes of `buf` (the IP packet goes right after it).
+pub fn emit_flow_prefix(flow_gap: u32, buf: &mut [u8]) -> Result<(), EncodeError> {
+    let have = buf.len();
+    let Some(out) = buf.first_chunk_mut::<FLOW_PREFIX_LEN>() else {
+        return Err(EncodeError::BufferTooSmall {
+            needed: FLOW_PREFIX_LEN,
+            have,
+        });
+    };
+    *out = flow_gap.to_be_bytes();
+    Ok(())
+}
+
+/// The sequence number a flow-prefixed datagram `seq` waits for: `None`
+/// when `flow_gap` is 0 (it depends on nothing) or points below 0 (a
+/// broken or hostile sender; it then waits for nothing either, which is no
+/// worse than a gap of 0).
+pub fn flow_predecessor(seq: u64, flow_gap: u32) -> Option<u64> {
+    if flow_gap == 0 {
+        return None;
+    }
+    seq.checked_sub(u64::from(flow_gap))
 }
 
 /// Checks that `packet` looks like an IPv4 or IPv6 packet whose header

@@ -240,3 +240,93 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn flow_flag_is_known_and_parses() {
+    let mut b = SAMPLE_BYTES;
+    b[1] = 0x03;
+    let (h, _) = Header::parse(&b).expect("SEALED | FLOW is known");
+    assert!(h.flags.contains(Flags::FLOW));
+    assert!(h.flags.contains(Flags::SEALED));
+    assert_eq!(Flags::SEALED.with(Flags::FLOW), h.flags);
+    b[1] = 0x04;
+    assert_eq!(
+        Header::parse(&b),
+        Err(DecodeError::UnknownFlags { bits: 0x04 })
+    );
+}
+
+#[test]
+fn flow_prefix_known_answer() {
+    // A data header with FLOW, then flow_gap = 0x01020304, then the packet.
+    let h = Header {
+        flags: Flags::FLOW,
+        ..sample()
+    };
+    let mut dgram = [0xa5u8; HEADER_LEN + FLOW_PREFIX_LEN + 3];
+    h.emit(&mut dgram).expect("room");
+    emit_flow_prefix(0x0102_0304, &mut dgram[HEADER_LEN..]).expect("room");
+    assert_eq!(dgram[1], 0x02);
+    assert_eq!(
+        dgram[HEADER_LEN..],
+        [0x01, 0x02, 0x03, 0x04, 0xa5, 0xa5, 0xa5],
+        "the prefix is 4 bytes, big-endian, and nothing else is written"
+    );
+    let (parsed, payload) = Header::parse(&dgram).expect("valid");
+    assert!(parsed.flags.contains(Flags::FLOW));
+    let (gap, packet) = split_flow_prefix(payload).expect("long enough");
+    assert_eq!(gap, 0x0102_0304);
+    assert_eq!(packet, [0xa5; 3]);
+}
+
+#[test]
+fn flow_prefix_short_inputs_are_errors() {
+    for len in 0..FLOW_PREFIX_LEN {
+        assert_eq!(
+            split_flow_prefix(&[0; FLOW_PREFIX_LEN][..len]),
+            Err(DecodeError::BadBodyLength {
+                len,
+                expected: FLOW_PREFIX_LEN
+            })
+        );
+        let mut buf = [0u8; FLOW_PREFIX_LEN];
+        assert_eq!(
+            emit_flow_prefix(1, &mut buf[..len]),
+            Err(EncodeError::BufferTooSmall {
+                needed: FLOW_PREFIX_LEN,
+                have: len
+            })
+        );
+    }
+    // Exactly the prefix: an empty packet, which check_ip_packet refuses.
+    let (gap, packet) = split_flow_prefix(&[0, 0, 0, 0]).expect("prefix only");
+    assert_eq!((gap, packet.len()), (0, 0));
+    assert!(check_ip_packet(packet).is_err());
+}
+
+#[test]
+fn flow_predecessor_of_a_gap() {
+    assert_eq!(flow_predecessor(100, 0), None, "0: no predecessor");
+    assert_eq!(flow_predecessor(100, 1), Some(99));
+    assert_eq!(flow_predecessor(100, 100), Some(0));
+    assert_eq!(flow_predecessor(100, 101), None, "below 0");
+    assert_eq!(
+        flow_predecessor(u64::MAX, u32::MAX),
+        Some(u64::MAX - u64::from(u32::MAX))
+    );
+}
+
+proptest! {
+    #[test]
+    fn flow_prefix_round_trips(
+        gap in any::<u32>(),
+        packet in proptest::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let mut buf = vec![0xa5u8; FLOW_PREFIX_LEN + packet.len()];
+        emit_flow_prefix(gap, &mut buf).expect("room");
+        buf[FLOW_PREFIX_LEN..].copy_from_slice(&packet);
+        let (g, p) = split_flow_prefix(&buf).expect("long enough");
+        prop_assert_eq!(g, gap);
+        prop_assert_eq!(p, &packet[..]);
+    }
+}
