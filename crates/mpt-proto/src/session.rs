@@ -358,15 +358,20 @@ impl Session {
     ///   asymmetric paths), else half the minimum RTTs.
     /// * cap: the minimum RTT, within 10-300 ms, once the rate is
     ///   confirmed; a second before.
-    /// * lossy: over [`LOSSY_PCT`] % loss and over four times the least
-    ///   lossy usable path's.
+    /// * lossy: over [`LOSSY_PCT`] % loss while no queue stood (a full
+    ///   buffer's drops are congestion, which TCP handles) and over four
+    ///   times the least lossy usable path's.
     pub fn path_models(&self, out: &mut Vec<(PathModel, Duration)>) {
         out.clear();
         out.resize(self.paths.len(), (PathModel::default(), Duration::ZERO));
         let usable = || self.paths().filter(|(_, p)| p.usable());
-        let max_weight = usable().map(|(_, p)| p.params().weight_out).max().unwrap_or(1).max(1);
+        let max_weight = usable()
+            .map(|(_, p)| p.params().weight_out)
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let least_loss = usable()
-            .filter_map(|(_, p)| p.loss().loss_pct())
+            .filter_map(|(_, p)| p.random_loss().loss_pct())
             .fold(f64::INFINITY, f64::min);
         let all_owd = usable().all(|(_, p)| p.delivery().owd_min_us().is_some());
         let base_owd = usable()
@@ -389,7 +394,13 @@ impl Session {
                 // path is modelled as free until a queue shows its rate.
                 ps = 0;
             }
-            let owd = match (all_owd, base_owd, d.owd_min_us(), base_half_rtt, p.rtt().min()) {
+            let owd = match (
+                all_owd,
+                base_owd,
+                d.owd_min_us(),
+                base_half_rtt,
+                p.rtt().min(),
+            ) {
                 (true, Some(base), Some(own), _, _) => {
                     let rel = own.wrapping_sub(base) as i32;
                     Duration::from_micros(rel.max(0) as u64)
@@ -408,7 +419,7 @@ impl Session {
                 UNCONFIRMED_CAP
             };
             let lossy = p
-                .loss()
+                .random_loss()
                 .loss_pct()
                 .is_some_and(|l| l > LOSSY_PCT && l > 4.0 * least_loss);
             out[i] = (

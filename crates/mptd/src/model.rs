@@ -86,7 +86,10 @@ mod tests {
             Duration::ZERO,
         );
         let got = m.load(3, 1_000);
-        assert_eq!((got.ps_per_byte, got.owd_ns, got.lossy), (1_000_000, 5, true));
+        assert_eq!(
+            (got.ps_per_byte, got.owd_ns, got.lossy),
+            (1_000_000, 5, true)
+        );
         // Two workers each send 1000 bytes (1 ms at 8 Mbit/s) at t = 10 ms.
         m.charge(10_000_000, 1_000_000, 100_000_000);
         m.charge(10_000_000, 1_000_000, 100_000_000);

@@ -34,7 +34,10 @@ use mpt_proto::crypto::{
     ReplayWindow, SessionKeys, CHALLENGE_LEN, INIT_LEN, RESPONSE_LEN, TAG_LEN,
 };
 use mpt_proto::reorder::Resequencer;
-use mpt_proto::wire::{check_ip_packet, Flags, Header, MsgType, HEADER_LEN};
+use mpt_proto::wire::{
+    check_ip_packet, flow_predecessor, split_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN,
+    HEADER_LEN,
+};
 use mpt_proto::{DecodeError, Transmit};
 
 /// Which of the connection's key sets (see `ConnCrypto`) a receive slot
@@ -134,8 +137,9 @@ pub struct RxWorker {
 /// What one datagram of a batch turned out to be.
 #[derive(Debug, Clone, Copy)]
 enum Verdict {
-    /// Data for tun with this connection sequence number.
-    Data(u64),
+    /// Data for tun with this connection sequence number; with the FLOW
+    /// flag, the flow predecessor it waits for (`Some(None)`: none).
+    Data(u64, Option<Option<u64>>),
     /// A valid sequence number without data for tun (probe, reply, bad
     /// inner packet): the resequencer must not wait for it.
     Skip(u64),
@@ -384,7 +388,7 @@ impl RxWorker {
                 let wire_len = dgram.len();
                 let (verdict, dgram) = self.check(pi, dgram, m.from, now, crypto);
                 match verdict {
-                    Verdict::Data(seq) => {
+                    Verdict::Data(seq, flow) => {
                         rx_packets += 1;
                         rx_bytes += wire_len as u64;
                         let pseq = path_seq_of(dgram);
@@ -400,9 +404,16 @@ impl RxWorker {
                             _ => pseq,
                         });
                         learnt_from = m.from.or(learnt_from);
-                        reseq.insert(seq, pi, &dgram[HEADER_LEN..], now, |p| {
-                            staging.push(p, &self.tun, errors)
-                        });
+                        let deliver = |p: &[u8]| staging.push(p, &self.tun, errors);
+                        match flow {
+                            Some(prev) => {
+                                let packet = &dgram[HEADER_LEN + FLOW_PREFIX_LEN..];
+                                reseq.insert_after(seq, prev, pi, packet, now, deliver);
+                            }
+                            None => {
+                                reseq.insert(seq, pi, &dgram[HEADER_LEN..], now, deliver);
+                            }
+                        }
                     }
                     Verdict::Skip(seq) => {
                         learnt_from = m.from.or(learnt_from);
@@ -518,7 +529,14 @@ impl RxWorker {
         };
         let verdict = match header.msg_type {
             MsgType::Data => {
-                let inner = &dgram[HEADER_LEN..];
+                let (flow, inner) = if header.flags.contains(Flags::FLOW) {
+                    match split_flow_prefix(&dgram[HEADER_LEN..]) {
+                        Ok((gap, packet)) => (Some(flow_predecessor(header.seq, gap)), packet),
+                        Err(_) => (None, &[][..]),
+                    }
+                } else {
+                    (None, &dgram[HEADER_LEN..])
+                };
                 if check_ip_packet(inner).is_err() {
                     conn.drops.malformed.add(1);
                     Verdict::Skip(header.seq)
@@ -526,7 +544,7 @@ impl RxWorker {
                     conn.drops.inner_source.add(1);
                     Verdict::Skip(header.seq)
                 } else {
-                    Verdict::Data(header.seq)
+                    Verdict::Data(header.seq, flow)
                 }
             }
             MsgType::Feedback => {

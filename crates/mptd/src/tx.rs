@@ -13,16 +13,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mpt_proto::crypto::TAG_LEN;
+use mpt_proto::flow::{flow_hash, FlowTable};
 use mpt_proto::sched::{Adaptive, PathModel, SchedPath, Scheduler, Weighted};
-use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
+use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
 use crate::route::Router;
 use crate::state::{ConnShared, Counter, PathTable};
 
-/// Where the IP packet starts in a transmit buffer: our header goes in
-/// front of it, so the datagram is built in place without a copy.
-const PACKET_OFFSET: usize = HEADER_LEN;
+/// Where the IP packet starts in a transmit buffer: our header and the
+/// flow prefix go in front of it, so the datagram is built in place
+/// without a copy.
+const PACKET_OFFSET: usize = HEADER_LEN + FLOW_PREFIX_LEN;
 
 /// Most datagrams in one GSO send (the kernel's UDP_MAX_SEGMENTS is 64
 /// on older kernels, 128 on newer ones).
@@ -130,6 +132,12 @@ impl TxWorker {
         let mut counts: Vec<u32> = vec![0; self.conns.len()];
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
         let mut gso_buf: Vec<u8> = Vec::with_capacity(MAX_GSO_BYTES);
+        // Per connection: the last sequence number sent per flow bucket, so
+        // each datagram names its flow predecessor (per-flow resequencing
+        // at the peer). A flow stays on one tun queue, hence one worker.
+        let mut flows: Vec<FlowTable> = self.conns.iter().map(|_| FlowTable::new()).collect();
+        let mut hashes = vec![0u32; IDEAL_BATCH_SIZE];
+        let mut gaps = vec![0u32; IDEAL_BATCH_SIZE];
         let mut consecutive_errors = 0u32;
         while !self.shutdown.load(Relaxed) {
             let n = match self.tun.recv_multiple_intr(
@@ -207,6 +215,7 @@ impl TxWorker {
                     self.stats.no_route.add(1);
                     continue;
                 };
+                hashes[i] = flow_hash(packet);
                 let conn = &self.conns[c];
                 let pick = if models[c].is_empty() {
                     scheds[c].pick(&sched_params[c], masks[c])
@@ -217,7 +226,8 @@ impl TxWorker {
                     let bytes = PACKET_OFFSET + size + tag;
                     let picked = adaptive[c].pick(&models[c], masks[c], bytes, conn_ns, hold_ns);
                     if let Some(p) = picked {
-                        charged[c][p] += (bytes as u64).saturating_mul(models[c][p].ps_per_byte) / 1000;
+                        charged[c][p] +=
+                            (bytes as u64).saturating_mul(models[c][p].ps_per_byte) / 1000;
                     }
                     picked
                 };
@@ -241,6 +251,11 @@ impl TxWorker {
                 } else {
                     0
                 };
+            }
+            // Flow predecessors, in tun (= sequence) order.
+            for e in &plan {
+                let c = e.conn();
+                gaps[e.buf()] = flows[c].gap(hashes[e.buf()], bases[c] + u64::from(e.rank()));
             }
             // Add what this batch charged to the paths' shared clocks.
             for (c, conn) in self.conns.iter().enumerate() {
@@ -272,6 +287,7 @@ impl TxWorker {
                     &sizes,
                     now,
                     &mut gso_buf,
+                    &gaps,
                 );
                 at = end;
             }
@@ -289,6 +305,7 @@ impl TxWorker {
         sizes: &[usize],
         now: Instant,
         gso_buf: &mut Vec<u8>,
+        gaps: &[u32],
     ) {
         let c = group[0].conn();
         let p = group[0].path();
@@ -313,9 +330,9 @@ impl TxWorker {
             },
         };
         let flags = if keys.is_some() {
-            Flags::SEALED
+            Flags::SEALED.with(Flags::FLOW)
         } else {
-            Flags::NONE
+            Flags::FLOW
         };
         let tag = if keys.is_some() { TAG_LEN } else { 0 };
         let pseq0 = path.path_seq.fetch_add(group.len() as u32, Relaxed);
@@ -333,12 +350,16 @@ impl TxWorker {
                 timestamp_us: ts,
             };
             // The buffer always has PACKET_OFFSET bytes in front of the packet.
-            if header.emit(&mut bufs[i][..PACKET_OFFSET]).is_err() {
+            if header.emit(&mut bufs[i][..HEADER_LEN]).is_err()
+                || emit_flow_prefix(gaps[i], &mut bufs[i][HEADER_LEN..PACKET_OFFSET]).is_err()
+            {
                 continue;
             }
             if let Some(k) = &keys {
                 // Each buffer has room for the tag after the packet.
-                if k.seal_datagram(&mut bufs[i], sizes[i]).is_err() {
+                if k.seal_datagram(&mut bufs[i], FLOW_PREFIX_LEN + sizes[i])
+                    .is_err()
+                {
                     continue;
                 }
             }

@@ -169,10 +169,17 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
                 (rate("tx_bytes"), rate("rx_bytes"))
             }
         };
-        let ms_or_dash = |key: &str| p.get(key).and_then(Value::as_f64).map_or_else(|| "-".into(), millis);
+        let ms_or_dash = |key: &str| {
+            p.get(key)
+                .and_then(Value::as_f64)
+                .map_or_else(|| "-".into(), millis)
+        };
         sched.rows.push(vec![
             pname.clone(),
-            match (p.get("rate_bps").and_then(Value::as_f64), p.get("rate_confirmed")) {
+            match (
+                p.get("rate_bps").and_then(Value::as_f64),
+                p.get("rate_confirmed"),
+            ) {
                 (Some(r), Some(Value::Bool(true))) => si(r),
                 (Some(r), _) => format!(">={}", si(r)),
                 (None, _) => "-".into(),

@@ -39,9 +39,16 @@ const OWD_MIN_BUCKET: Duration = Duration::from_secs(5);
 /// Queueing delay above the jitter margin that counts as a standing queue.
 const QUEUE_MARGIN: Duration = Duration::from_millis(2);
 
-/// A delivery rate estimate falls no further than this (bit/s): a path is
-/// never modelled so slow that one packet fills its queue for seconds.
-pub const MIN_RATE_BPS: u64 = 64_000;
+/// A delivery rate estimate falls no further than this (bit/s). Below it
+/// a few packets would fill the modelled queue, and a false reading (a
+/// path carrying only ACKs whose one-way delay jumps with the receiver's
+/// scheduling noise) would push a flow's ACKs onto a slow path. A real
+/// path slower than this is only overloaded a little by the model.
+pub const MIN_RATE_BPS: u64 = 1_000_000;
+
+/// Most queueing delay required to call a queue standing (see
+/// [`DeliveryEstimator::on_feedback`]).
+const QUEUE_THRESHOLD_MAX: Duration = Duration::from_millis(25);
 
 /// What the estimator concluded from one feedback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,11 +90,16 @@ fn wrapping_min(a: u32, b: u32) -> u32 {
 
 impl DeliveryEstimator {
     /// Folds in a feedback received at `now`. `jitter` is the path's RTT
-    /// variation: queueing below it is not told from noise.
+    /// variation and `min_rtt` its minimum RTT: a queue counts as standing
+    /// when the one-way delay stood above its minimum by more than
+    /// `max(2 ms + jitter / 4, min(min_rtt / 2, 25 ms))` all interval.
+    /// (Scheduling noise on a loaded 2-core machine reaches several ms;
+    /// a bottleneck buffer worth its name holds more than half an RTT.)
     pub fn on_feedback(
         &mut self,
         fb: &Feedback,
         jitter: Duration,
+        min_rtt: Duration,
         now: Instant,
     ) -> Option<DeliverySample> {
         if let Some(owd) = fb.owd_us {
@@ -113,9 +125,8 @@ impl DeliveryEstimator {
         self.anchor = Some((fb.rx_bytes, fb.last_rx_us));
         let rate_bps = (u128::from(bytes) * 8 * 1_000_000 / u128::from(span_us))
             .min(u128::from(u64::MAX)) as u64;
-        let queued = self
-            .queueing_delay()
-            .is_some_and(|q| q > QUEUE_MARGIN + jitter / 4);
+        let threshold = (QUEUE_MARGIN + jitter / 4).max((min_rtt / 2).min(QUEUE_THRESHOLD_MAX));
+        let queued = self.queueing_delay().is_some_and(|q| q > threshold);
         let sample = DeliverySample { rate_bps, queued };
         self.fold(sample);
         self.last_sample = Some(sample);
@@ -127,10 +138,12 @@ impl DeliveryEstimator {
         if s.queued {
             // The bottleneck was busy all along: this is its capacity.
             // Half-way steps smooth the noise of one short interval.
+            // At most halved per sample: one noisy reading cannot make a
+            // path look useless.
             let rate = if self.confirmed {
                 (prev + s.rate_bps) / 2
             } else {
-                s.rate_bps
+                s.rate_bps.max(prev / 2)
             };
             self.rate_bps = Some(rate.max(MIN_RATE_BPS));
             self.confirmed = true;
@@ -235,7 +248,7 @@ mod tests {
         for _ in 0..n {
             *t += every;
             let fb = rx.feedback(rate, every, owd);
-            est.on_feedback(&fb, Duration::from_millis(1), *t);
+            est.on_feedback(&fb, Duration::from_millis(1), Duration::from_millis(2), *t);
         }
     }
 
@@ -246,7 +259,7 @@ mod tests {
             bytes: 0,
             clock_us: u32::MAX - 30_000, // the receiver clock wraps on the way
         };
-        let mut t = Instant::now();
+        let mut t = crate::path::tests::t0();
         // Unloaded: 5 Mbit/s at the base delay, a lower bound.
         run(&mut est, &mut rx, &mut t, 5, 5_000_000, 1_000_000);
         assert_eq!(est.rate_bps(), Some(5_000_000));
@@ -270,7 +283,7 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        let mut t = Instant::now();
+        let mut t = crate::path::tests::t0();
         run(&mut est, &mut rx, &mut t, 3, 30_000_000, 500);
         run(&mut est, &mut rx, &mut t, 10, 1_000_000, 500);
         assert_eq!(est.rate_bps(), Some(30_000_000));
@@ -283,14 +296,14 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        let mut t = Instant::now();
+        let mut t = crate::path::tests::t0();
         run(&mut est, &mut rx, &mut t, 3, 8_000_000, 10_000);
         let every = Duration::from_millis(20);
         t += every;
         // 6 ms above the minimum on a path whose RTT varies by 20 ms.
         let fb = rx.feedback(4_000_000, every, 16_000);
         let s = est
-            .on_feedback(&fb, Duration::from_millis(20), t)
+            .on_feedback(&fb, Duration::from_millis(20), Duration::from_millis(2), t)
             .expect("sample");
         assert!(!s.queued);
         assert_eq!(est.rate_bps(), Some(8_000_000));
@@ -303,7 +316,7 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        let mut t = Instant::now();
+        let mut t = crate::path::tests::t0();
         run(&mut est, &mut rx, &mut t, 1, 1_000_000, 100);
         assert_eq!(est.owd_min_us(), Some(100));
         // The path now takes 50 ms longer, for good: within two buckets
@@ -320,19 +333,30 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        let t = Instant::now();
+        let t = crate::path::tests::t0();
         let fb = rx.feedback(1_000_000, Duration::from_millis(1), 0);
-        assert_eq!(est.on_feedback(&fb, Duration::ZERO, t), None);
+        assert_eq!(
+            est.on_feedback(&fb, Duration::ZERO, Duration::ZERO, t),
+            None
+        );
         let fb = rx.feedback(1_000_000, Duration::from_millis(1), 0);
-        assert_eq!(est.on_feedback(&fb, Duration::ZERO, t), None);
+        assert_eq!(
+            est.on_feedback(&fb, Duration::ZERO, Duration::ZERO, t),
+            None
+        );
         let fb = rx.feedback(1_000_000, Duration::from_millis(1), 0);
-        let s = est.on_feedback(&fb, Duration::ZERO, t).expect("2 ms span");
+        let s = est
+            .on_feedback(&fb, Duration::ZERO, Duration::ZERO, t)
+            .expect("2 ms span");
         assert_eq!(s.rate_bps, 1_000_000);
         // Counters behind: the peer restarted; the next feedback anchors.
         let mut restarted = fb;
         restarted.rx_bytes = 10;
         restarted.last_rx_us = 5;
-        assert_eq!(est.on_feedback(&restarted, Duration::ZERO, t), None);
+        assert_eq!(
+            est.on_feedback(&restarted, Duration::ZERO, Duration::ZERO, t),
+            None
+        );
         assert_eq!(est.rate_bps(), None);
     }
 }

@@ -32,6 +32,16 @@ pub struct LossEstimator {
 impl LossEstimator {
     /// Folds a report received at `now` in.
     pub fn on_report(&mut self, report: &PathReport, now: Instant) {
+        self.fold(report, now, true);
+    }
+
+    /// Moves past a report without counting its interval (it covered
+    /// loss of another kind, e.g. a queue overflowing).
+    pub fn skip_report(&mut self, report: &PathReport, now: Instant) {
+        self.fold(report, now, false);
+    }
+
+    fn fold(&mut self, report: &PathReport, now: Instant, count: bool) {
         let cur = (report.rx_packets, report.rx_highest_path_seq, now);
         let Some((prev_rx, prev_high, prev_at)) = self.last.replace(cur) else {
             return;
@@ -44,6 +54,9 @@ impl LossEstimator {
                 last: Some(cur),
                 ..Default::default()
             };
+            return;
+        }
+        if !count {
             return;
         }
         // Reordering can deliver more than the advance in one interval.

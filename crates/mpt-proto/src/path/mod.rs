@@ -107,6 +107,9 @@ pub struct Path {
     rx_highest_path_seq: Option<u32>,
     rtt: RttEstimator,
     loss: LossEstimator,
+    /// Loss in feedback intervals without a standing queue: what the link
+    /// loses by itself, not what a full buffer drops.
+    random_loss: LossEstimator,
     delivery: DeliveryEstimator,
     /// Receive side of feedback: what we tell the peer about its data.
     fb: FeedbackState,
@@ -167,6 +170,7 @@ impl Path {
             rx_highest_path_seq: None,
             rtt: RttEstimator::default(),
             loss: LossEstimator::default(),
+            random_loss: LossEstimator::default(),
             delivery: DeliveryEstimator::default(),
             fb: FeedbackState::default(),
         }
@@ -237,6 +241,12 @@ impl Path {
         &self.loss
     }
 
+    /// Loss seen while no queue stood (from feedback only): the link's own
+    /// loss, which the adaptive scheduler avoids, unlike congestion.
+    pub fn random_loss(&self) -> &LossEstimator {
+        &self.random_loss
+    }
+
     /// Capacity and one-way delay estimator (direction we send in).
     pub fn delivery(&self) -> &DeliveryEstimator {
         &self.delivery
@@ -252,8 +262,20 @@ impl Path {
         if rtt_us < u32::MAX / 2 && fb.echo_timestamp_us != 0 {
             self.rtt.on_sample(Duration::from_micros(u64::from(rtt_us)));
         }
+        let min_rtt = self.rtt.min().unwrap_or_default();
         self.delivery
-            .on_feedback(fb, self.rtt.variation(), now);
+            .on_feedback(fb, self.rtt.variation(), min_rtt, now);
+        // The queue as of this feedback (not only of full samples).
+        let threshold = (min_rtt / 2).min(Duration::from_millis(25));
+        if self
+            .delivery
+            .queueing_delay()
+            .is_some_and(|q| q > threshold)
+        {
+            self.random_loss.skip_report(&fb.report, now);
+        } else {
+            self.random_loss.on_report(&fb.report, now);
+        }
     }
 
     /// Takes in data the data plane received on this path (counts it like

@@ -64,15 +64,10 @@ pub struct PathModel {
 
 /// Picoseconds per byte for a rate in bit/s (0 for an unknown rate).
 pub const fn ps_per_byte(rate_bps: u64) -> u64 {
-    if rate_bps == 0 {
-        0
-    } else {
-        let ps = 8_000_000_000_000 / rate_bps;
-        if ps == 0 {
-            1
-        } else {
-            ps
-        }
+    match 8_000_000_000_000u64.checked_div(rate_bps) {
+        None => 0,
+        Some(0) => 1,
+        Some(ps) => ps,
     }
 }
 
