@@ -134,7 +134,7 @@ impl LteDef {
     }
 }
 
-fn load_trace(name: &str) -> Result<Trace, String> {
+pub(crate) fn load_trace(name: &str) -> Result<Trace, String> {
     for p in [PathBuf::from(name), Path::new("conf/links").join(name)] {
         if p.is_file() {
             return Trace::load(&p);
@@ -301,10 +301,13 @@ pub fn run_case(
         let r = iperf::run(
             &iperf::Run {
                 ns: tb.a.name(),
+                server_ns: tb.b.name(),
                 target: &tun_target,
                 duration: s.duration,
                 udp: None,
                 json_out: &json,
+                cc: None,
+                omit: Duration::ZERO,
             },
             stop,
         );

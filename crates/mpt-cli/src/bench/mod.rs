@@ -17,6 +17,7 @@ pub mod plot;
 pub mod report;
 pub mod scenario;
 pub mod testbed;
+pub mod unlike;
 pub mod voip;
 
 use std::path::{Path, PathBuf};
@@ -176,6 +177,8 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
             lte::run_case(k, case, s, p, opts, &work, stop)
         } else if let Some(p) = &s.dtn {
             dtn::run_case(k, case, s, p, opts, &work, stop)
+        } else if let Some(p) = &s.unlike {
+            unlike::run_case(k, case, s, p, opts, &work, stop)
         } else {
             run_case(k, case, s, opts, &work, stop)
         };
@@ -194,6 +197,10 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
 }
 
 fn progress(k: usize, total: usize, case: &Case, what: &str) {
+    if let Some(l) = &case.label {
+        println!("==> [{}/{}] {l}: {what}", k + 1, total);
+        return;
+    }
     let mut label = format!("{} N={}", case.combo.label(), case.n);
     if let Some(r) = case.rtt_ms {
         label += &format!(" rtt={r:.0}ms");
@@ -316,10 +323,13 @@ fn run_case(
             iperf::run(
                 &iperf::Run {
                     ns: &a,
+                    server_ns: tb.b.name(),
                     target,
                     duration: s.duration,
                     udp,
                     json_out: &json,
+                    cc: None,
+                    omit: Duration::ZERO,
                 },
                 stop,
             )

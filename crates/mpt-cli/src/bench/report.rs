@@ -55,6 +55,9 @@ pub struct Row {
     /// `dtn-relay`: bundle figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dtn: Option<super::dtn::DtnResult>,
+    /// `unlike`: raw per-path baselines and the tunnel, per congestion control.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unlike: Option<super::unlike::UnlikeResult>,
 }
 
 /// Mean of the paths' smoothed RTT in an mptd status document.
@@ -138,6 +141,9 @@ impl Report {
         if self.rows.iter().any(|r| r.dtn.is_some()) {
             return super::dtn::table(self);
         }
+        if self.rows.iter().any(|r| r.unlike.is_some()) {
+            return super::unlike::table(self);
+        }
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -193,6 +199,9 @@ impl Report {
         if self.rows.iter().any(|r| r.dtn.is_some()) {
             return super::dtn::csv(self);
         }
+        if self.rows.iter().any(|r| r.unlike.is_some()) {
+            return super::unlike::csv(self);
+        }
         let mut s = String::from(
             "combo,n,paths,rtt_ms,loss,extra,ideal_mbps,udp_mbps,udp_sent_mbps,udp_loss_pct,\
              tcp_mbps,tcp_retransmits,http_mbps,raw_udp_mbps,raw_tcp_mbps,udp_frac_ideal,tcp_frac_ideal,\
@@ -242,6 +251,9 @@ impl Report {
         }
         if self.rows.iter().any(|r| r.dtn.is_some()) {
             return super::dtn::svg(self);
+        }
+        if self.rows.iter().any(|r| r.unlike.is_some()) {
+            return super::unlike::svg(self);
         }
         let by_n = {
             let mut ns: Vec<usize> = self.rows.iter().map(|r| r.n).collect();

@@ -28,6 +28,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         "dtn-relay",
         include_str!("../../../../conf/scenarios/dtn-relay.toml"),
     ),
+    (
+        "unlike",
+        include_str!("../../../../conf/scenarios/unlike.toml"),
+    ),
 ];
 
 /// Most paths a case may have (address plan 10.77.<i>.0/24, one veth pair
@@ -113,6 +117,8 @@ pub struct ScenarioFile {
     pub duration: f64,
     #[serde(default = "default_combos")]
     pub combos: Vec<String>,
+    /// Not used by `unlike` (raw TCP per path, then TCP through the tunnel).
+    #[serde(default)]
     pub tests: Vec<TestKind>,
     #[serde(default = "default_overload")]
     pub udp_overload: f64,
@@ -125,7 +131,9 @@ pub struct ScenarioFile {
     /// Without (false) and/or with (true) `extra_link`.
     #[serde(default)]
     pub extra: Vec<bool>,
-    pub link: LinkDef,
+    /// The swept link; every scenario but `unlike` (whose cases list their
+    /// own links) needs it.
+    pub link: Option<LinkDef>,
     pub extra_link: Option<LinkDef>,
     #[serde(default)]
     pub quick: QuickDef,
@@ -133,6 +141,8 @@ pub struct ScenarioFile {
     pub lte: Option<super::lte::LteDef>,
     /// `dtn-relay`: bundles over two hops through a relay (see [`super::dtn`]).
     pub dtn: Option<super::dtn::DtnDef>,
+    /// `unlike`: named cases of heterogeneous paths (see [`super::unlike`]).
+    pub unlike: Option<super::unlike::UnlikeDef>,
 }
 
 fn default_paths() -> Vec<usize> {
@@ -240,6 +250,11 @@ pub struct Case {
     pub weights: Vec<u32>,
     /// A hop in series before path 0's link (A -> relay -> B), for `dtn-relay`.
     pub series: Option<Box<(LinkConfig, LinkConfig)>>,
+    /// A name for progress lines instead of the swept parameters (`unlike`).
+    pub label: Option<String>,
+    /// Leave `scheduler` out of the mptd configs (mptd's default applies);
+    /// otherwise the bench asks for `weighted`.
+    pub daemon_scheduler: bool,
 }
 
 /// A scenario ready to run.
@@ -255,6 +270,8 @@ pub struct Scenario {
     pub lte: Option<super::lte::LteParams>,
     /// Set for `dtn-relay`-style scenarios (bundles through a relay).
     pub dtn: Option<super::dtn::DtnParams>,
+    /// Set for `unlike`-style scenarios; its cases match `cases` one to one.
+    pub unlike: Option<super::unlike::UnlikeParams>,
 }
 
 /// Command-line overrides of a scenario.
@@ -342,6 +359,9 @@ pub fn expand(
     if let Some(d) = ov.duration {
         f.duration = d;
     }
+    if let Some(u) = f.unlike.take() {
+        return super::unlike::expand(name, origin, f, &u, ov);
+    }
     let combos = match &ov.combos {
         Some(c) => c.clone(),
         None => parse_combos(&f.combos).map_err(|m| invalid(origin, m))?,
@@ -389,7 +409,11 @@ pub fn expand(
     if extras.contains(&true) && f.extra_link.is_none() {
         return Err(invalid(origin, "extra = [true] needs an [extra_link]"));
     }
-    if f.link.shaper == Shaper::Tbf && (!f.rtt.is_empty() || !f.loss.is_empty()) {
+    let link = f
+        .link
+        .as_ref()
+        .ok_or_else(|| invalid(origin, "missing [link]"))?;
+    if link.shaper == Shaper::Tbf && (!f.rtt.is_empty() || !f.loss.is_empty()) {
         return Err(invalid(
             origin,
             "rtt/loss sweeps need shaper = \"emu\" (tbf shapes rate only)",
@@ -401,7 +425,7 @@ pub fn expand(
             for &rtt in &rtts {
                 for &loss in &losses {
                     for &extra in &extras {
-                        let main = resolve_link(origin, &f.link, rtt, loss)?;
+                        let main = resolve_link(origin, link, rtt, loss)?;
                         let mut links = vec![main; n];
                         if extra {
                             if let Some(x) = &f.extra_link {
@@ -420,6 +444,8 @@ pub fn expand(
                             extra,
                             weights: Vec::new(),
                             series: None,
+                            label: None,
+                            daemon_scheduler: false,
                         });
                     }
                 }
@@ -435,6 +461,7 @@ pub fn expand(
         cases,
         lte,
         dtn,
+        unlike: None,
     })
 }
 
