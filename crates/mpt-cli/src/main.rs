@@ -351,6 +351,10 @@ struct BenchArgs {
     /// mptd binary (default: MPTD_BIN, next to mpt, then PATH).
     #[arg(long, value_name = "FILE")]
     mptd: Option<PathBuf>,
+    /// mptd's scheduler in every case (default: the scenario's; `unlike`
+    /// leaves mptd's default, the others ask for weighted).
+    #[arg(long, value_parser = ["adaptive", "weighted"])]
+    scheduler: Option<String>,
 }
 
 fn p_bench_seconds(s: &str) -> Result<f64, String> {
@@ -905,6 +909,7 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
         duration: args.duration,
         combos,
         quick: args.quick,
+        scheduler: args.scheduler,
     };
     let sc = scenario::load(&args.scenario, &ov).map_err(usage)?;
     let mptd = match args.mptd {

@@ -188,6 +188,29 @@ pub fn dscp(packet: &[u8]) -> Option<u8> {
     }
 }
 
+/// Whether `packet` is a TCP segment with the SYN flag (IPv4, or IPv6
+/// with TCP right after the fixed header). The adaptive scheduler sends
+/// a SYN like bulk data: the handshake's RTT then matches the data's, and
+/// a sender sizing its window by the shortest RTT it saw (BBR) is not
+/// misled by a handshake over a faster path than its data takes.
+pub fn is_tcp_syn(packet: &[u8]) -> bool {
+    let Some(&first) = packet.first() else {
+        return false;
+    };
+    let tcp = match first >> 4 {
+        4 if packet.len() >= 20 => {
+            let fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff;
+            if packet[9] != 6 || fragment != 0 {
+                return false;
+            }
+            usize::from(first & 0x0f) * 4
+        }
+        6 if packet.len() >= 40 && packet[6] == 6 => 40,
+        _ => return false,
+    };
+    packet.get(tcp + 13).is_some_and(|flags| flags & 0x02 != 0)
+}
+
 /// The sender's memory of the last data datagram sent per flow bucket:
 /// a fixed array, no allocation after construction.
 #[derive(Debug, Clone)]

@@ -47,9 +47,11 @@ const CONTROL_FANOUT: usize = 3;
 /// adaptive scheduler (if also well above the connection's best path).
 pub const LOSSY_PCT: f64 = 0.5;
 
-/// Virtual queue cap of a path whose rate is only a lower bound: far
-/// enough that only the arrival-time comparison limits it.
-const UNCONFIRMED_CAP: Duration = Duration::from_secs(1);
+/// One-way delay differences below this count as none.
+const LIKE_DELAY: Duration = Duration::from_millis(1);
+
+/// Most a path's queue cap is raised towards a slower path's delay.
+const SPREAD_CAP_MAX: Duration = Duration::from_millis(50);
 
 /// Outgoing datagrams a session may queue before it drops new probe
 /// replies: far more than the paths' probes per keepalive round, small
@@ -349,19 +351,19 @@ impl Session {
     /// (free slots get a default model), plus each path's probing phase
     /// length. See [`crate::sched::Adaptive`] for how they are used.
     ///
-    /// * rate: the delivery estimate once a standing queue confirmed it
-    ///   (before, the path is modelled as free); scaled by `weight_out / max weight_out` of
+    /// * rate: the delivery estimate, offered at twice its value while no
+    ///   standing queue has confirmed it (unknown: free); scaled by `weight_out / max weight_out` of
     ///   the usable paths (under `adaptive`, a weight caps a path's share
     ///   of its capacity; equal weights change nothing); unknown = free.
     /// * one-way delay above the fastest path: from the feedback's
     ///   one-way delays when every usable path has one (exact, including
     ///   asymmetric paths), else half the minimum RTTs.
-    /// * cap: the minimum RTT, within 10-300 ms, once the rate is
-    ///   confirmed; a second before.
+    /// * cap: the minimum RTT within 10-300 ms, raised to the delay gap
+    ///   to the slowest usable path (at most 50 ms).
     /// * lossy: over [`LOSSY_PCT`] % loss while no queue stood (a full
     ///   buffer's drops are congestion, which TCP handles) and over four
     ///   times the least lossy usable path's.
-    pub fn path_models(&self, out: &mut Vec<(PathModel, Duration)>) {
+    pub fn path_models(&self, now: Instant, out: &mut Vec<(PathModel, Duration)>) {
         out.clear();
         out.resize(self.paths.len(), (PathModel::default(), Duration::ZERO));
         let usable = || self.paths().filter(|(_, p)| p.usable());
@@ -371,7 +373,7 @@ impl Session {
             .unwrap_or(1)
             .max(1);
         let least_loss = usable()
-            .filter_map(|(_, p)| p.random_loss().loss_pct())
+            .filter_map(|(_, p)| p.current_random_loss(now))
             .fold(f64::INFINITY, f64::min);
         let all_owd = usable().all(|(_, p)| p.delivery().owd_min_us().is_some());
         let base_owd = usable()
@@ -381,19 +383,8 @@ impl Session {
             .filter_map(|(_, p)| p.rtt().min())
             .min()
             .map(|r| r / 2);
-        for (i, p) in self.paths() {
+        let owd_of = |p: &Path| {
             let d = p.delivery();
-            let mut ps = d.rate_bps().map_or(0, |r| {
-                let r = u128::from(r) * u128::from(p.params().weight_out.max(1))
-                    / u128::from(max_weight);
-                ps_per_byte(r as u64)
-            });
-            if !d.confirmed() {
-                // A lower bound says nothing of the capacity (a path
-                // carrying only ACKs delivers a few hundred kbit/s): the
-                // path is modelled as free until a queue shows its rate.
-                ps = 0;
-            }
             let owd = match (
                 all_owd,
                 base_owd,
@@ -408,19 +399,40 @@ impl Session {
                 (_, _, _, Some(base), Some(own)) => (own / 2).saturating_sub(base),
                 _ => Duration::ZERO,
             };
-            let min_rtt = p.rtt().min().unwrap_or(Duration::from_millis(50));
-            // A cap stands for the bottleneck's buffer, which only a
-            // confirmed rate lets us model; an estimate that is a lower
-            // bound would make the path look full while it idles (and a
-            // TCP flow spilled onto a slower path then waits for it).
-            let cap = if d.confirmed() {
-                min_rtt.clamp(Duration::from_millis(10), Duration::from_millis(300))
+            // Below a millisecond, paths are alike (measurement noise).
+            if owd < LIKE_DELAY {
+                Duration::ZERO
             } else {
-                UNCONFIRMED_CAP
-            };
+                owd
+            }
+        };
+        let slowest = usable().map(|(_, p)| owd_of(p)).max().unwrap_or_default();
+        for (i, p) in self.paths() {
+            let d = p.delivery();
+            let mut ps = d.rate_bps().map_or(0, |r| {
+                let r = u128::from(r) * u128::from(p.params().weight_out.max(1))
+                    / u128::from(max_weight);
+                ps_per_byte(r as u64)
+            });
+            if !d.confirmed() {
+                // Only a lower bound (the estimate has a floor, so a path
+                // carrying only ACKs is not modelled as nearly useless):
+                // offered twice as much until a queue shows the capacity.
+                ps /= 2;
+            }
+            let owd = owd_of(p);
+            let min_rtt = p.rtt().min().unwrap_or(Duration::from_millis(50));
+            // The cap stands for the bottleneck's buffer, which we cannot
+            // see: about an RTT (the usual buffer sizing), raised towards
+            // the slowest path's extra delay, up to 50 ms, so a fast path
+            // absorbs a burst rather than spilling it where it arrives
+            // later (and holds the flow behind it).
+            let spread = slowest.saturating_sub(owd).min(SPREAD_CAP_MAX);
+            let cap = min_rtt
+                .clamp(Duration::from_millis(10), Duration::from_millis(300))
+                .max(spread);
             let lossy = p
-                .random_loss()
-                .loss_pct()
+                .current_random_loss(now)
                 .is_some_and(|l| l > LOSSY_PCT && l > 4.0 * least_loss);
             out[i] = (
                 PathModel {

@@ -52,10 +52,14 @@ const OUT_LEN: usize = 160;
 const READY_WAIT: Duration = Duration::from_secs(10);
 
 /// How long the resequencer waits for a gap to fill: the spread of one-way
-/// delays between the fastest and the slowest usable path (half the RTT
-/// spread), plus twice the largest RTT variation, plus a floor for
-/// scheduling jitter of the receive workers; capped at one second.
-pub fn reorder_timeout(session: &Session) -> Duration {
+/// delays between the fastest and the slowest usable path, plus twice the
+/// largest RTT variation, plus a floor for scheduling jitter of the
+/// receive workers; capped at two seconds. The spread is the larger of
+/// half the RTT spread and, with a quarter's margin, the spread of the
+/// one-way delays measured on the data received in the last second (which
+/// includes the paths' queues: a satellite's buffer can add as much as its
+/// propagation delay).
+pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
     let floor = crate::daemon::DEFAULT_REORDER_TIMEOUT;
     let usable = session.paths().map(|(_, p)| p).filter(|p| p.usable());
     let (mut lo, mut hi, mut var) = (Duration::MAX, Duration::ZERO, Duration::ZERO);
@@ -69,7 +73,23 @@ pub fn reorder_timeout(session: &Session) -> Duration {
     if hi < lo {
         return floor;
     }
-    ((hi - lo) / 2 + var * 2 + floor).min(Duration::from_secs(1))
+    let recent = session
+        .paths()
+        .filter_map(|(_, p)| p.rx_owd())
+        .filter(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(1))
+        .map(|(owd, _)| owd);
+    let (mut owd_lo, mut owd_hi): (Option<u32>, Option<u32>) = (None, None);
+    for owd in recent {
+        let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+        owd_lo = Some(owd_lo.map_or(owd, |l| if below(owd, l) { owd } else { l }));
+        owd_hi = Some(owd_hi.map_or(owd, |h| if below(h, owd) { owd } else { h }));
+    }
+    let owd_spread = match (owd_lo, owd_hi) {
+        (Some(l), Some(h)) => Duration::from_micros(u64::from(h.wrapping_sub(l)).min(u64::from(u32::MAX / 2))),
+        _ => Duration::ZERO,
+    };
+    let spread = ((hi - lo) / 2).max(owd_spread + owd_spread / 4);
+    (spread + var * 2 + floor).min(Duration::from_secs(2))
 }
 
 /// The control loop.
@@ -697,14 +717,14 @@ impl ControlLoop {
                 send(conn, path, &buf[..len], remote);
             }
             conn.eligible.store(session.eligibility().active(), Relaxed);
-            session.path_models(&mut self.models);
+            session.path_models(now, &mut self.models);
             for (id, (model, phase)) in self.models.iter().enumerate() {
                 if let Some(shared) = table.get(id) {
                     shared.model.publish(*model, *phase);
                 }
             }
             conn.reseq_timeout_us
-                .store(reorder_timeout(session).as_micros() as u64, Relaxed);
+                .store(reorder_timeout(session, now).as_micros() as u64, Relaxed);
             // Each path's share of the data sent since the last round.
             let mut sent = [0u64; mpt_proto::sched::MAX_PATHS];
             for (id, _) in session.paths() {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mpt_proto::crypto::TAG_LEN;
-use mpt_proto::flow::{flow_hash, FlowTable};
+use mpt_proto::flow::{flow_hash, is_tcp_syn, FlowTable};
 use mpt_proto::sched::{Adaptive, PathModel, SchedPath, Scheduler, Weighted};
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
@@ -224,7 +224,9 @@ impl TxWorker {
                     let hold_ns = conn.reseq_timeout_us.load(Relaxed).saturating_mul(1000);
                     let tag = if conn.crypto.is_some() { TAG_LEN } else { 0 };
                     let bytes = PACKET_OFFSET + size + tag;
-                    let picked = adaptive[c].pick(&models[c], masks[c], bytes, conn_ns, hold_ns);
+                    let syn = is_tcp_syn(packet);
+                    let picked =
+                        adaptive[c].pick(&models[c], masks[c], bytes, syn, conn_ns, hold_ns);
                     if let Some(p) = picked {
                         charged[c][p] +=
                             (bytes as u64).saturating_mul(models[c][p].ps_per_byte) / 1000;

@@ -255,6 +255,8 @@ pub struct Case {
     /// Leave `scheduler` out of the mptd configs (mptd's default applies);
     /// otherwise the bench asks for `weighted`.
     pub daemon_scheduler: bool,
+    /// `--scheduler`: asked of mptd in every case, whatever the scenario.
+    pub scheduler: Option<String>,
 }
 
 /// A scenario ready to run.
@@ -281,6 +283,8 @@ pub struct Overrides {
     pub duration: Option<f64>,
     pub combos: Option<Vec<Combo>>,
     pub quick: bool,
+    /// mptd's `scheduler` in every case (`adaptive` or `weighted`).
+    pub scheduler: Option<String>,
 }
 
 pub fn preset_names() -> Vec<&'static str> {
@@ -314,7 +318,13 @@ pub fn load(name_or_path: &str, ov: &Overrides) -> Result<Scenario, ScenarioErro
         origin: origin.clone(),
         error,
     })?;
-    expand(&name, &origin, file, ov)
+    let mut scenario = expand(&name, &origin, file, ov)?;
+    if let Some(sched) = &ov.scheduler {
+        for case in &mut scenario.cases {
+            case.scheduler = Some(sched.clone());
+        }
+    }
+    Ok(scenario)
 }
 
 pub(crate) fn invalid(origin: &str, msg: impl Into<String>) -> ScenarioError {
@@ -446,6 +456,7 @@ pub fn expand(
                             series: None,
                             label: None,
                             daemon_scheduler: false,
+                            scheduler: None,
                         });
                     }
                 }

@@ -173,7 +173,7 @@ pub struct Plan {
     /// mptd weight of path i (weight_out and weight_in); 100 if absent.
     pub weights: Vec<u32>,
     /// `scheduler` in the mptd configs; `None` leaves mptd's default.
-    pub scheduler: Option<&'static str>,
+    pub scheduler: Option<String>,
 }
 
 impl Plan {
@@ -186,7 +186,7 @@ impl Plan {
                 MTU_OUTER6
             },
             weights: Vec::new(),
-            scheduler: Some("weighted"),
+            scheduler: Some("weighted".into()),
         }
     }
 
@@ -247,7 +247,7 @@ impl Plan {
             control.display(),
             self.mtu
         );
-        if let Some(sched) = self.scheduler {
+        if let Some(sched) = &self.scheduler {
             s += &format!("scheduler = \"{sched}\"\n");
         }
         for i in 0..n {
@@ -353,6 +353,9 @@ impl Testbed {
         plan.weights = case.weights.clone();
         if case.daemon_scheduler {
             plan.scheduler = None;
+        }
+        if let Some(sched) = &case.scheduler {
+            plan.scheduler = Some(sched.clone());
         }
         let (an, bn) = (a.name().to_string(), b.name().to_string());
         let mut wires = Vec::new();

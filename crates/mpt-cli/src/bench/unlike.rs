@@ -373,6 +373,7 @@ pub fn expand(
                 series: None,
                 label: Some(label.clone()),
                 daemon_scheduler: true,
+                scheduler: None,
             });
             ucases.push(UnlikeCase {
                 name: label,

@@ -257,3 +257,30 @@ fn every_short_string_over_a_small_alphabet_hashes() {
         }
     }
 }
+
+#[test]
+fn tcp_syn_is_recognised() {
+    let mut syn = v4([10, 0, 0, 1], [10, 0, 0, 2], 6, 40000, 80, 0);
+    syn.resize(40, 0);
+    syn[33] = 0x02;
+    assert!(is_tcp_syn(&syn));
+    syn[33] = 0x12; // SYN+ACK
+    assert!(is_tcp_syn(&syn));
+    syn[33] = 0x10; // ACK
+    assert!(!is_tcp_syn(&syn));
+    // UDP, a non-first fragment, a cut packet, not IP: never.
+    let mut udp = syn.clone();
+    udp[9] = 17;
+    udp[33] = 0x02;
+    assert!(!is_tcp_syn(&udp));
+    let mut frag = syn.clone();
+    frag[33] = 0x02;
+    frag[6..8].copy_from_slice(&0x0010u16.to_be_bytes());
+    assert!(!is_tcp_syn(&frag));
+    assert!(!is_tcp_syn(&syn[..30]));
+    assert!(!is_tcp_syn(&[]));
+    let mut v6syn = v6(&[], 6, 40000, 80);
+    v6syn.resize(60, 0);
+    v6syn[53] = 0x02;
+    assert!(is_tcp_syn(&v6syn));
+}

@@ -64,6 +64,8 @@ pub struct DeliverySample {
 pub struct DeliveryEstimator {
     /// Receiver's byte counter and clock at the start of the next sample.
     anchor: Option<(u64, u32)>,
+    /// The latest feedback found a standing queue.
+    queue_standing: bool,
     rate_bps: Option<u64>,
     /// The estimate was last set by a sample taken with a standing queue.
     confirmed: bool,
@@ -105,6 +107,9 @@ impl DeliveryEstimator {
         if let Some(owd) = fb.owd_us {
             self.on_owd(owd, now);
         }
+        let threshold = (QUEUE_MARGIN + jitter / 4).max((min_rtt / 2).min(QUEUE_THRESHOLD_MAX));
+        self.queue_standing =
+            fb.owd_us.is_some() && self.queueing_delay().is_some_and(|q| q > threshold);
         let Some((bytes0, at0)) = self.anchor else {
             self.anchor = Some((fb.rx_bytes, fb.last_rx_us));
             return None;
@@ -125,8 +130,7 @@ impl DeliveryEstimator {
         self.anchor = Some((fb.rx_bytes, fb.last_rx_us));
         let rate_bps = (u128::from(bytes) * 8 * 1_000_000 / u128::from(span_us))
             .min(u128::from(u64::MAX)) as u64;
-        let threshold = (QUEUE_MARGIN + jitter / 4).max((min_rtt / 2).min(QUEUE_THRESHOLD_MAX));
-        let queued = self.queueing_delay().is_some_and(|q| q > threshold);
+        let queued = self.queue_standing;
         let sample = DeliverySample { rate_bps, queued };
         self.fold(sample);
         self.last_sample = Some(sample);
@@ -149,9 +153,12 @@ impl DeliveryEstimator {
             self.confirmed = true;
         } else if s.rate_bps >= prev {
             // Delivered all we offered without a queue: the path may
-            // carry more than we believe.
+            // carry more than we believe (clearly more: it is no longer
+            // the capacity).
             self.rate_bps = Some(s.rate_bps.max(MIN_RATE_BPS));
-            self.confirmed = false;
+            if s.rate_bps > prev + prev / 8 {
+                self.confirmed = false;
+            }
         }
     }
 
@@ -178,6 +185,11 @@ impl DeliveryEstimator {
     /// capacity) rather than being a lower bound.
     pub fn confirmed(&self) -> bool {
         self.confirmed
+    }
+
+    /// Whether the latest feedback found a standing queue.
+    pub fn queue_standing(&self) -> bool {
+        self.queue_standing
     }
 
     /// The latest sample.

@@ -67,6 +67,11 @@ impl LossEstimator {
         self.received = self.received * keep + f64::from(got);
     }
 
+    /// Datagrams the estimate covers (decayed).
+    pub fn expected(&self) -> f64 {
+        self.expected
+    }
+
     /// Loss in percent (0..=100), or `None` before two reports arrived.
     pub fn loss_pct(&self) -> Option<f64> {
         if self.expected <= 0.0 {

@@ -110,6 +110,13 @@ pub struct Path {
     /// Loss in feedback intervals without a standing queue: what the link
     /// loses by itself, not what a full buffer drops.
     random_loss: LossEstimator,
+    /// When the last feedback arrived.
+    last_feedback: Option<Instant>,
+    /// The peer's data as received here: the latest lowest one-way delay
+    /// (µs, wrapping, with the clock offset) and when.
+    rx_owd: Option<(u32, Instant)>,
+    /// When a feedback last found a standing queue.
+    last_queue: Option<Instant>,
     delivery: DeliveryEstimator,
     /// Receive side of feedback: what we tell the peer about its data.
     fb: FeedbackState,
@@ -129,6 +136,12 @@ struct FeedbackState {
     /// When the last feedback was sent.
     last_sent: Option<Instant>,
 }
+
+/// How long the loss of a path without feedback is remembered.
+pub const LOSS_MEMORY: Duration = Duration::from_secs(2);
+
+/// Datagrams a loss estimate must cover before the scheduler acts on it.
+pub const LOSS_MIN_PACKETS: f64 = 200.0;
 
 /// Shortest and longest interval between two feedbacks on a busy path
 /// (a quarter of its smoothed RTT in between).
@@ -171,6 +184,9 @@ impl Path {
             rtt: RttEstimator::default(),
             loss: LossEstimator::default(),
             random_loss: LossEstimator::default(),
+            last_feedback: None,
+            rx_owd: None,
+            last_queue: None,
             delivery: DeliveryEstimator::default(),
             fb: FeedbackState::default(),
         }
@@ -247,6 +263,18 @@ impl Path {
         &self.random_loss
     }
 
+    /// The link's own loss in percent if it is known well enough to act
+    /// on: feedback within [`LOSS_MEMORY`] of `now`, over at least
+    /// [`LOSS_MIN_PACKETS`] datagrams.
+    pub fn current_random_loss(&self, now: Instant) -> Option<f64> {
+        let fresh = self
+            .last_feedback
+            .is_some_and(|t| now.saturating_duration_since(t) <= LOSS_MEMORY);
+        (fresh && self.random_loss.expected() >= LOSS_MIN_PACKETS)
+            .then(|| self.random_loss.loss_pct())
+            .flatten()
+    }
+
     /// Capacity and one-way delay estimator (direction we send in).
     pub fn delivery(&self) -> &DeliveryEstimator {
         &self.delivery
@@ -255,7 +283,7 @@ impl Path {
     /// Takes in the peer's feedback on our data: report, RTT sample and
     /// delivery sample. `now_us` is our wire clock now.
     pub fn on_feedback(&mut self, fb: &Feedback, now_us: u32, now: Instant) {
-        self.on_report(&fb.report, now);
+        self.take_report(&fb.report, now);
         let rtt_us = now_us
             .wrapping_sub(fb.echo_timestamp_us)
             .wrapping_sub(fb.echo_delay_us);
@@ -265,12 +293,29 @@ impl Path {
         let min_rtt = self.rtt.min().unwrap_or_default();
         self.delivery
             .on_feedback(fb, self.rtt.variation(), min_rtt, now);
-        // The queue as of this feedback (not only of full samples).
-        let threshold = (min_rtt / 2).min(Duration::from_millis(25));
+        // Loss measured long ago says little of the link now: a path left
+        // without data (for being lossy) starts afresh when it gets some.
         if self
-            .delivery
-            .queueing_delay()
-            .is_some_and(|q| q > threshold)
+            .last_feedback
+            .is_none_or(|t| now.saturating_duration_since(t) > LOSS_MEMORY)
+        {
+            self.random_loss = LossEstimator::default();
+        }
+        self.last_feedback = Some(now);
+        if self.delivery.queue_standing() {
+            self.last_queue = Some(now);
+        }
+        // Drops at a full buffer show in the reports after the queue
+        // drained (the lost datagrams count once later ones arrive): an
+        // RTT's grace, at least 200 ms, after the last standing queue.
+        let grace = self
+            .rtt
+            .smoothed()
+            .unwrap_or_default()
+            .max(Duration::from_millis(200));
+        if self
+            .last_queue
+            .is_some_and(|t| now.saturating_duration_since(t) <= grace)
         {
             self.random_loss.skip_report(&fb.report, now);
         } else {
@@ -288,12 +333,21 @@ impl Path {
             fb.newest = Some((s.last_rx, s.last_timestamp_us));
         }
         if let Some(owd) = s.owd_min_us {
+            self.rx_owd = Some((owd, s.last_rx));
             fb.owd_min_us = Some(match fb.owd_min_us {
                 Some(m) if (m.wrapping_sub(owd) as i32) < 0 => m,
                 _ => owd,
             });
         }
         fb.pending = true;
+    }
+
+    /// The latest one-way delay of the peer's data on this path, as
+    /// received here (µs, wrapping, with an offset common to the
+    /// connection's paths), and when it was measured. The spread of these
+    /// over the paths is how long the resequencer must wait.
+    pub fn rx_owd(&self) -> Option<(u32, Instant)> {
+        self.rx_owd
     }
 
     /// Time between feedbacks while data arrives: a quarter of the RTT.
@@ -371,7 +425,12 @@ impl Path {
     }
 
     /// Takes in the peer's report of this path.
+    /// Takes in a probe's or reply's report.
     pub fn on_report(&mut self, report: &PathReport, now: Instant) {
+        self.take_report(report, now);
+    }
+
+    fn take_report(&mut self, report: &PathReport, now: Instant) {
         if self.peer_hears_us != report.hears_you {
             self.peer_hears_us = report.hears_you;
             self.last_change = now;
