@@ -264,6 +264,11 @@ impl Resequencer {
         self.timeout
     }
 
+    /// Longest packet a slot holds.
+    pub fn slot_len(&self) -> usize {
+        self.slot_len
+    }
+
     /// Counters.
     pub fn stats(&self) -> ReorderStats {
         self.stats

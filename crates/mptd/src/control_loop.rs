@@ -85,11 +85,34 @@ pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
         owd_hi = Some(owd_hi.map_or(owd, |h| if below(h, owd) { owd } else { h }));
     }
     let owd_spread = match (owd_lo, owd_hi) {
-        (Some(l), Some(h)) => Duration::from_micros(u64::from(h.wrapping_sub(l)).min(u64::from(u32::MAX / 2))),
+        (Some(l), Some(h)) => {
+            Duration::from_micros(u64::from(h.wrapping_sub(l)).min(u64::from(u32::MAX / 2)))
+        }
         _ => Duration::ZERO,
     };
     let spread = ((hi - lo) / 2).max(owd_spread + owd_spread / 4);
     (spread + var * 2 + floor).min(Duration::from_secs(2))
+}
+
+/// The one-way delay the receive worker holds data to (see `equalize`):
+/// the slowest of the paths that brought data within the last second
+/// (µs, wrapping, with the clock offset), when it exceeds the fastest by
+/// at least [`crate::equalize::MIN_HOLD`].
+pub fn equalize_target(session: &Session, now: Instant) -> Option<u32> {
+    let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+    let (mut lo, mut hi): (Option<u32>, Option<u32>) = (None, None);
+    for (owd, _) in session
+        .paths()
+        .filter_map(|(_, p)| p.rx_owd())
+        .filter(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(1))
+    {
+        lo = Some(lo.map_or(owd, |l| if below(owd, l) { owd } else { l }));
+        hi = Some(hi.map_or(owd, |h| if below(h, owd) { owd } else { h }));
+    }
+    let (lo, hi) = (lo?, hi?);
+    let spread = u64::from(hi.wrapping_sub(lo));
+    (spread >= crate::equalize::MIN_HOLD.as_micros() as u64 && spread < u64::from(u32::MAX / 2))
+        .then_some(hi)
 }
 
 /// The control loop.
@@ -725,6 +748,10 @@ impl ControlLoop {
             }
             conn.reseq_timeout_us
                 .store(reorder_timeout(session, now).as_micros() as u64, Relaxed);
+            conn.equalize_owd_us.store(
+                equalize_target(session, now).map_or(0, |d| (1 << 32) | u64::from(d)),
+                Relaxed,
+            );
             // Each path's share of the data sent since the last round.
             let mut sent = [0u64; mpt_proto::sched::MAX_PATHS];
             for (id, _) in session.paths() {

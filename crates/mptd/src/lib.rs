@@ -21,6 +21,7 @@ pub mod config;
 pub mod control;
 pub mod control_loop;
 pub mod daemon;
+pub mod equalize;
 pub mod fatal;
 pub mod handshake;
 pub mod keys;

@@ -79,6 +79,7 @@ struct RxCrypto {
 }
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
+use crate::equalize::{DelayLine, Meta, MAX_HOLD, MIN_HOLD};
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
 
@@ -97,6 +98,10 @@ const STAGE_OFFSET: usize = VIRTIO_NET_HDR_LEN;
 /// Capacity of a staging buffer: a coalesced TCP super-packet of up to
 /// 64 KB is built in place in the first buffer of a flow.
 const STAGE_CAPACITY: usize = STAGE_OFFSET + 65536;
+
+/// Datagrams a path may hold for delay equalisation (1024 full-size
+/// packets: 300 ms of a 40 Mbit/s path).
+const EQUALIZE_SLOTS: usize = 1024;
 
 /// Packets gathered for one tun write: tun-rs's ideal batch.
 const STAGE_SLOTS: usize = tun_rs::IDEAL_BATCH_SIZE;
@@ -204,6 +209,7 @@ impl RxWorker {
         let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
         let mut meta = [RecvMeta::default(); RECV_MESSAGES];
         let mut staging = Staging::new();
+        let mut delay = DelayLine::new(EQUALIZE_SLOTS, conn.lock_reseq().slot_len());
         let mut crypto = RxCrypto {
             slots: [None, None, None],
             generation: 0,
@@ -246,14 +252,21 @@ impl RxWorker {
                 };
                 busy = true;
                 self.refresh_keys(&mut crypto);
-                self.handle_batch(path, &mut bufs[..n], &meta[..n], &mut staging, &mut crypto);
+                self.handle_batch(
+                    path,
+                    &mut bufs[..n],
+                    &meta[..n],
+                    &mut staging,
+                    &mut crypto,
+                    &mut delay,
+                );
             }
             start = start.wrapping_add(1);
             // One tun write per round over all paths: the larger the run of
             // in-order segments, the more the tun writer can coalesce.
             staging.flush(&self.tun, &conn.drops.tun_write);
             if !busy {
-                self.idle(&paths, &mut staging);
+                self.idle(&paths, &mut staging, &mut delay);
             }
         }
     }
@@ -349,6 +362,7 @@ impl RxWorker {
         meta: &[RecvMeta],
         staging: &mut Staging,
         crypto: &mut RxCrypto,
+        delay: &mut DelayLine,
     ) {
         let conn = &*self.conn;
         let pi = path.id;
@@ -368,6 +382,10 @@ impl RxWorker {
         let cleartext_peer = match &conn.crypto {
             None => Some(path.remote().map(|(a, _)| a)),
             Some(_) => None,
+        };
+        let equalize_to = match conn.equalize_owd_us.load(Relaxed) {
+            0 => None,
+            v => Some(v as u32),
         };
         let mut reseq = conn.lock_reseq();
         self.apply_timeout(&mut reseq);
@@ -404,16 +422,26 @@ impl RxWorker {
                             _ => pseq,
                         });
                         learnt_from = m.from.or(learnt_from);
-                        let deliver = |p: &[u8]| staging.push(p, &self.tun, errors);
-                        match flow {
-                            Some(prev) => {
-                                let packet = &dgram[HEADER_LEN + FLOW_PREFIX_LEN..];
-                                reseq.insert_after(seq, prev, pi, packet, now, deliver);
-                            }
-                            None => {
-                                reseq.insert(seq, pi, &dgram[HEADER_LEN..], now, deliver);
-                            }
-                        }
+                        let packet = match flow {
+                            Some(_) => &dgram[HEADER_LEN + FLOW_PREFIX_LEN..],
+                            None => &dgram[HEADER_LEN..],
+                        };
+                        // Hold until the slowest path's delay (see equalize).
+                        let hold_us = equalize_to.map_or(0, |d| d.wrapping_sub(owd) as i32);
+                        let hold = Duration::from_micros(u64::from(hold_us.max(0) as u32));
+                        let release = if hold >= MIN_HOLD {
+                            now + hold.min(MAX_HOLD)
+                        } else {
+                            now
+                        };
+                        let meta = Meta {
+                            seq,
+                            flow,
+                            path: pi,
+                        };
+                        delay.push(release, meta, packet, now, |m, p| {
+                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                        });
                     }
                     Verdict::Skip(seq) => {
                         learnt_from = m.from.or(learnt_from);
@@ -423,6 +451,9 @@ impl RxWorker {
                 }
             }
         }
+        delay.release_due(now, |m, p| {
+            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+        });
         reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
         self.publish_deadline(&reseq);
         drop(reseq);
@@ -630,10 +661,24 @@ impl RxWorker {
 
     /// No datagram queued: release timed-out gaps, then sleep until data
     /// arrives, the next gap times out, or it is time to check shutdown.
-    fn idle(&self, paths: &[Arc<PathShared>], staging: &mut Staging) {
+    fn idle(&self, paths: &[Arc<PathShared>], staging: &mut Staging, delay: &mut DelayLine) {
         let conn = &*self.conn;
         let errors = &conn.drops.tun_write;
         let mut wait = RECV_TIMEOUT;
+        if let Some(due) = delay.next_release() {
+            let now = Instant::now();
+            if due <= now {
+                let mut reseq = conn.lock_reseq();
+                delay.release_due(now, |m, p| {
+                    resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                });
+                reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
+                staging.flush(&self.tun, errors);
+                self.publish_deadline(&reseq);
+                return;
+            }
+            wait = wait.min(due - now);
+        }
         let deadline_ns = conn.reseq_deadline_ns.load(Relaxed);
         if deadline_ns != 0 {
             let deadline = conn.epoch + Duration::from_nanos(deadline_ns);
@@ -654,6 +699,27 @@ impl RxWorker {
         ) {
             tracing::debug!(conn = %conn.name, error = %e, "poll failed");
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Hands a data datagram's packet to the resequencer.
+fn resequence(
+    reseq: &mut Resequencer,
+    m: Meta,
+    packet: &[u8],
+    now: Instant,
+    staging: &mut Staging,
+    tun: &SyncDevice,
+    errors: &Counter,
+) {
+    let deliver = |p: &[u8]| staging.push(p, tun, errors);
+    match m.flow {
+        Some(prev) => {
+            reseq.insert_after(m.seq, prev, m.path, packet, now, deliver);
+        }
+        None => {
+            reseq.insert(m.seq, m.path, packet, now, deliver);
         }
     }
 }

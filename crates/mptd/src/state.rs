@@ -621,6 +621,10 @@ pub struct ConnShared {
     pub reseq_timeout_us: AtomicU64,
     /// Transmit workers schedule with `adaptive` (else `weighted`).
     pub adaptive: AtomicBool,
+    /// The one-way delay (µs, wrapping, receive clock − sender timestamp)
+    /// of the slowest path carrying data, to which the receive worker
+    /// holds faster paths' data; 0 = none (see `equalize`).
+    pub equalize_owd_us: AtomicU64,
 }
 
 impl ConnShared {
@@ -657,6 +661,7 @@ impl ConnShared {
             reseq_deadline_ns: AtomicU64::new(0),
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
             adaptive: AtomicBool::new(true),
+            equalize_owd_us: AtomicU64::new(0),
         }
     }
 

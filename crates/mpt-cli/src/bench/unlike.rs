@@ -779,7 +779,7 @@ pub fn table(r: &Report) -> String {
         s,
         "Mbit/s: iperf3 TCP goodput at the receiver, one stream, over {:.0} s after leaving out the \
          first {omit:.0} s; raw = each path alone without the tunnel, same congestion control; \
-         /best, /sum = tunnel / best raw path, / sum of raw paths; mptd default scheduler, equal weights",
+         /best, /sum = tunnel / best raw path, / sum of raw paths; mptd's default scheduler unless --scheduler, equal weights",
         r.duration_s
     );
     for (_, u) in results(r) {

@@ -155,8 +155,10 @@ impl Adaptive {
     ) -> Option<usize> {
         let small = bytes < SMALL_PACKET && !bulk;
         let bytes = bytes as u64;
-        let finish =
-            |busy: u64, p: &PathModel| busy.max(now_ns).saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000);
+        let finish = |busy: u64, p: &PathModel| {
+            busy.max(now_ns)
+                .saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000)
+        };
         let arrival = |busy: u64, p: &PathModel| finish(busy, p).saturating_add(p.owd_ns);
         // What a packet is ranked by: a small one by when it arrives, a
         // full-size one by when its path has sent it (see module docs).
@@ -355,7 +357,10 @@ mod tests {
             cap_ns: u64::MAX,
             lossy: false,
         };
-        assert_eq!(s.pick(&[huge], 1, usize::MAX, false, u64::MAX, u64::MAX), Some(0));
+        assert_eq!(
+            s.pick(&[huge], 1, usize::MAX, false, u64::MAX, u64::MAX),
+            Some(0)
+        );
     }
 
     #[test]

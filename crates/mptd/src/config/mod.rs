@@ -131,10 +131,10 @@ pub struct PathConfig {
 /// Scheduler choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchedulerKind {
-    /// Earliest arrival over measured rates and delays (experimental; the
-    /// weights cap a path's share of its capacity).
+    /// By measured capacity and delay (the default; the weights cap a
+    /// path's share of its capacity).
     Adaptive,
-    /// Smooth weighted round robin by `weight_out` (the default).
+    /// Smooth weighted round robin by `weight_out`.
     Weighted,
 }
 
@@ -621,7 +621,7 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             remote_port: c.remote_port.unwrap_or(c.port),
             keepalive: c.keepalive.0,
             dead_timer: c.dead_timer.0,
-            scheduler: match c.scheduler.unwrap_or(RawScheduler::Weighted) {
+            scheduler: match c.scheduler.unwrap_or(RawScheduler::Adaptive) {
                 RawScheduler::Adaptive => SchedulerKind::Adaptive,
                 RawScheduler::Weighted => SchedulerKind::Weighted,
             },
