@@ -183,7 +183,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__bench)
-            opts="-h --paths --duration --combos --out --quick --mptd --log --socket --help"
+            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -207,6 +207,10 @@ _mpt() {
                     ;;
                 --mptd)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --scheduler)
+                    COMPREPLY=($(compgen -W "adaptive weighted" -- "${cur}"))
                     return 0
                     ;;
                 --log)

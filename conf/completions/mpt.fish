@@ -121,6 +121,8 @@ complete -c mpt -n "__fish_mpt_using_subcommand bench" -l duration -d 'Seconds p
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l combos -d 'Inner-in-outer IP versions: 4in4, 6in4, 4in6, 6in6 (comma-separated) or all' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l out -d 'Output directory (default ./bench-out/<scenario>-<timestamp>)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l mptd -d 'mptd binary (default: MPTD_BIN, next to mpt, then PATH)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l scheduler -d 'mptd\'s scheduler in every case (default: the scenario\'s; `unlike` leaves mptd\'s default, the others ask for weighted)' -r -f -a "adaptive\t''
+weighted\t''"
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l quick -d 'Short run for CI: the scenario\'s [quick] settings (ethernet: 2 paths, 3 s)'

@@ -352,9 +352,10 @@ impl Session {
     /// length. See [`crate::sched::Adaptive`] for how they are used.
     ///
     /// * rate: the delivery estimate, offered at twice its value while no
-    ///   standing queue has confirmed it (unknown: free); scaled by `weight_out / max weight_out` of
-    ///   the usable paths (under `adaptive`, a weight caps a path's share
-    ///   of its capacity; equal weights change nothing); unknown = free.
+    ///   standing queue has confirmed it, and scaled by `weight_out / max
+    ///   weight_out` of the usable paths (under `adaptive`, a weight caps a
+    ///   path's share of its capacity; equal weights change nothing). An
+    ///   unknown rate models the path as free.
     /// * one-way delay above the fastest path: from the feedback's
     ///   one-way delays when every usable path has one (exact, including
     ///   asymmetric paths), else half the minimum RTTs.

@@ -1,4 +1,4 @@
-//! Earliest-arrival scheduling over paths of unlike delay and capacity.
+//! Scheduling by measured capacity and delay over unlike paths.
 //!
 //! Striping by fixed shares over a 600 ms satellite and a 25 ms DSL line
 //! makes every packet wait for the slowest path: the resequencer holds the
@@ -23,9 +23,9 @@
 //! voice, keystrokes, DNS) is placed. A full-size one is placed where it
 //! *leaves* first (the one-way delay left out), which stripes bulk data over
 //! the paths in proportion to their capacity from the first packet on,
-//! while the receiver's per-flow resequencing makes the flow's packets
-//! arrive at about the slowest path's delay. A bulk TCP flow thus sees one
-//! path of the summed capacity and a steady RTT. Ranking bulk data by
+//! while the receiver's delay equalisation (mptd's `equalize`) makes the
+//! flow's packets arrive at the slowest path's delay. A bulk TCP flow thus
+//! sees one path of the summed capacity and a steady RTT. Ranking bulk data by
 //! arrival instead keeps it on the fast path until that path's queue is
 //! worth the slow path's delay, and then the flow's RTT jumps (25 ms to
 //! 600 ms beside a satellite): CUBIC's HyStart leaves slow start at the
