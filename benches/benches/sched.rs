@@ -1,12 +1,15 @@
 //! Per-packet cost of choosing a path: one `Weighted::pick` over 2, 4, 12
 //! and 32 eligible paths with mixed weights, window 1 (a new choice every
-//! packet) and window 8 (mostly the cheap "keep the turn" branch).
+//! packet) and window 8 (mostly the cheap "keep the turn" branch); and one
+//! `Adaptive::pick` over as many paths of unlike rate and delay, for a
+//! full-size datagram (ranked by departure) and a small one (by arrival),
+//! with the clock advancing 1 µs per packet so the paths fill and drain.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use mpt_benches::{all_paths_mask, mixed_paths};
-use mpt_proto::sched::{Scheduler, Weighted};
+use mpt_proto::sched::{ps_per_byte, Adaptive, PathModel, Scheduler, Weighted};
 
 fn sched(c: &mut Criterion) {
     let mut g = c.benchmark_group("sched_weighted_pick");
@@ -26,9 +29,48 @@ fn sched(c: &mut Criterion) {
     g.finish();
 }
 
+/// `n` paths from 10 Mbit/s to 1 Gbit/s and 0 to 31 ms of extra delay.
+fn unlike_models(n: usize) -> Vec<PathModel> {
+    (0..n)
+        .map(|i| PathModel {
+            ps_per_byte: ps_per_byte(10_000_000 * (1 + (i as u64 * 37) % 100)),
+            owd_ns: (i as u64 % 32) * 1_000_000,
+            cap_ns: 20_000_000,
+            lossy: i % 7 == 6,
+        })
+        .collect()
+}
+
+fn adaptive(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sched_adaptive_pick");
+    g.throughput(Throughput::Elements(1));
+    for (label, bytes) in [("bulk1400", 1400usize), ("small100", 100)] {
+        for n in [2usize, 4, 12, 32] {
+            let paths = unlike_models(n);
+            let mask = all_paths_mask(n);
+            let mut s = Adaptive::new();
+            let mut now = 1_000_000_000u64;
+            g.bench_with_input(BenchmarkId::new(label, format!("{n}paths")), &n, |b, _| {
+                b.iter(|| {
+                    now += 1_000;
+                    black_box(s.pick(
+                        black_box(&paths),
+                        black_box(mask),
+                        bytes,
+                        false,
+                        now,
+                        200_000_000,
+                    ))
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = mpt_benches::criterion_config();
-    targets = sched
+    targets = sched, adaptive
 }
 criterion_main!(benches);
