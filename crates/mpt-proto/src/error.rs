@@ -50,6 +50,12 @@ pub enum DecodeError {
     /// A data payload is not a well-formed IPv4/IPv6 packet.
     #[error("data payload is not an IPv4/IPv6 packet of consistent length")]
     BadInnerPacket,
+    /// A field of a fixed-size body holds a value it may not.
+    #[error("field `{field}` out of range")]
+    BadField {
+        /// The field's name.
+        field: &'static str,
+    },
 }
 
 /// Why a message could not be encoded.

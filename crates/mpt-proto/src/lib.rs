@@ -30,6 +30,7 @@ pub mod error;
 pub mod flow;
 pub mod path;
 pub mod reorder;
+pub mod repair;
 pub mod sched;
 pub mod session;
 pub mod timer;

@@ -66,6 +66,16 @@
 //! then be early (after the oldest packet left another way), and the call
 //! it prompts only brings the bound up to date.
 //!
+//! # Repairs
+//!
+//! A receiver that asked the sender to repair a hole (see
+//! [`crate::repair`]) knows a gap will fill although every path has moved
+//! past it: [`Resequencer::expect_repair`] exempts the gaps between two
+//! sequence numbers from the loss proof until a deadline, so they wait for
+//! the copy (or the timeout) instead of being given up at once;
+//! [`Resequencer::repair_arrived`] tells it a copy came. A few
+//! such holes are tracked at a time, in fixed memory.
+//!
 //! Memory is fixed at construction: `slots × slot_len` bytes, plus a few
 //! words of bookkeeping per slot. A sequence number more than `slots`
 //! ahead forces the oldest held packets out. A sequence number far behind
@@ -159,6 +169,20 @@ pub struct ReorderStats {
     pub hold: HoldHistogram,
 }
 
+/// Holes tracked at once by [`Resequencer::expect_repair`].
+pub const MAX_PENDING_REPAIRS: usize = 8;
+
+/// A hole whose repair was asked for.
+#[derive(Debug, Clone, Copy)]
+struct PendingRepair {
+    /// The gaps strictly between `after` and `before` are exempt.
+    after: u64,
+    before: u64,
+    /// Copies still expected.
+    missing: u16,
+    until: Instant,
+}
+
 /// A fixed-size resequencing buffer for one connection.
 #[derive(Debug, Clone)]
 pub struct Resequencer {
@@ -183,6 +207,8 @@ pub struct Resequencer {
     stats: ReorderStats,
     /// Per path: highest sequence number delivered on it and when.
     paths: [Option<(u64, Instant)>; MAX_PATHS],
+    /// Holes waiting for a repair, exempt from the loss proof.
+    repairs: [Option<PendingRepair>; MAX_PENDING_REPAIRS],
 }
 
 impl Resequencer {
@@ -203,7 +229,64 @@ impl Resequencer {
             timeout,
             stats: ReorderStats::default(),
             paths: [None; MAX_PATHS],
+            repairs: [None; MAX_PENDING_REPAIRS],
         }
+    }
+
+    /// A repair was asked for the datagrams lost strictly between `after`
+    /// and `before` (`missing` of them): until `until`, those gaps are not
+    /// given up as proven lost (the timeout still applies). Returns false
+    /// when [`MAX_PENDING_REPAIRS`] holes are tracked already.
+    pub fn expect_repair(&mut self, after: u64, before: u64, missing: u16, until: Instant) -> bool {
+        if before <= after.saturating_add(1) || missing == 0 {
+            return true;
+        }
+        let free = self.repairs.iter_mut().find(|r| r.is_none());
+        match free {
+            Some(slot) => {
+                *slot = Some(PendingRepair {
+                    after,
+                    before,
+                    missing,
+                    until,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Holes still waiting for a repair.
+    pub fn pending_repairs(&self) -> usize {
+        self.repairs.iter().flatten().count()
+    }
+
+    /// A repair copy of `seq` arrived (call before inserting it): the hole
+    /// it falls in expects one copy less. (Other paths' datagrams fall in
+    /// the same range, so only the caller can tell a copy.)
+    pub fn repair_arrived(&mut self, seq: u64) {
+        for slot in &mut self.repairs {
+            if let Some(r) = slot {
+                if r.after < seq && seq < r.before {
+                    r.missing = r.missing.saturating_sub(1);
+                    if r.missing == 0 {
+                        *slot = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets the holes whose deadline passed; true if one did.
+    fn expire_repairs(&mut self, now: Instant) -> bool {
+        let mut any = false;
+        for slot in &mut self.repairs {
+            if slot.is_some_and(|r| r.until <= now) {
+                *slot = None;
+                any = true;
+            }
+        }
+        any
     }
 
     /// Records that `path` delivered `seq` at `now`.
@@ -233,12 +316,22 @@ impl Resequencer {
     /// every gap below it is a loss.
     fn proven_lost_below(&self, now: Instant) -> Option<u64> {
         let active = self.timeout * 2;
-        self.paths
+        let proven = self
+            .paths
             .iter()
             .flatten()
             .filter(|(_, at)| now.saturating_duration_since(*at) <= active)
             .map(|(high, _)| *high)
-            .min()
+            .min()?;
+        // A hole whose repair is on its way is not proven lost.
+        let exempt = self
+            .repairs
+            .iter()
+            .flatten()
+            .filter(|r| r.until > now)
+            .map(|r| r.after.saturating_add(1))
+            .min();
+        Some(exempt.map_or(proven, |e| e.min(proven)))
     }
 
     /// Gives up the gaps that no path can fill any more.
@@ -615,13 +708,20 @@ impl Resequencer {
     /// early after the packet that waited longest was delivered another
     /// way; the call then releases nothing and brings the time up to date.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.oldest_hint.map(|t| t + self.timeout)
+        let gap = self.oldest_hint.map(|t| t + self.timeout)?;
+        // A held packet may be waiting for an exempt hole: when the
+        // exemption ends, the loss proof applies again.
+        let repair = self.repairs.iter().flatten().map(|r| r.until).min();
+        Some(repair.map_or(gap, |r| r.min(gap)))
     }
 
     /// Delivers every packet that has been held for `timeout` by `now`,
     /// giving up the gaps it waits for, and with it every gap below it: one
     /// pass to find the highest such packet, one to move the window.
     pub fn handle_timeout(&mut self, now: Instant, mut deliver: impl FnMut(&[u8])) {
+        if self.expire_repairs(now) {
+            self.release_proven(now, &mut deliver);
+        }
         match self.oldest_hint {
             Some(t) if t + self.timeout <= now => {}
             _ => return,

@@ -518,9 +518,13 @@ impl Session {
                 self.on_control(path, msg, now);
                 Received::Control
             }
+            // Handshakes belong to the key exchange; loss repair to the
+            // data plane, which keeps the copies and the resequencer.
             t @ (MsgType::HandshakeInit
             | MsgType::HandshakeResponse
-            | MsgType::HandshakeChallenge) => return Err(DropReason::Unsupported(t)),
+            | MsgType::HandshakeChallenge
+            | MsgType::Nack
+            | MsgType::Repair) => return Err(DropReason::Unsupported(t)),
         };
         Ok(received)
     }

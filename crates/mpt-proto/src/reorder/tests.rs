@@ -877,3 +877,86 @@ proptest::proptest! {
         proptest::prop_assert_eq!(got, accepted);
     }
 }
+
+#[test]
+fn a_hole_awaiting_repair_is_not_proven_lost_and_the_copy_fills_it() {
+    let t = t0();
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    r.insert(0, 1, &pkt(0), t, out.sink());
+    r.insert(1, 0, &pkt(1), t, out.sink());
+    // 2 was sent on path 1 and lost at random; the receiver saw the hole
+    // between 0 and 4 on path 1 and asked for a copy.
+    assert!(r.expect_repair(0, 4, 1, t + 20 * MS));
+    r.insert(3, 0, &pkt(3), t, out.sink());
+    r.insert(4, 1, &pkt(4), t, out.sink());
+    r.insert(5, 0, &pkt(5), t, out.sink());
+    assert_eq!(
+        out.0,
+        [0, 1],
+        "every path moved past 2, but a copy is coming"
+    );
+    assert_eq!(r.poll_timeout(), Some(t + 20 * MS));
+    // The copy comes under its original number on path 0.
+    r.repair_arrived(2);
+    assert_eq!(
+        r.insert(2, 0, &pkt(2), t + 8 * MS, out.sink()),
+        Outcome::InOrder
+    );
+    assert_eq!(out.0, [0, 1, 2, 3, 4, 5]);
+    assert_eq!(r.pending_repairs(), 0, "the only missing datagram came");
+    assert_eq!(r.stats().gaps_skipped, 0);
+}
+
+#[test]
+fn a_repair_that_does_not_come_gives_the_hole_up_at_its_deadline() {
+    let t = t0();
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    r.insert(0, 1, &pkt(0), t, out.sink());
+    assert!(r.expect_repair(0, 3, 2, t + 20 * MS));
+    r.insert(3, 1, &pkt(3), t, out.sink());
+    r.insert(4, 0, &pkt(4), t, out.sink());
+    assert_eq!(out.0, [0]);
+    // One of the two copies comes; the other is lost again.
+    r.repair_arrived(1);
+    r.insert(1, 0, &pkt(1), t + 5 * MS, out.sink());
+    assert_eq!(out.0, [0, 1]);
+    assert_eq!(r.pending_repairs(), 1);
+    r.handle_timeout(t + 19 * MS, out.sink());
+    assert_eq!(out.0, [0, 1], "still exempt");
+    let due = r.poll_timeout().expect("held");
+    assert_eq!(due, t + 20 * MS);
+    r.handle_timeout(due, out.sink());
+    assert_eq!(out.0, [0, 1, 3, 4], "the loss proof applies again");
+    assert_eq!(r.pending_repairs(), 0);
+    assert_eq!(r.stats().gaps_skipped, 1);
+    // Too late now: delivered as it comes.
+    assert_eq!(
+        r.insert(2, 0, &pkt(2), t + 30 * MS, out.sink()),
+        Outcome::Late
+    );
+}
+
+#[test]
+fn gaps_below_a_pending_hole_are_still_proven_and_the_table_is_bounded() {
+    let t = t0();
+    let mut r = Resequencer::new(64, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    r.insert(0, 0, &pkt(0), t, out.sink());
+    // 1 lost at congestion (no repair asked); 3 lost at random (asked).
+    assert!(r.expect_repair(2, 4, 1, t + 50 * MS));
+    r.insert(2, 0, &pkt(2), t, out.sink());
+    r.insert(4, 0, &pkt(4), t, out.sink());
+    assert_eq!(out.0, [0, 2], "1 is proven lost, 3 is exempt");
+    assert!(
+        r.expect_repair(10, 11, 1, t + 50 * MS),
+        "an empty range is no hole"
+    );
+    assert_eq!(r.pending_repairs(), 1);
+    for k in 1..MAX_PENDING_REPAIRS as u64 {
+        assert!(r.expect_repair(10 * k, 10 * k + 2, 1, t + 50 * MS));
+    }
+    assert!(!r.expect_repair(100, 102, 1, t + 50 * MS), "table full");
+    assert_eq!(r.pending_repairs(), MAX_PENDING_REPAIRS);
+}

@@ -38,12 +38,14 @@
 mod control;
 mod feedback;
 mod keepalive;
+mod repair;
 
 pub use control::{
     is_plain_name, ControlBody, ControlMsg, PathAdd, PathName, Refusal, MAX_NAME_LEN,
 };
 pub use feedback::Feedback;
 pub use keepalive::{Keepalive, PathReport};
+pub use repair::{Nack, Repair, MAX_NACK_RUN, REPAIR_PREFIX_LEN};
 
 use crate::error::{DecodeError, EncodeError};
 
@@ -78,6 +80,11 @@ pub enum MsgType {
     /// What the receiver saw of a busy path ([`Feedback`]): delivery
     /// rate, loss, RTT and one-way delay for the sender's scheduler.
     Feedback,
+    /// A receiver's request for datagrams a path lost at random ([`Nack`]).
+    Nack,
+    /// A copy of a lost data datagram under a new sequence number
+    /// ([`Repair`]).
+    Repair,
 }
 
 impl MsgType {
@@ -92,6 +99,8 @@ impl MsgType {
             MsgType::HandshakeResponse => 6,
             MsgType::HandshakeChallenge => 7,
             MsgType::Feedback => 8,
+            MsgType::Nack => 9,
+            MsgType::Repair => 10,
         }
     }
 
@@ -106,6 +115,8 @@ impl MsgType {
             6 => Some(MsgType::HandshakeResponse),
             7 => Some(MsgType::HandshakeChallenge),
             8 => Some(MsgType::Feedback),
+            9 => Some(MsgType::Nack),
+            10 => Some(MsgType::Repair),
             _ => None,
         }
     }
