@@ -47,6 +47,11 @@ const CONTROL_FANOUT: usize = 3;
 /// adaptive scheduler (if also well above the connection's best path).
 pub const LOSSY_PCT: f64 = 0.5;
 
+/// The same when the peer repairs random losses ([`Session::set_loss_repair`]):
+/// a repaired loss costs a copy and a little delay, not TCP's window, so
+/// only a path that loses much is set aside.
+pub const LOSSY_REPAIRED_PCT: f64 = 5.0;
+
 /// One-way delay differences below this count as none.
 const LIKE_DELAY: Duration = Duration::from_millis(1);
 
@@ -240,6 +245,8 @@ pub struct Session {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     dropped_transmits: u64,
+    /// Loss (percent) above which a path is lossy for the scheduler.
+    lossy_pct: f64,
 }
 
 impl Session {
@@ -260,7 +267,19 @@ impl Session {
             transmits: VecDeque::with_capacity(MAX_QUEUED_TRANSMITS),
             events: VecDeque::new(),
             dropped_transmits: 0,
+            lossy_pct: LOSSY_PCT,
         })
+    }
+
+    /// Tells the session whether the peer repairs what our paths lose at
+    /// random (both ends run the same `repair` setting): a lossy path is
+    /// then set aside only above [`LOSSY_REPAIRED_PCT`], not [`LOSSY_PCT`].
+    pub fn set_loss_repair(&mut self, repaired: bool) {
+        self.lossy_pct = if repaired {
+            LOSSY_REPAIRED_PCT
+        } else {
+            LOSSY_PCT
+        };
     }
 
     /// Connection id.
@@ -361,7 +380,8 @@ impl Session {
     ///   asymmetric paths), else half the minimum RTTs.
     /// * cap: the minimum RTT within 10-300 ms, raised to the delay gap
     ///   to the slowest usable path (at most 50 ms).
-    /// * lossy: over [`LOSSY_PCT`] % loss while no queue stood (a full
+    /// * lossy: over [`LOSSY_PCT`] % loss ([`LOSSY_REPAIRED_PCT`] with
+    ///   [`Session::set_loss_repair`]) while no queue stood (a full
     ///   buffer's drops are congestion, which TCP handles) and over four
     ///   times the least lossy usable path's.
     pub fn path_models(&self, now: Instant, out: &mut Vec<(PathModel, Duration)>) {
@@ -434,7 +454,7 @@ impl Session {
                 .max(spread);
             let lossy = p
                 .current_random_loss(now)
-                .is_some_and(|l| l > LOSSY_PCT && l > 4.0 * least_loss);
+                .is_some_and(|l| l > self.lossy_pct && l > 4.0 * least_loss);
             out[i] = (
                 PathModel {
                     ps_per_byte: ps,

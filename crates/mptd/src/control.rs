@@ -335,6 +335,18 @@ pub fn status(source: &StatusSource) -> Value {
                     "held_now": held_now,
                     "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
                 },
+                "repair": {
+                    "enabled": c.repair.load(Relaxed),
+                    "requested": c.repairs.requested.get(),
+                    "requested_datagrams": c.repairs.requested_datagrams.get(),
+                    "congestion_holes": c.repairs.congestion_holes.get(),
+                    "unrequested": c.repairs.unrequested.get(),
+                    "received": c.repairs.received.get(),
+                    "duplicates": c.repairs.duplicates.get(),
+                    "peer_requests": c.repairs.peer_requests.get(),
+                    "sent": c.repairs.sent.get(),
+                    "missed": c.repairs.missed.get(),
+                },
                 "drops": {
                     "malformed": d.malformed.get(),
                     "too_short": d.too_short.get(),

@@ -517,7 +517,9 @@ impl ControlLoop {
             | MsgType::Probe
             | MsgType::ProbeReply
             | MsgType::Control
-            | MsgType::Feedback => {}
+            | MsgType::Feedback
+            | MsgType::Nack
+            | MsgType::Repair => {}
         }
         let Some(session) = self.sessions.get_mut(d.conn) else {
             return;

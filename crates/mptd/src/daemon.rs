@@ -146,6 +146,9 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             )
             .with_context(|| format!("connection {}", c.name))?,
         );
+        if let Some(session) = sessions.last_mut() {
+            session.set_loss_repair(c.repair);
+        }
         let crypto = match &c.key_file {
             Some(file) => {
                 let key =
@@ -179,6 +182,9 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 c.scheduler == crate::config::SchedulerKind::Adaptive,
                 std::sync::atomic::Ordering::Relaxed,
             );
+            shared
+                .repair
+                .store(c.repair, std::sync::atomic::Ordering::Relaxed);
         }
     }
     let conns = Arc::new(conns);

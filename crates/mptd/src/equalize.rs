@@ -35,6 +35,22 @@ pub struct Meta {
     pub flow: Option<Option<u64>>,
     /// Path it arrived on.
     pub path: usize,
+    /// What it is for the resequencer.
+    pub kind: Kind,
+}
+
+/// What a queued entry is for the resequencer. Sequence numbers without
+/// data (probes, feedback, a repair's own number) queue behind their
+/// path's held data too: marking one done moves the path's mark in the
+/// resequencer's loss proof, which must not pass data still held here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Data to deliver.
+    Data,
+    /// A repair's copy of lost data (the resequencer is told).
+    Repair,
+    /// A sequence number without data.
+    Skip,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -206,6 +222,7 @@ mod tests {
             seq,
             flow: None,
             path,
+            kind: Kind::Data,
         }
     }
 

@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod model;
 pub mod notify;
 pub mod pathset;
+pub mod repair;
 pub mod route;
 pub mod rx;
 pub mod state;

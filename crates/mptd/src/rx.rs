@@ -34,9 +34,10 @@ use mpt_proto::crypto::{
     ReplayWindow, SessionKeys, CHALLENGE_LEN, INIT_LEN, RESPONSE_LEN, TAG_LEN,
 };
 use mpt_proto::reorder::Resequencer;
+use mpt_proto::repair::{DetectorStats, LossDetector};
 use mpt_proto::wire::{
-    check_ip_packet, flow_predecessor, split_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN,
-    HEADER_LEN,
+    check_ip_packet, flow_predecessor, split_flow_prefix, Flags, Header, MsgType, Nack, Repair,
+    FLOW_PREFIX_LEN, HEADER_LEN, MAX_DATAGRAM, REPAIR_PREFIX_LEN,
 };
 use mpt_proto::{DecodeError, Transmit};
 
@@ -77,9 +78,25 @@ struct RxCrypto {
     /// less data than arrived before it (that would read as loss).
     pending: Vec<ControlDatagram>,
 }
+/// The receive worker's part of loss repair: a detector per path, and
+/// the messages to send once the batch is done.
+struct RxRepair {
+    detectors: Vec<LossDetector>,
+    /// Requests to send: on which path, for what.
+    requests: Vec<(usize, Nack)>,
+    /// The peer's requests to answer: received on which path.
+    answers: Vec<(usize, Nack)>,
+    /// Buffer to build a message in.
+    out: Vec<u8>,
+}
+
+/// Requests or answers queued per batch at most (more are dropped: the
+/// detector's budget keeps ours far below).
+const REPAIR_QUEUE: usize = 32;
+
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
-use crate::equalize::{DelayLine, Meta, MAX_HOLD, MIN_HOLD};
+use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
 
@@ -145,6 +162,9 @@ enum Verdict {
     /// Data for tun with this connection sequence number; with the FLOW
     /// flag, the flow predecessor it waits for (`Some(None)`: none).
     Data(u64, Option<Option<u64>>),
+    /// A repair: its own sequence number (consumed like a probe's), and
+    /// the data it carries as [`Verdict::Data`] would.
+    Repair(u64, u64, Option<Option<u64>>),
     /// A valid sequence number without data for tun (probe, reply, bad
     /// inner packet): the resequencer must not wait for it.
     Skip(u64),
@@ -217,6 +237,12 @@ impl RxWorker {
             scratch: Vec::with_capacity(RECV_LEN),
             pending: Vec::with_capacity(RECV_MESSAGES),
         };
+        let mut repair = RxRepair {
+            detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
+            requests: Vec::with_capacity(REPAIR_QUEUE),
+            answers: Vec::with_capacity(REPAIR_QUEUE),
+            out: vec![0; MAX_DATAGRAM],
+        };
         let mut start = 0usize;
         let mut table: Arc<PathTable> = conn.paths();
         let mut generation = 0u64;
@@ -229,6 +255,9 @@ impl RxWorker {
                 for old in &paths {
                     if table.get(old.id).is_none_or(|p| !Arc::ptr_eq(p, old)) {
                         reseq.forget_path(old.id);
+                        if let Some(d) = repair.detectors.get_mut(old.id) {
+                            *d = LossDetector::new();
+                        }
                     }
                 }
                 drop(reseq);
@@ -259,7 +288,9 @@ impl RxWorker {
                     &mut staging,
                     &mut crypto,
                     &mut delay,
+                    &mut repair,
                 );
+                self.send_repairs(&table, &mut repair);
             }
             start = start.wrapping_add(1);
             // One tun write per round over all paths: the larger the run of
@@ -301,9 +332,16 @@ impl RxWorker {
 
     /// Opens a sealed datagram in place with the first key set that takes
     /// it (current, pending, previous), checking and then updating that
-    /// set's replay window. Confirms pending keys that open it. Counts and
-    /// returns false if none does.
-    fn open_sealed(&self, dgram: &mut [u8], seq: u64, now: Instant, crypto: &mut RxCrypto) -> bool {
+    /// set's replay window. Confirms pending keys that open it. Returns the
+    /// slot of the key set that opened it; counts and returns `None` if
+    /// none does.
+    fn open_sealed(
+        &self,
+        dgram: &mut [u8],
+        seq: u64,
+        now: Instant,
+        crypto: &mut RxCrypto,
+    ) -> Option<usize> {
         let conn = &*self.conn;
         let candidates = crypto.slots.iter().flatten().count();
         let (mut tried, mut replayed) = (0usize, false);
@@ -327,9 +365,11 @@ impl RxWorker {
             }
             if k.replay.update(seq).is_err() {
                 conn.drops.replay.add(1);
-                return false;
+                return None;
             }
-            let Some(c) = &conn.crypto else { return true };
+            let Some(c) = &conn.crypto else {
+                return Some(i);
+            };
             match k.role {
                 KeyRole::Current => {
                     if !crypto.peer_on_current {
@@ -344,14 +384,14 @@ impl RxWorker {
                 }
                 KeyRole::Previous => {}
             }
-            return true;
+            return Some(i);
         }
         if replayed {
             conn.drops.replay.add(1);
         } else {
             conn.drops.auth.add(1);
         }
-        false
+        None
     }
 
     /// Checks, counts and resequences one batch received on `path`.
@@ -363,9 +403,24 @@ impl RxWorker {
         staging: &mut Staging,
         crypto: &mut RxCrypto,
         delay: &mut DelayLine,
+        repair: &mut RxRepair,
     ) {
         let conn = &*self.conn;
         let pi = path.id;
+        // Loss repair: how long a hole on this path may wait for its copy
+        // (the request goes back on this path, the copy comes on the
+        // fastest: within about this path's RTT).
+        let ask_repairs = conn.repair.load(Relaxed) && pi < repair.detectors.len();
+        let repair_wait = if ask_repairs {
+            let rtt_ms = match path.view.lock() {
+                Ok(v) => v.rtt_ms,
+                Err(poisoned) => poisoned.into_inner().rtt_ms,
+            };
+            Duration::from_secs_f64(rtt_ms.unwrap_or(50.0).clamp(1.0, 2_000.0) * 1.5e-3)
+                + REPAIR_MARGIN
+        } else {
+            Duration::ZERO
+        };
         let now = Instant::now();
         let (mut rx_packets, mut rx_bytes) = (0u64, 0u64);
         let mut highest: Option<u32> = None;
@@ -404,8 +459,65 @@ impl RxWorker {
             }
             for dgram in m.datagrams_mut(buf) {
                 let wire_len = dgram.len();
-                let (verdict, dgram) = self.check(pi, dgram, m.from, now, crypto);
+                let (verdict, dgram) = self.check(pi, dgram, m.from, now, crypto, repair);
+                // Every datagram with a sequence number moves its path's
+                // sequence on: a hole in it is a loss.
+                let hole_seq = match verdict {
+                    Verdict::Data(seq, _) | Verdict::Repair(seq, _, _) | Verdict::Skip(seq) => {
+                        ask_repairs.then_some(seq)
+                    }
+                    Verdict::Drop => None,
+                };
+                if let Some(seq) = hole_seq {
+                    let owd = now_us.wrapping_sub(timestamp_of(dgram));
+                    // The hole shows at the resequencer only once this
+                    // datagram leaves the delay line: wait from there.
+                    let equalized = match (equalize_to, &verdict) {
+                        (Some(d), Verdict::Data(..)) => {
+                            let hold_us = (d.wrapping_sub(owd) as i32).max(0) as u32;
+                            Duration::from_micros(u64::from(hold_us)).min(MAX_HOLD)
+                        }
+                        _ => Duration::ZERO,
+                    };
+                    let until = now + equalized + repair_wait;
+                    let pseq = path_seq_of(dgram);
+                    watch_holes(conn, repair, &mut reseq, pi, pseq, seq, owd, now, until);
+                }
                 match verdict {
+                    Verdict::Repair(seq, original, flow) => {
+                        rx_packets += 1;
+                        rx_bytes += wire_len as u64;
+                        highest = Some(match highest {
+                            Some(h) if seq_after(h, path_seq_of(dgram)) => h,
+                            _ => path_seq_of(dgram),
+                        });
+                        learnt_from = m.from.or(learnt_from);
+                        conn.repairs.received.add(1);
+                        // Its own number is done; the copy goes where the
+                        // original would have. Both queue behind what this
+                        // path holds (see `equalize::Kind`).
+                        let own = Meta {
+                            seq,
+                            flow: None,
+                            path: pi,
+                            kind: Kind::Skip,
+                        };
+                        delay.push(now, own, &[], now, |m, p| {
+                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                        });
+                        let skip = HEADER_LEN
+                            + REPAIR_PREFIX_LEN
+                            + if flow.is_some() { FLOW_PREFIX_LEN } else { 0 };
+                        let meta = Meta {
+                            seq: original,
+                            flow,
+                            path: pi,
+                            kind: Kind::Repair,
+                        };
+                        delay.push(now, meta, &dgram[skip..], now, |m, p| {
+                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                        });
+                    }
                     Verdict::Data(seq, flow) => {
                         rx_packets += 1;
                         rx_bytes += wire_len as u64;
@@ -438,6 +550,7 @@ impl RxWorker {
                             seq,
                             flow,
                             path: pi,
+                            kind: Kind::Data,
                         };
                         delay.push(release, meta, packet, now, |m, p| {
                             resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
@@ -445,7 +558,15 @@ impl RxWorker {
                     }
                     Verdict::Skip(seq) => {
                         learnt_from = m.from.or(learnt_from);
-                        reseq.skip(seq, pi, now, |p| staging.push(p, &self.tun, errors));
+                        let meta = Meta {
+                            seq,
+                            flow: None,
+                            path: pi,
+                            kind: Kind::Skip,
+                        };
+                        delay.push(now, meta, &[], now, |m, p| {
+                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                        });
                     }
                     Verdict::Drop => {}
                 }
@@ -500,6 +621,7 @@ impl RxWorker {
         from: Option<SocketAddr>,
         now: Instant,
         crypto: &mut RxCrypto,
+        repair: &mut RxRepair,
     ) -> (Verdict, &'a [u8]) {
         let conn = &*self.conn;
         let header = match Header::parse(dgram) {
@@ -542,6 +664,7 @@ impl RxWorker {
             return (Verdict::Drop, dgram);
         }
         let sealed = header.flags.contains(Flags::SEALED);
+        let mut opened_by = None;
         let dgram: &'a [u8] = match (&conn.crypto, sealed) {
             (None, false) => dgram,
             (None, true) | (Some(_), false) => {
@@ -550,7 +673,8 @@ impl RxWorker {
             }
             (Some(_), true) => {
                 let len = dgram.len();
-                if !self.open_sealed(dgram, header.seq, now, crypto) {
+                opened_by = self.open_sealed(dgram, header.seq, now, crypto);
+                if opened_by.is_none() {
                     return (Verdict::Drop, dgram);
                 }
                 // Plaintext: header then payload; the tag is cut off and the
@@ -577,6 +701,17 @@ impl RxWorker {
                 } else {
                     Verdict::Data(header.seq, flow)
                 }
+            }
+            MsgType::Repair => self.check_repair(&header, &dgram[HEADER_LEN..], opened_by, crypto),
+            MsgType::Nack => {
+                // As trusted as a probe (sealed, or from the configured
+                // remote); answered after the batch.
+                match Nack::parse(&dgram[HEADER_LEN..]) {
+                    Ok(n) if repair.answers.len() < REPAIR_QUEUE => repair.answers.push((pi, n)),
+                    Ok(_) => conn.drops.control_queue_full.add(1),
+                    Err(_) => conn.drops.malformed.add(1),
+                }
+                Verdict::Skip(header.seq)
             }
             MsgType::Feedback => {
                 // As trusted as a probe: sealed with a key; without one,
@@ -615,6 +750,76 @@ impl RxWorker {
             }
         };
         (verdict, dgram)
+    }
+
+    /// Checks a repair's payload (plaintext, after the header): the data
+    /// it carries is checked as data is, and must not have arrived before
+    /// (the original's number goes through the replay window of the keys
+    /// that opened the copy).
+    fn check_repair(
+        &self,
+        header: &Header,
+        payload: &[u8],
+        opened_by: Option<usize>,
+        crypto: &mut RxCrypto,
+    ) -> Verdict {
+        let conn = &*self.conn;
+        let Ok(r) = Repair::parse(payload) else {
+            conn.drops.malformed.add(1);
+            return Verdict::Skip(header.seq);
+        };
+        let (flow, inner) = if header.flags.contains(Flags::FLOW) {
+            match split_flow_prefix(r.payload) {
+                Ok((gap, packet)) => (Some(flow_predecessor(r.original_seq, gap)), packet),
+                Err(_) => (None, &[][..]),
+            }
+        } else {
+            (None, r.payload)
+        };
+        if check_ip_packet(inner).is_err() {
+            conn.drops.malformed.add(1);
+            return Verdict::Skip(header.seq);
+        }
+        if !conn.allowed_sources.allows(inner) {
+            conn.drops.inner_source.add(1);
+            return Verdict::Skip(header.seq);
+        }
+        if let Some(k) = opened_by
+            .and_then(|i| crypto.slots.get_mut(i))
+            .and_then(Option::as_mut)
+        {
+            if k.replay.check(r.original_seq).is_err() || k.replay.update(r.original_seq).is_err() {
+                // The original came after all (or the copy is a replay).
+                conn.repairs.duplicates.add(1);
+                return Verdict::Skip(header.seq);
+            }
+        }
+        Verdict::Repair(header.seq, r.original_seq, flow)
+    }
+
+    /// Sends the batch's repair requests and answers the peer's.
+    fn send_repairs(&self, table: &PathTable, repair: &mut RxRepair) {
+        if repair.requests.is_empty() && repair.answers.is_empty() {
+            return;
+        }
+        let conn = &*self.conn;
+        let now = Instant::now();
+        let RxRepair {
+            requests,
+            answers,
+            out,
+            ..
+        } = repair;
+        for (pi, nack) in requests.drain(..) {
+            if let Some(path) = table.get(pi) {
+                crate::repair::request(conn, path, nack, now, out);
+            }
+        }
+        for (pi, nack) in answers.drain(..) {
+            if let Some(path) = table.get(pi) {
+                crate::repair::answer(conn, table, path, nack, now, out);
+            }
+        }
     }
 
     /// Queues a (plaintext) message for the control loop (sent at the end
@@ -703,7 +908,54 @@ impl RxWorker {
     }
 }
 
-/// Hands a data datagram's packet to the resequencer.
+/// Extra time a hole waits for its copy beyond 1.5 RTT of its path.
+const REPAIR_MARGIN: Duration = Duration::from_millis(5);
+
+/// Feeds a datagram's path and connection sequence numbers to its path's
+/// loss detector; a hole worth repairing is exempted from the
+/// resequencer's loss proof until `until` and a request queued.
+#[allow(clippy::too_many_arguments)]
+fn watch_holes(
+    conn: &ConnShared,
+    repair: &mut RxRepair,
+    reseq: &mut Resequencer,
+    pi: usize,
+    path_seq: u32,
+    seq: u64,
+    owd_us: u32,
+    now: Instant,
+    until: Instant,
+) {
+    let Some(detector) = repair.detectors.get_mut(pi) else {
+        return;
+    };
+    let before = detector.stats();
+    let loss = detector.on_data(path_seq, seq, owd_us, now);
+    let after = detector.stats();
+    if after != before {
+        count_holes(conn, before, after);
+    }
+    let Some(loss) = loss else { return };
+    if repair.requests.len() < REPAIR_QUEUE
+        && reseq.expect_repair(loss.after_seq, loss.before_seq, loss.nack.count, until)
+    {
+        repair.requests.push((pi, loss.nack));
+    }
+}
+
+/// Adds what a detector newly counted to the connection's counters
+/// (requests are counted when sent).
+fn count_holes(conn: &ConnShared, before: DetectorStats, after: DetectorStats) {
+    conn.repairs
+        .congestion_holes
+        .add(after.congestion.saturating_sub(before.congestion));
+    conn.repairs
+        .unrequested
+        .add(after.unrequested.saturating_sub(before.unrequested));
+}
+
+/// Hands a datagram's packet (or, for [`Kind::Skip`], its sequence
+/// number) to the resequencer.
 fn resequence(
     reseq: &mut Resequencer,
     m: Meta,
@@ -714,6 +966,14 @@ fn resequence(
     errors: &Counter,
 ) {
     let deliver = |p: &[u8]| staging.push(p, tun, errors);
+    match m.kind {
+        Kind::Data => {}
+        Kind::Repair => reseq.repair_arrived(m.seq),
+        Kind::Skip => {
+            reseq.skip(m.seq, m.path, now, deliver);
+            return;
+        }
+    }
     match m.flow {
         Some(prev) => {
             reseq.insert_after(m.seq, prev, m.path, packet, now, deliver);

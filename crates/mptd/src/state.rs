@@ -369,6 +369,12 @@ pub struct PathShared {
     pub rx_summary_owd: AtomicU64,
     /// The adaptive scheduler's model of the path and its virtual clock.
     pub model: crate::model::SharedModel,
+    /// Copies of the data last sent here, for the peer's repair requests;
+    /// allocated at the first request (see `repair`).
+    pub repair_history: Mutex<Option<mpt_proto::repair::RepairHistory>>,
+    /// Until when (ns since the connection epoch) transmit workers keep
+    /// copies: a while after the peer last asked for one.
+    pub repair_until_ns: AtomicU64,
     /// Status published by the control loop.
     pub view: Mutex<PathView>,
     /// Removed and draining: receives, never sends data, hidden in status.
@@ -413,6 +419,8 @@ impl PathShared {
             rx_summary_timestamp: AtomicU32::new(0),
             rx_summary_owd: AtomicU64::new(NO_OWD),
             model: crate::model::SharedModel::default(),
+            repair_history: Mutex::new(None),
+            repair_until_ns: AtomicU64::new(0),
             view: Mutex::new(PathView {
                 state: "probing",
                 rtt_ms: None,
@@ -625,6 +633,33 @@ pub struct ConnShared {
     /// of the slowest path carrying data, to which the receive worker
     /// holds faster paths' data; 0 = none (see `equalize`).
     pub equalize_owd_us: AtomicU64,
+    /// Loss repair is on (`repair` in the config).
+    pub repair: AtomicBool,
+    /// What loss repair did.
+    pub repairs: RepairCounters,
+}
+
+/// Loss repair counters of a connection (see `repair`).
+#[derive(Debug, Default)]
+pub struct RepairCounters {
+    /// Requests sent for holes judged random.
+    pub requested: Counter,
+    /// Datagrams those requests named.
+    pub requested_datagrams: Counter,
+    /// Holes while a queue stood: left to TCP.
+    pub congestion_holes: Counter,
+    /// Holes not asked for (request budget spent, run too long).
+    pub unrequested: Counter,
+    /// The peer's requests received.
+    pub peer_requests: Counter,
+    /// Copies sent in answer.
+    pub sent: Counter,
+    /// Requested datagrams no longer (or never) kept.
+    pub missed: Counter,
+    /// Copies received and delivered.
+    pub received: Counter,
+    /// Copies of datagrams that had arrived after all.
+    pub duplicates: Counter,
 }
 
 impl ConnShared {
@@ -662,6 +697,8 @@ impl ConnShared {
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
             adaptive: AtomicBool::new(true),
             equalize_owd_us: AtomicU64::new(0),
+            repair: AtomicBool::new(true),
+            repairs: RepairCounters::default(),
         }
     }
 

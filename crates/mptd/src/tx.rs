@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use mpt_proto::crypto::TAG_LEN;
 use mpt_proto::flow::{flow_hash, is_tcp_syn, FlowTable};
+use mpt_proto::repair::RepairHistory;
 use mpt_proto::sched::{Adaptive, PathModel, SchedPath, Scheduler, Weighted};
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
@@ -340,6 +341,24 @@ impl TxWorker {
         let pseq0 = path.path_seq.fetch_add(group.len() as u32, Relaxed);
         let ts = mpt_proto::timestamp_us(conn.epoch, now);
         let mut bytes = 0u64;
+        // While the peer asks for repairs on this path, keep a copy of
+        // each payload before it is sealed (one lock per group).
+        let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+        let mut history = if path.repair_until_ns.load(Relaxed) > conn_ns {
+            let mut g = match path.repair_history.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if g.is_none() {
+                *g = Some(RepairHistory::new(
+                    crate::repair::HISTORY_SLOTS,
+                    FLOW_PREFIX_LEN + self.mtu,
+                ));
+            }
+            Some(g)
+        } else {
+            None
+        };
         for (k, entry) in group.iter().enumerate() {
             let i = entry.buf();
             let header = Header {
@@ -357,6 +376,14 @@ impl TxWorker {
             {
                 continue;
             }
+            if let Some(h) = history.as_mut().and_then(|g| g.as_mut()) {
+                h.record(
+                    header.path_seq,
+                    header.seq,
+                    true,
+                    &bufs[i][HEADER_LEN..PACKET_OFFSET + sizes[i]],
+                );
+            }
             if let Some(k) = &keys {
                 // Each buffer has room for the tag after the packet.
                 if k.seal_datagram(&mut bufs[i], FLOW_PREFIX_LEN + sizes[i])
@@ -367,6 +394,7 @@ impl TxWorker {
             }
             bytes += (PACKET_OFFSET + sizes[i] + tag) as u64;
         }
+        drop(history);
         // Send runs of equal-sized datagrams (the last of a run may be
         // shorter) as one GSO send each; the segments of one TCP
         // super-packet all have the same size, so a run is usually the

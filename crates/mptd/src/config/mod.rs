@@ -83,6 +83,9 @@ pub struct ConnectionConfig {
     pub dead_timer: Duration,
     /// Scheduler.
     pub scheduler: SchedulerKind,
+    /// Ask the peer again for datagrams a path lost at random (see
+    /// `mpt_proto::repair`).
+    pub repair: bool,
     /// Pre-shared key file.
     pub key_file: Option<PathBuf>,
     /// Further local prefixes on which the peer may open paths (besides
@@ -268,6 +271,9 @@ fn default_keepalive() -> Dur {
 fn default_dead() -> Dur {
     Dur(Duration::from_secs(5))
 }
+fn default_repair() -> bool {
+    true
+}
 fn default_one_u32() -> u32 {
     1
 }
@@ -332,6 +338,8 @@ struct RawConnection {
     dead_timer: Dur,
     #[serde(default)]
     scheduler: Option<RawScheduler>,
+    #[serde(default = "default_repair")]
+    repair: bool,
     key_file: Option<PathBuf>,
     #[serde(default)]
     allow_peer_paths: Vec<Prefix>,
@@ -625,6 +633,7 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                 RawScheduler::Adaptive => SchedulerKind::Adaptive,
                 RawScheduler::Weighted => SchedulerKind::Weighted,
             },
+            repair: c.repair,
             key_file: c.key_file,
             allow_peer_paths: c.allow_peer_paths,
             paths,
