@@ -42,6 +42,7 @@ fn sealing_keys(conn: &ConnShared) -> Result<Option<Arc<SessionKeys>>, ()> {
 
 /// Fills in the header of a message of `msg_type` on `path`, seals
 /// `payload_len` bytes after it and sends it. Returns whether it left.
+#[allow(clippy::too_many_arguments)]
 fn seal_and_send(
     conn: &ConnShared,
     path: &PathShared,

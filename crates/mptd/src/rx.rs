@@ -395,6 +395,7 @@ impl RxWorker {
     }
 
     /// Checks, counts and resequences one batch received on `path`.
+    #[allow(clippy::too_many_arguments)]
     fn handle_batch(
         &self,
         path: &PathShared,
