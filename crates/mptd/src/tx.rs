@@ -15,7 +15,7 @@ use std::time::Instant;
 use mpt_proto::crypto::TAG_LEN;
 use mpt_proto::flow::{flow_hash, is_tcp_syn, FlowTable};
 use mpt_proto::repair::RepairHistory;
-use mpt_proto::sched::{Adaptive, PathModel, SchedPath, Scheduler, Weighted};
+use mpt_proto::sched::{Adaptive, Flowlets, PathModel, SchedPath, Scheduler, Weighted};
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
@@ -137,6 +137,10 @@ impl TxWorker {
         // each datagram names its flow predecessor (per-flow resequencing
         // at the peer). A flow stays on one tun queue, hence one worker.
         let mut flows: Vec<FlowTable> = self.conns.iter().map(|_| FlowTable::new()).collect();
+        // Per connection: the path and time of each flow's last packet
+        // (flowlets: a flow stays on its path while that costs nothing).
+        let mut flowlets: Vec<Flowlets> = self.conns.iter().map(|_| Flowlets::new()).collect();
+        let mut flowlet_gaps: Vec<u64> = vec![0; self.conns.len()];
         let mut hashes = vec![0u32; IDEAL_BATCH_SIZE];
         let mut gaps = vec![0u32; IDEAL_BATCH_SIZE];
         let mut consecutive_errors = 0u32;
@@ -206,6 +210,7 @@ impl TxWorker {
                         models[c][p.id] = p.model.load(p.id, conn_ns);
                         adaptive[c].set_busy_until(p.id, p.model.busy_until());
                     }
+                    flowlet_gaps[c] = Flowlets::gap_for(models[c].iter().map(|m| m.owd_ns));
                 }
             }
             plan.clear();
@@ -226,11 +231,14 @@ impl TxWorker {
                     let tag = if conn.crypto.is_some() { TAG_LEN } else { 0 };
                     let bytes = PACKET_OFFSET + size + tag;
                     let syn = is_tcp_syn(packet);
-                    let picked =
-                        adaptive[c].pick(&models[c], masks[c], bytes, syn, conn_ns, hold_ns);
+                    let flowlet = flowlets[c].current(hashes[i], conn_ns, flowlet_gaps[c]);
+                    let picked = adaptive[c].pick_in_flowlet(
+                        &models[c], masks[c], bytes, syn, conn_ns, hold_ns, flowlet,
+                    );
                     if let Some(p) = picked {
                         charged[c][p] +=
                             (bytes as u64).saturating_mul(models[c][p].ps_per_byte) / 1000;
+                        flowlets[c].record(hashes[i], p, conn_ns);
                     }
                     picked
                 };

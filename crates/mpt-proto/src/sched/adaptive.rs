@@ -153,6 +153,24 @@ impl Adaptive {
         now_ns: u64,
         hold_ns: u64,
     ) -> Option<usize> {
+        self.pick_in_flowlet(paths, mask, bytes, bulk, now_ns, hold_ns, None)
+    }
+
+    /// [`Adaptive::pick`] for a packet whose flow's previous packet took
+    /// path `flowlet` not long ago (see [`super::Flowlets`]): that path is
+    /// kept if it could take the packet and ranks at most
+    /// [`super::STICK_SLACK_NS`] behind the best.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pick_in_flowlet(
+        &mut self,
+        paths: &[PathModel],
+        mask: u64,
+        bytes: usize,
+        bulk: bool,
+        now_ns: u64,
+        hold_ns: u64,
+        flowlet: Option<usize>,
+    ) -> Option<usize> {
         let small = bytes < SMALL_PACKET && !bulk;
         let bytes = bytes as u64;
         let finish = |busy: u64, p: &PathModel| {
@@ -201,7 +219,20 @@ impl Adaptive {
                 *tier = Some((k, i));
             }
         });
-        let chosen = best[0].or(best[1]).map_or(fallback, |(_, i)| i);
+        let mut chosen = best[0].or(best[1]).map_or(fallback, |(_, i)| i);
+        if let Some(q) = flowlet.filter(|&q| q != chosen && q < paths.len() && q < MAX_PATHS) {
+            let (pq, pc) = (&paths[q], &paths[chosen]);
+            let busy = self.busy_until[q];
+            let keeps = mask & (1 << q) != 0
+                && busy.saturating_sub(now_ns) <= pq.cap_ns
+                && arrival(busy, pq) <= horizon
+                && (!pq.lossy || pc.lossy)
+                && rank(busy, pq)
+                    <= rank(self.busy_until[chosen], pc).saturating_add(super::STICK_SLACK_NS);
+            if keeps {
+                chosen = q;
+            }
+        }
         let p = &paths[chosen];
         let start = self.busy_until[chosen].max(now_ns);
         let end = start.saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000);
@@ -320,6 +351,100 @@ mod tests {
         // 20 Mbit/s: either path alone is idle at every packet.
         let c = offer(&mut s, &paths, 20, 1000, 50);
         assert!(c[0].abs_diff(c[1]) <= 1, "{c:?}");
+    }
+
+    /// Offers `flows` flows round robin (1250-byte packets, `rate_mbps` in
+    /// all) through flowlets; returns packets per path and the number of
+    /// times a flow changed path.
+    fn offer_flows(
+        s: &mut Adaptive,
+        paths: &[PathModel],
+        flows: u32,
+        rate_mbps: u64,
+        ms: u64,
+    ) -> (Vec<u64>, u64) {
+        let mut f = super::super::Flowlets::new();
+        let gap = super::super::Flowlets::gap_for(paths.iter().map(|p| p.owd_ns));
+        let mut counts = vec![0; paths.len()];
+        let mut switches = 0;
+        let gap_ns = 1250 * 8 * 1000 / rate_mbps;
+        let mut t = 1_000 * MS;
+        let mut last = vec![None; flows as usize];
+        for k in 0..(ms * MS / gap_ns) {
+            let flow = (k % u64::from(flows)) as u32;
+            let hash = flow.wrapping_mul(0x9e37_79b9);
+            let cur = f.current(hash, t, gap);
+            let i = s
+                .pick_in_flowlet(paths, 0b11, 1250, false, t, 50 * MS, cur)
+                .expect("path");
+            f.record(hash, i, t);
+            if last[flow as usize].is_some_and(|l| l != i) {
+                switches += 1;
+            }
+            last[flow as usize] = Some(i);
+            counts[i] += 1;
+            t += gap_ns;
+        }
+        (counts, switches)
+    }
+
+    #[test]
+    fn flowlets_keep_many_flows_in_place_and_still_balance() {
+        let paths = [path(100, 0, 10), path(100, 0, 10)];
+        // 16 flows, 20 Mbit/s in all: without flowlets like paths
+        // alternate packet by packet, so every flow hops at each packet.
+        let mut s = Adaptive::new();
+        let (c, switches) = offer_flows(&mut s, &paths, 16, 20, 1000);
+        let total = c[0] + c[1];
+        assert!(
+            switches * 100 < total,
+            "{switches} switches in {total} packets"
+        );
+        // 16 flows at 150 Mbit/s: paths still share the load about evenly.
+        let mut s = Adaptive::new();
+        let (c, _) = offer_flows(&mut s, &paths, 16, 150, 1000);
+        assert!(c[0].abs_diff(c[1]) * 10 < c[0] + c[1], "{c:?}");
+    }
+
+    #[test]
+    fn one_big_flow_is_still_striped_by_capacity() {
+        let paths = [path(100, 0, 10), path(50, 5, 20)];
+        let mut s = Adaptive::new();
+        let (c, switches) = offer_flows(&mut s, &paths, 1, 140, 1000);
+        // About 2:1, in runs rather than packet by packet.
+        let share = c[0] as f64 / (c[0] + c[1]) as f64;
+        assert!((0.58..0.76).contains(&share), "{c:?}");
+        assert!(
+            switches > 10,
+            "a big flow must be striped: {switches} switches"
+        );
+        assert!(switches * 4 < c[0] + c[1], "{switches} switches for {c:?}");
+    }
+
+    #[test]
+    fn a_flowlet_never_keeps_a_full_or_lossy_path() {
+        let mut paths = [path(100, 0, 10), path(100, 0, 10)];
+        let mut s = Adaptive::new();
+        // Path 0 is full: its virtual queue is past the cap.
+        s.set_busy_until(0, 1_000 * MS + 11 * MS);
+        let i = s.pick_in_flowlet(&paths, 0b11, 1250, false, 1_000 * MS, 50 * MS, Some(0));
+        assert_eq!(i, Some(1));
+        // Path 0 is lossy, path 1 clean and idle.
+        paths[0].lossy = true;
+        let mut s = Adaptive::new();
+        let i = s.pick_in_flowlet(&paths, 0b11, 1250, false, 1_000 * MS, 50 * MS, Some(0));
+        assert_eq!(i, Some(1));
+        // Not eligible, or not a path at all.
+        let mut s = Adaptive::new();
+        paths[0].lossy = false;
+        assert_eq!(
+            s.pick_in_flowlet(&paths, 0b10, 1250, false, 1_000 * MS, 50 * MS, Some(0)),
+            Some(1)
+        );
+        assert_eq!(
+            s.pick_in_flowlet(&paths, 0b10, 1250, false, 1_000 * MS, 50 * MS, Some(9)),
+            Some(1)
+        );
     }
 
     #[test]

@@ -7,9 +7,11 @@
 //! ([`Eligibility`]), so liveness and policy stay apart.
 
 mod adaptive;
+mod flowlet;
 mod weighted;
 
 pub use adaptive::{probe_gain, ps_per_byte, Adaptive, PathModel, PROBE_PHASES};
+pub use flowlet::{Flowlets, FLOWLET_GAP_MARGIN_NS, STICK_SLACK_NS};
 pub use weighted::Weighted;
 
 /// Most paths one connection may have: eligibility travels as a `u64` mask.
