@@ -45,6 +45,7 @@ fn doc(paths: Vec<Value>) -> Value {
             "drops": {"malformed": 0, "auth": 2, "replay": 1, "unknown_connection": 0,
                       "handshake_rate_limited": 0},
             "reorder": {"in_order": 5, "held": 0, "late": 0},
+            "repair": {"enabled": true, "requested": 4, "received": 3, "missed": 0},
             "session": {"encrypted": true, "established": true, "handshakes": 2},
             "paths": paths,
         }],
@@ -110,6 +111,7 @@ fn twelve_paths_fit_80_columns_with_rates() {
     );
     assert!(text.contains("site-b (id 7): session established, encrypted (2 handshakes)"));
     assert!(text.contains("drops: auth 2, replay 1\n"), "{text}");
+    assert!(text.contains("repair: received 3, requested 4\n"), "{text}");
     assert!(!text.contains("malformed"), "zero counters are left out");
     assert!(!text.contains("tun_read_errors"));
 }

@@ -85,6 +85,15 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
     if !drops.is_empty() {
         push_wrapped(out, &format!("drops: {}", drops.join(", ")), INDENT, width);
     }
+    let repairs = nonzero(conn.get("repair"));
+    if !repairs.is_empty() {
+        push_wrapped(
+            out,
+            &format!("repair: {}", repairs.join(", ")),
+            INDENT,
+            width,
+        );
+    }
     let paths = conn
         .get("paths")
         .and_then(Value::as_array)
