@@ -7,8 +7,6 @@
 //!
 //! Alone in its test binary so that no parallel test skews the counts.
 
-use std::time::Duration;
-
 use mpt_e2e::*;
 use serde_json::Value;
 

@@ -760,6 +760,14 @@ impl Session {
         self.flush_control(now);
     }
 
+    /// Records that the data plane sent data on `path` at `at` (the daemon
+    /// reports the latest send once per round): the peer then owes an
+    /// answer, and a path that stays silent becomes suspect (see
+    /// [`crate::path`]). Unknown paths are ignored.
+    pub fn on_data_sent(&mut self, path: usize, at: Instant) {
+        self.with_path(path, |p| p.on_data_sent(at));
+    }
+
     /// Queues a probe on `path` now, besides the timer's: the daemon sends
     /// one right after switching to new session keys, so that the peer sees
     /// a datagram sealed with them at once (key confirmation). Unknown

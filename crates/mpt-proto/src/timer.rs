@@ -13,6 +13,8 @@ pub enum TimerKind {
     Probe,
     /// The dead timer expires.
     Dead,
+    /// Data went out and nothing came back for a few RTTs.
+    Suspect,
     /// A control message is due to be sent again (or given up).
     Control,
     /// Data arrived on the path and the peer is due a feedback on it.

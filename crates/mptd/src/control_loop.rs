@@ -37,7 +37,7 @@ use crate::state::{ConnShared, PathShared, PathView};
 /// Longest sleep of the loop: bounds how stale receive summaries and the
 /// published status get (and adds at most this to dead-path detection of a
 /// path whose traffic the data plane saw last).
-pub const TICK: Duration = Duration::from_millis(50);
+pub const TICK: Duration = Duration::from_millis(20);
 
 /// Control datagrams handled per round before timers run: a flood of
 /// probes cannot starve the timers.
@@ -676,6 +676,11 @@ impl ControlLoop {
     fn pull_summaries(&mut self) {
         for (session, conn) in self.sessions.iter_mut().zip(self.conns.iter()) {
             for p in conn.paths().iter() {
+                // Data sent since the last look: the peer owes an answer.
+                let sent_ns = p.tx_data_last_ns.load(Relaxed);
+                if sent_ns != 0 {
+                    session.on_data_sent(p.id, conn.epoch + Duration::from_nanos(sent_ns));
+                }
                 let packets = p.rx_summary_packets.swap(0, Relaxed);
                 if packets > 0 {
                     let last_ns = p.rx_summary_last_ns.load(Relaxed);
@@ -742,6 +747,13 @@ impl ControlLoop {
                 send(conn, path, &buf[..len], remote);
             }
             conn.eligible.store(session.eligibility().active(), Relaxed);
+            let silent = session
+                .paths()
+                .filter(|(id, p)| {
+                    *id < 64 && matches!(p.liveness(), Liveness::Suspect | Liveness::Down)
+                })
+                .fold(0u64, |m, (id, _)| m | (1 << id));
+            conn.silent_paths.store(silent, Relaxed);
             session.path_models(now, &mut self.models);
             for (id, (model, phase)) in self.models.iter().enumerate() {
                 if let Some(shared) = table.get(id) {

@@ -73,7 +73,7 @@ pub fn render(source: &StatusSource) -> String {
                 l.clone(),
                 f64::from(u8::from(v.state == "up" || v.state == "backup")),
             ));
-            for s in ["up", "down", "backup", "probing"] {
+            for s in ["up", "down", "backup", "probing", "suspect"] {
                 state.push((
                     format!("{l},state=\"{s}\""),
                     f64::from(u8::from(v.state == s)),

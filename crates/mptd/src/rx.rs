@@ -244,6 +244,8 @@ impl RxWorker {
             out: vec![0; MAX_DATAGRAM],
         };
         let mut start = 0usize;
+        // Paths last seen suspect or down (see `ConnShared::silent_paths`).
+        let mut silent = 0u64;
         let mut table: Arc<PathTable> = conn.paths();
         let mut generation = 0u64;
         let mut paths: Vec<Arc<PathShared>> = Vec::with_capacity(mpt_proto::sched::MAX_PATHS);
@@ -263,6 +265,19 @@ impl RxWorker {
                 drop(reseq);
                 paths.clear();
                 paths.extend(table.iter().cloned());
+            }
+            let now_silent = conn.silent_paths.load(Relaxed);
+            if now_silent != silent {
+                // A path that fell silent proves no loss any more: what
+                // the others deliver is not held waiting for it.
+                let newly = now_silent & !silent;
+                if newly != 0 {
+                    let mut reseq = conn.lock_reseq();
+                    for id in (0..64).filter(|id| newly & (1u64 << id) != 0) {
+                        reseq.forget_path(id);
+                    }
+                }
+                silent = now_silent;
             }
             let mut busy = false;
             // Read every path once per round, starting one further each

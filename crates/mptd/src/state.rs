@@ -375,6 +375,9 @@ pub struct PathShared {
     /// Until when (ns since the connection epoch) transmit workers keep
     /// copies: a while after the peer last asked for one.
     pub repair_until_ns: AtomicU64,
+    /// When data was last sent here (ns since the connection epoch, 0 =
+    /// never): the control loop tells the session, which expects an answer.
+    pub tx_data_last_ns: AtomicU64,
     /// Status published by the control loop.
     pub view: Mutex<PathView>,
     /// Removed and draining: receives, never sends data, hidden in status.
@@ -421,6 +424,7 @@ impl PathShared {
             model: crate::model::SharedModel::default(),
             repair_history: Mutex::new(None),
             repair_until_ns: AtomicU64::new(0),
+            tx_data_last_ns: AtomicU64::new(0),
             view: Mutex::new(PathView {
                 state: "probing",
                 rtt_ms: None,
@@ -635,6 +639,9 @@ pub struct ConnShared {
     pub equalize_owd_us: AtomicU64,
     /// Loss repair is on (`repair` in the config).
     pub repair: AtomicBool,
+    /// Paths that are suspect or down (bit per path id): the receive
+    /// worker stops counting them in the resequencer's loss proof.
+    pub silent_paths: AtomicU64,
     /// What loss repair did.
     pub repairs: RepairCounters,
 }
@@ -698,6 +705,7 @@ impl ConnShared {
             adaptive: AtomicBool::new(true),
             equalize_owd_us: AtomicU64::new(0),
             repair: AtomicBool::new(true),
+            silent_paths: AtomicU64::new(0),
             repairs: RepairCounters::default(),
         }
     }

@@ -446,6 +446,9 @@ impl TxWorker {
         }
         path.tx_packets.add(sent_total as u64);
         path.tx_data_packets.add(sent_total as u64);
+        if sent_total > 0 {
+            path.tx_data_last_ns.store(conn_ns.max(1), Relaxed);
+        }
         path.tx_bytes.add(bytes);
     }
 }

@@ -11,6 +11,21 @@
 //! A path can also fail in one direction only. Every probe and reply
 //! carries the sender's "I hear you" bit; a path whose peer does not hear us
 //! is not used for data even though we hear the peer.
+//!
+//! # Suspect: silence relative to the path's RTT
+//!
+//! The dead timer (seconds) is far too slow for a path that carries data:
+//! a WiFi that fades without any error would swallow every packet sent on
+//! it until then. But a busy path is never silent for long: while data
+//! arrives, the peer sends feedback every quarter RTT. So once we have sent
+//! data on a path and heard nothing for [`Path::suspect_after`] (about
+//! three RTTs plus four deviations and a feedback interval, at least
+//! [`SUSPECT_MIN`]), the path is [`Liveness::Suspect`] at once: it takes
+//! no new data (backups take over when every primary is suspect), it is
+//! probed every [`Path::suspect_probe_interval`] instead of every
+//! `keepalive`, and the first thing received makes it `Up` again. The dead
+//! timer still decides when it is `Down`. An idle path is never suspect:
+//! nobody owes it an answer.
 
 mod delivery;
 mod loss;
@@ -43,6 +58,8 @@ pub enum Liveness {
     Probing,
     /// Something received within the dead timer.
     Up,
+    /// Up, but data went out and nothing came back for a few RTTs.
+    Suspect,
     /// Nothing received for the dead timer.
     Down,
 }
@@ -58,6 +75,8 @@ pub enum PathState {
     Backup,
     /// Not (yet) confirmed in both directions.
     Probing,
+    /// Silent for a few RTTs while carrying data: no new data, probed fast.
+    Suspect,
 }
 
 impl PathState {
@@ -68,6 +87,7 @@ impl PathState {
             PathState::Down => "down",
             PathState::Backup => "backup",
             PathState::Probing => "probing",
+            PathState::Suspect => "suspect",
         }
     }
 }
@@ -117,6 +137,9 @@ pub struct Path {
     rx_owd: Option<(u32, Instant)>,
     /// When a feedback last found a standing queue.
     last_queue: Option<Instant>,
+    /// First data sent after the last thing received: from then on the
+    /// peer owes us an answer.
+    unanswered_since: Option<Instant>,
     delivery: DeliveryEstimator,
     /// Receive side of feedback: what we tell the peer about its data.
     fb: FeedbackState,
@@ -136,6 +159,13 @@ struct FeedbackState {
     /// When the last feedback was sent.
     last_sent: Option<Instant>,
 }
+
+/// A path is never suspect after less silence than this (feedback takes a
+/// control-loop round or two to leave the peer).
+pub const SUSPECT_MIN: Duration = Duration::from_millis(60);
+
+/// Fastest probing of a suspect path.
+pub const SUSPECT_PROBE_MIN: Duration = Duration::from_millis(20);
 
 /// How long the loss of a path without feedback is remembered.
 pub const LOSS_MEMORY: Duration = Duration::from_secs(2);
@@ -187,6 +217,7 @@ impl Path {
             last_feedback: None,
             rx_owd: None,
             last_queue: None,
+            unanswered_since: None,
             delivery: DeliveryEstimator::default(),
             fb: FeedbackState::default(),
         }
@@ -224,6 +255,7 @@ impl Path {
         match (self.params.admin, self.liveness) {
             (AdminStatus::Down, _) | (_, Liveness::Down) => PathState::Down,
             (_, Liveness::Probing) => PathState::Probing,
+            (_, Liveness::Suspect) => PathState::Suspect,
             (_, Liveness::Up) if !self.peer_hears_us => PathState::Probing,
             (AdminStatus::Backup, Liveness::Up) => PathState::Backup,
             (AdminStatus::Up, Liveness::Up) => PathState::Up,
@@ -235,6 +267,43 @@ impl Path {
         self.liveness == Liveness::Up
             && self.peer_hears_us
             && self.params.admin != AdminStatus::Down
+    }
+
+    /// Records that data was sent on the path at `at` (the daemon reports
+    /// it once per round): if nothing was received since, the peer owes an
+    /// answer from then on.
+    pub fn on_data_sent(&mut self, at: Instant) {
+        if self.unanswered_since.is_none() && self.last_rx.is_none_or(|rx| at > rx) {
+            self.unanswered_since = Some(at);
+        }
+    }
+
+    /// Silence after sending data that makes the path suspect: three
+    /// smoothed RTTs, four deviations and a feedback interval, at least
+    /// [`SUSPECT_MIN`], at most the dead timer.
+    pub fn suspect_after(&self) -> Duration {
+        let srtt = self.rtt.smoothed().unwrap_or(Duration::from_millis(100));
+        let feedback = (srtt / 4).clamp(FEEDBACK_MIN_INTERVAL, FEEDBACK_MAX_INTERVAL);
+        (srtt * 3 + self.rtt.variation() * 4 + feedback)
+            .max(SUSPECT_MIN)
+            .min(self.params.dead_timer)
+    }
+
+    /// How often a suspect path is probed: every smoothed RTT, at least
+    /// [`SUSPECT_PROBE_MIN`] apart, at most `keepalive`.
+    pub fn suspect_probe_interval(&self) -> Duration {
+        self.rtt
+            .smoothed()
+            .unwrap_or(SUSPECT_PROBE_MIN)
+            .max(SUSPECT_PROBE_MIN)
+            .min(self.params.keepalive)
+    }
+
+    fn suspect_deadline(&self) -> Option<Instant> {
+        match self.liveness {
+            Liveness::Up => self.unanswered_since.map(|t| t + self.suspect_after()),
+            _ => None,
+        }
     }
 
     /// When the reported state last changed.
@@ -418,6 +487,13 @@ impl Path {
         if self.last_rx.is_none_or(|prev| at > prev) {
             self.last_rx = Some(at);
         }
+        if self.unanswered_since.is_some_and(|t| at >= t) {
+            self.unanswered_since = None;
+        }
+        if self.liveness == Liveness::Suspect {
+            // Heard again: back to the keepalive cadence.
+            self.next_probe = Some(at + self.params.keepalive);
+        }
         if self.liveness != Liveness::Up {
             self.liveness = Liveness::Up;
             self.last_change = at;
@@ -447,9 +523,10 @@ impl Path {
     /// The earliest timer of this path.
     pub fn next_timer(&self) -> Option<(Instant, TimerKind)> {
         let dead = self.dead_deadline().map(|t| (t, TimerKind::Dead));
+        let suspect = self.suspect_deadline().map(|t| (t, TimerKind::Suspect));
         let probe = self.next_probe.map(|t| (t, TimerKind::Probe));
         let feedback = self.feedback_due().map(|t| (t, TimerKind::Feedback));
-        [dead, probe, feedback]
+        [dead, suspect, probe, feedback]
             .into_iter()
             .flatten()
             .min_by_key(|(t, _)| *t)
@@ -457,7 +534,7 @@ impl Path {
 
     fn dead_deadline(&self) -> Option<Instant> {
         match self.liveness {
-            Liveness::Up => self.last_rx.map(|t| t + self.params.dead_timer),
+            Liveness::Up | Liveness::Suspect => self.last_rx.map(|t| t + self.params.dead_timer),
             Liveness::Probing => Some(self.probing_since + self.params.dead_timer),
             Liveness::Down => None,
         }
@@ -469,10 +546,23 @@ impl Path {
             self.liveness = Liveness::Down;
             self.peer_hears_us = false;
             self.last_change = now;
+            self.unanswered_since = None;
+        } else if self.suspect_deadline().is_some_and(|t| now >= t) {
+            self.liveness = Liveness::Suspect;
+            self.last_change = now;
+            // Probe at once, then fast.
+            if self.params.admin != AdminStatus::Down {
+                self.next_probe = Some(now);
+            }
         }
         match self.next_probe {
             Some(t) if now >= t => {
-                self.next_probe = Some(now + self.params.keepalive);
+                let interval = if self.liveness == Liveness::Suspect {
+                    self.suspect_probe_interval()
+                } else {
+                    self.params.keepalive
+                };
+                self.next_probe = Some(now + interval);
                 true
             }
             _ => false,

@@ -135,3 +135,91 @@ fn highest_seq_survives_reordering_and_wrap() {
     assert!(seq_after(2, u32::MAX));
     assert!(!seq_after(5, 5));
 }
+
+/// An up path with a 10 ms RTT, last heard at `t`.
+fn busy_path(t: Instant) -> Path {
+    let mut p = Path::new(params(), t);
+    assert!(p.on_timeout(t), "first probe");
+    for _ in 0..8 {
+        p.on_rtt_sample(Duration::from_millis(10));
+    }
+    p.on_receive(1, 1, t);
+    p.on_report(&hearing(true), t);
+    assert!(p.usable());
+    p
+}
+
+#[test]
+fn a_silent_busy_path_is_suspect_after_a_few_rtts_then_probed_fast() {
+    let t = t0();
+    let mut p = busy_path(t);
+    let after = p.suspect_after();
+    // 3 x 10 + 4 x var + 10 ms of feedback, but at least SUSPECT_MIN.
+    assert!(
+        after >= SUSPECT_MIN && after < Duration::from_millis(100),
+        "{after:?}"
+    );
+    // Data goes out 1 ms after the last receive; nothing comes back.
+    let sent = t + Duration::from_millis(1);
+    p.on_data_sent(sent);
+    p.on_data_sent(sent + Duration::from_millis(30)); // still owed since `sent`
+    assert_eq!(p.next_timer(), Some((sent + after, TimerKind::Suspect)));
+    assert!(!p.on_timeout(sent + after - Duration::from_micros(1)));
+    assert_eq!(p.state(), PathState::Up);
+    let at = sent + after;
+    assert!(p.on_timeout(at), "a suspect path is probed at once");
+    assert_eq!(p.state(), PathState::Suspect);
+    assert!(!p.usable(), "no new data on a suspect path");
+    assert!(!p.report().hears_you);
+    // Then every RTT (here 20 ms, the floor), not every keepalive.
+    let interval = p.suspect_probe_interval();
+    assert_eq!(interval, SUSPECT_PROBE_MIN);
+    assert_eq!(p.next_timer().map(|x| x.0), Some(at + interval));
+    assert!(p.on_timeout(at + interval));
+    // The dead timer still runs from the last receive.
+    p.on_timeout(t + Duration::from_secs(5));
+    assert_eq!(p.state(), PathState::Down);
+}
+
+#[test]
+fn an_answer_clears_the_debt_and_brings_a_suspect_path_back() {
+    let t = t0();
+    let mut p = busy_path(t);
+    let after = p.suspect_after();
+    p.on_data_sent(t + Duration::from_millis(1));
+    // Feedback in time: no longer owed, no suspect timer.
+    p.on_receive(1, 2, t + Duration::from_millis(12));
+    assert!(p.next_timer().is_none_or(|(_, k)| k != TimerKind::Suspect));
+    // Owed again, and silent: suspect.
+    let sent = t + Duration::from_millis(20);
+    p.on_data_sent(sent);
+    p.on_timeout(sent + after);
+    assert_eq!(p.state(), PathState::Suspect);
+    // The first datagram heard makes it up again, probing at keepalive.
+    let back = sent + after + Duration::from_millis(5);
+    p.on_receive(1, 3, back);
+    assert_eq!(p.state(), PathState::Up);
+    assert!(p.usable());
+    assert_eq!(
+        p.next_timer().map(|x| x.0),
+        Some(back + Duration::from_secs(2))
+    );
+}
+
+#[test]
+fn an_idle_path_is_never_suspect_and_old_sends_do_not_count() {
+    let t = t0();
+    let mut p = busy_path(t);
+    // Nothing sent: silence up to the dead timer is fine.
+    p.on_timeout(t + Duration::from_secs(2));
+    p.on_receive(1, 2, t + Duration::from_secs(2));
+    assert_eq!(p.state(), PathState::Up);
+    // A send reported late, from before the last receive, owes nothing.
+    p.on_data_sent(t + Duration::from_secs(1));
+    assert!(p.next_timer().is_none_or(|(_, k)| k != TimerKind::Suspect));
+    // A long RTT raises the bar, the dead timer caps it.
+    for _ in 0..30 {
+        p.on_rtt_sample(Duration::from_secs(3));
+    }
+    assert_eq!(p.suspect_after(), Duration::from_secs(5));
+}

@@ -155,7 +155,9 @@ fn every_type_code_round_trips() {
     assert_eq!(MsgType::from_code(1), Some(MsgType::Data));
     assert_eq!(MsgType::from_code(7), Some(MsgType::HandshakeChallenge));
     assert_eq!(MsgType::from_code(8), Some(MsgType::Feedback));
-    assert_eq!(MsgType::from_code(9), None);
+    assert_eq!(MsgType::from_code(9), Some(MsgType::Nack));
+    assert_eq!(MsgType::from_code(10), Some(MsgType::Repair));
+    assert_eq!(MsgType::from_code(11), None);
 }
 
 fn ipv4_packet(len: usize) -> Vec<u8> {
