@@ -335,6 +335,17 @@ pub fn status(source: &StatusSource) -> Value {
                     "held_now": held_now,
                     "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
                 },
+                "redundancy": {
+                    "mode": match c.redundancy() {
+                        mpt_proto::sched::Redundancy::Auto => "auto",
+                        mpt_proto::sched::Redundancy::Off => "off",
+                        mpt_proto::sched::Redundancy::All => "all",
+                    },
+                    "copies_sent": c.copies.sent.get(),
+                    "copy_bytes": c.copies.sent_bytes.get(),
+                    "copies_first": c.copies.first.get(),
+                    "duplicates": c.copies.duplicates.get(),
+                },
                 "repair": {
                     "enabled": c.repair.load(Relaxed),
                     "requested": c.repairs.requested.get(),

@@ -185,6 +185,14 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             shared
                 .repair
                 .store(c.repair, std::sync::atomic::Ordering::Relaxed);
+            let redundancy = match c.redundancy {
+                mpt_proto::sched::Redundancy::Auto => 0,
+                mpt_proto::sched::Redundancy::Off => 1,
+                mpt_proto::sched::Redundancy::All => 2,
+            };
+            shared
+                .redundancy
+                .store(redundancy, std::sync::atomic::Ordering::Relaxed);
         }
     }
     let conns = Arc::new(conns);

@@ -196,3 +196,42 @@ pub fn answer(
         }
     }
 }
+
+/// Sends a redundancy copy of the data datagram `seq` (its `payload`:
+/// flow prefix and IP packet, before sealing) on `via`, as a Repair with
+/// the COPY flag. Returns whether it left.
+pub fn send_copy(
+    conn: &ConnShared,
+    via: &PathShared,
+    seq: u64,
+    payload: &[u8],
+    keys: Option<&SessionKeys>,
+    now: Instant,
+    buf: &mut [u8],
+) -> bool {
+    let len = REPAIR_PREFIX_LEN + payload.len();
+    let Some(body) = buf.get_mut(HEADER_LEN..HEADER_LEN + len + TAG_LEN) else {
+        return false;
+    };
+    if Repair::emit_prefix(seq, body).is_err() {
+        return false;
+    }
+    body[REPAIR_PREFIX_LEN..len].copy_from_slice(payload);
+    let sent = seal_and_send(
+        conn,
+        via,
+        MsgType::Repair,
+        Flags::FLOW.with(Flags::COPY),
+        len,
+        keys,
+        now,
+        buf,
+    );
+    if sent {
+        conn.copies.sent.add(1);
+        conn.copies
+            .sent_bytes
+            .add((HEADER_LEN + len + keys.map_or(0, |_| TAG_LEN)) as u64);
+    }
+    sent
+}

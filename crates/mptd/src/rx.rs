@@ -354,6 +354,7 @@ impl RxWorker {
         &self,
         dgram: &mut [u8],
         seq: u64,
+        copied: bool,
         now: Instant,
         crypto: &mut RxCrypto,
     ) -> Option<usize> {
@@ -401,7 +402,10 @@ impl RxWorker {
             }
             return Some(i);
         }
-        if replayed {
+        if replayed && copied {
+            // A redundancy copy got here first: expected, not an attack.
+            conn.copies.duplicates.add(1);
+        } else if replayed {
             conn.drops.replay.add(1);
         } else {
             conn.drops.auth.add(1);
@@ -508,7 +512,6 @@ impl RxWorker {
                             _ => path_seq_of(dgram),
                         });
                         learnt_from = m.from.or(learnt_from);
-                        conn.repairs.received.add(1);
                         // Its own number is done; the copy goes where the
                         // original would have. Both queue behind what this
                         // path holds (see `equalize::Kind`).
@@ -689,7 +692,8 @@ impl RxWorker {
             }
             (Some(_), true) => {
                 let len = dgram.len();
-                opened_by = self.open_sealed(dgram, header.seq, now, crypto);
+                let copied = header.flags.contains(Flags::COPY);
+                opened_by = self.open_sealed(dgram, header.seq, copied, now, crypto);
                 if opened_by.is_none() {
                     return (Verdict::Drop, dgram);
                 }
@@ -800,15 +804,25 @@ impl RxWorker {
             conn.drops.inner_source.add(1);
             return Verdict::Skip(header.seq);
         }
+        let copy = header.flags.contains(Flags::COPY);
         if let Some(k) = opened_by
             .and_then(|i| crypto.slots.get_mut(i))
             .and_then(Option::as_mut)
         {
             if k.replay.check(r.original_seq).is_err() || k.replay.update(r.original_seq).is_err() {
                 // The original came after all (or the copy is a replay).
-                conn.repairs.duplicates.add(1);
+                if copy {
+                    conn.copies.duplicates.add(1);
+                } else {
+                    conn.repairs.duplicates.add(1);
+                }
                 return Verdict::Skip(header.seq);
             }
+        }
+        if copy {
+            conn.copies.first.add(1);
+        } else {
+            conn.repairs.received.add(1);
         }
         Verdict::Repair(header.seq, r.original_seq, flow)
     }

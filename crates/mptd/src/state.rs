@@ -639,11 +639,42 @@ pub struct ConnShared {
     pub equalize_owd_us: AtomicU64,
     /// Loss repair is on (`repair` in the config).
     pub repair: AtomicBool,
+    /// What gets a second copy (see `mpt_proto::sched::Redundancy`): 0
+    /// auto, 1 off, 2 all.
+    pub redundancy: std::sync::atomic::AtomicU8,
+    /// What redundancy did.
+    pub copies: CopyCounters,
     /// Paths that are suspect or down (bit per path id): the receive
     /// worker stops counting them in the resequencer's loss proof.
     pub silent_paths: AtomicU64,
     /// What loss repair did.
     pub repairs: RepairCounters,
+}
+
+/// Redundancy counters of a connection: second copies of real-time
+/// packets on another path.
+#[derive(Debug, Default)]
+pub struct CopyCounters {
+    /// Copies sent.
+    pub sent: Counter,
+    /// Their bytes (UDP payload): the price of redundancy.
+    pub sent_bytes: Counter,
+    /// Copies that arrived before their original (the original was late
+    /// or lost): what redundancy saved.
+    pub first: Counter,
+    /// Second arrivals of a copied packet, dropped as expected.
+    pub duplicates: Counter,
+}
+
+impl ConnShared {
+    /// The redundancy mode.
+    pub fn redundancy(&self) -> mpt_proto::sched::Redundancy {
+        match self.redundancy.load(Relaxed) {
+            1 => mpt_proto::sched::Redundancy::Off,
+            2 => mpt_proto::sched::Redundancy::All,
+            _ => mpt_proto::sched::Redundancy::Auto,
+        }
+    }
 }
 
 /// Loss repair counters of a connection (see `repair`).
@@ -706,6 +737,8 @@ impl ConnShared {
             equalize_owd_us: AtomicU64::new(0),
             repair: AtomicBool::new(true),
             silent_paths: AtomicU64::new(0),
+            redundancy: std::sync::atomic::AtomicU8::new(0),
+            copies: CopyCounters::default(),
             repairs: RepairCounters::default(),
         }
     }

@@ -15,7 +15,9 @@ use std::time::Instant;
 use mpt_proto::crypto::TAG_LEN;
 use mpt_proto::flow::{flow_hash, is_tcp_syn, FlowTable};
 use mpt_proto::repair::RepairHistory;
-use mpt_proto::sched::{Adaptive, Flowlets, PathModel, SchedPath, Scheduler, Weighted};
+use mpt_proto::sched::{
+    Adaptive, Flowlets, PathModel, RealtimeFlows, Redundancy, SchedPath, Scheduler, Weighted,
+};
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
@@ -101,6 +103,27 @@ pub struct TxWorker {
     pub mtu: usize,
 }
 
+/// `copy_to` entry of a packet without a redundancy copy.
+const NO_COPY: u8 = u8::MAX;
+
+/// The path for a redundancy copy of a packet going on `picked`: the
+/// eligible other path with the least one-way delay (the lowest id when
+/// there is no model, under `weighted`), or [`NO_COPY`].
+fn second_path(models: &[PathModel], mask: u64, picked: usize) -> u8 {
+    let mut best: Option<(u64, usize)> = None;
+    for id in 0..64usize {
+        if id == picked || mask & (1u64 << id) == 0 {
+            continue;
+        }
+        let owd = models.get(id).map_or(0, |m| m.owd_ns);
+        if best.is_none_or(|(b, _)| owd < b) {
+            best = Some((owd, id));
+        }
+    }
+    best.and_then(|(_, id)| u8::try_from(id).ok())
+        .unwrap_or(NO_COPY)
+}
+
 impl TxWorker {
     /// Runs until shutdown.
     pub fn run(self) {
@@ -141,6 +164,13 @@ impl TxWorker {
         // (flowlets: a flow stays on its path while that costs nothing).
         let mut flowlets: Vec<Flowlets> = self.conns.iter().map(|_| Flowlets::new()).collect();
         let mut flowlet_gaps: Vec<u64> = vec![0; self.conns.len()];
+        // Per connection: which flows look real-time (redundancy).
+        let mut realtime: Vec<RealtimeFlows> =
+            self.conns.iter().map(|_| RealtimeFlows::new()).collect();
+        let mut redundancy: Vec<Redundancy> = vec![Redundancy::Off; self.conns.len()];
+        // Per buffer: the path its redundancy copy goes on, or NO_COPY.
+        let mut copy_to = vec![NO_COPY; IDEAL_BATCH_SIZE];
+        let mut copy_buf = vec![0u8; mpt_proto::wire::MAX_DATAGRAM];
         let mut hashes = vec![0u32; IDEAL_BATCH_SIZE];
         let mut gaps = vec![0u32; IDEAL_BATCH_SIZE];
         let mut consecutive_errors = 0u32;
@@ -200,6 +230,7 @@ impl TxWorker {
                     params[p.id] = p.sched();
                 }
                 masks[c] = conn.eligible.load(Relaxed);
+                redundancy[c] = conn.redundancy();
                 models[c].clear();
                 charged[c].clear();
                 if conn.adaptive.load(Relaxed) {
@@ -242,6 +273,13 @@ impl TxWorker {
                     }
                     picked
                 };
+                copy_to[i] = NO_COPY;
+                if let Some(p) = pick {
+                    let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+                    if realtime[c].wants_copy(redundancy[c], hashes[i], packet, conn_ns) {
+                        copy_to[i] = second_path(&models[c], masks[c], p);
+                    }
+                }
                 match pick {
                     Some(p) => {
                         // Key: connection, path, then the packet's rank among
@@ -299,6 +337,8 @@ impl TxWorker {
                     now,
                     &mut gso_buf,
                     &gaps,
+                    &copy_to,
+                    &mut copy_buf,
                 );
                 at = end;
             }
@@ -317,6 +357,8 @@ impl TxWorker {
         now: Instant,
         gso_buf: &mut Vec<u8>,
         gaps: &[u32],
+        copy_to: &[u8],
+        copy_buf: &mut [u8],
     ) {
         let c = group[0].conn();
         let p = group[0].path();
@@ -369,9 +411,17 @@ impl TxWorker {
         };
         for (k, entry) in group.iter().enumerate() {
             let i = entry.buf();
+            let copy_via = match copy_to[i] {
+                NO_COPY => None,
+                q => table.get(usize::from(q)),
+            };
             let header = Header {
                 msg_type: MsgType::Data,
-                flags,
+                flags: if copy_via.is_some() {
+                    flags.with(Flags::COPY)
+                } else {
+                    flags
+                },
                 path_id: p as u16,
                 conn_id: conn.conn_id,
                 seq: seq_base + u64::from(entry.rank()),
@@ -390,6 +440,17 @@ impl TxWorker {
                     header.seq,
                     true,
                     &bufs[i][HEADER_LEN..PACKET_OFFSET + sizes[i]],
+                );
+            }
+            if let Some(via) = copy_via {
+                crate::repair::send_copy(
+                    conn,
+                    via,
+                    header.seq,
+                    &bufs[i][HEADER_LEN..PACKET_OFFSET + sizes[i]],
+                    keys.as_deref(),
+                    now,
+                    copy_buf,
                 );
             }
             if let Some(k) = &keys {

@@ -94,6 +94,11 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
             width,
         );
     }
+    let copies = nonzero(conn.get("redundancy"));
+    if !copies.is_empty() {
+        let line = format!("redundancy: {}", copies.join(", "));
+        push_wrapped(out, &line, INDENT, width);
+    }
     let paths = conn
         .get("paths")
         .and_then(Value::as_array)

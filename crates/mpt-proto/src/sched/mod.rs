@@ -8,10 +8,12 @@
 
 mod adaptive;
 mod flowlet;
+mod redundancy;
 mod weighted;
 
 pub use adaptive::{probe_gain, ps_per_byte, Adaptive, PathModel, PROBE_PHASES};
 pub use flowlet::{Flowlets, FLOWLET_GAP_MARGIN_NS, STICK_SLACK_NS};
+pub use redundancy::{is_realtime_dscp, is_udp, RealtimeFlows, Redundancy};
 pub use weighted::Weighted;
 
 /// Most paths one connection may have: eligibility travels as a `u64` mask.

@@ -136,8 +136,13 @@ impl Flags {
     /// [`split_flow_prefix`]), so the receiver can release each flow on its
     /// own instead of in global sequence order.
     pub const FLOW: Flags = Flags(0x02);
+    /// Redundancy: on data, a copy of this datagram went on another path
+    /// too; on a repair, it is that copy, not an answer to a request. The
+    /// receiver keeps whichever arrives first and counts the other as an
+    /// expected duplicate rather than a replay.
+    pub const COPY: Flags = Flags(0x04);
     /// Every bit this version understands.
-    pub const KNOWN: Flags = Flags(0x03);
+    pub const KNOWN: Flags = Flags(0x07);
 
     /// The raw bits.
     pub const fn bits(self) -> u8 {

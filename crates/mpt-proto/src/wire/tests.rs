@@ -251,10 +251,13 @@ fn flow_flag_is_known_and_parses() {
     assert!(h.flags.contains(Flags::FLOW));
     assert!(h.flags.contains(Flags::SEALED));
     assert_eq!(Flags::SEALED.with(Flags::FLOW), h.flags);
-    b[1] = 0x04;
+    b[1] = 0x07;
+    let (h, _) = Header::parse(&b).expect("SEALED | FLOW | COPY is known");
+    assert!(h.flags.contains(Flags::COPY));
+    b[1] = 0x08;
     assert_eq!(
         Header::parse(&b),
-        Err(DecodeError::UnknownFlags { bits: 0x04 })
+        Err(DecodeError::UnknownFlags { bits: 0x08 })
     );
 }
 

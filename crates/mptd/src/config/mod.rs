@@ -86,6 +86,8 @@ pub struct ConnectionConfig {
     /// Ask the peer again for datagrams a path lost at random (see
     /// `mpt_proto::repair`).
     pub repair: bool,
+    /// Which packets also go on a second path.
+    pub redundancy: mpt_proto::sched::Redundancy,
     /// Pre-shared key file.
     pub key_file: Option<PathBuf>,
     /// Further local prefixes on which the peer may open paths (besides
@@ -250,6 +252,14 @@ enum RawScheduler {
     Weighted,
 }
 
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RawRedundancy {
+    Auto,
+    Off,
+    All,
+}
+
 fn default_control() -> PathBuf {
     PathBuf::from("/run/mpt/mptd.sock")
 }
@@ -340,6 +350,8 @@ struct RawConnection {
     scheduler: Option<RawScheduler>,
     #[serde(default = "default_repair")]
     repair: bool,
+    #[serde(default)]
+    redundancy: Option<RawRedundancy>,
     key_file: Option<PathBuf>,
     #[serde(default)]
     allow_peer_paths: Vec<Prefix>,
@@ -634,6 +646,11 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                 RawScheduler::Weighted => SchedulerKind::Weighted,
             },
             repair: c.repair,
+            redundancy: match c.redundancy.unwrap_or(RawRedundancy::Auto) {
+                RawRedundancy::Auto => mpt_proto::sched::Redundancy::Auto,
+                RawRedundancy::Off => mpt_proto::sched::Redundancy::Off,
+                RawRedundancy::All => mpt_proto::sched::Redundancy::All,
+            },
             key_file: c.key_file,
             allow_peer_paths: c.allow_peer_paths,
             paths,
