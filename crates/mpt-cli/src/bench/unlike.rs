@@ -394,6 +394,7 @@ pub fn expand(
             super::scenario::TestKind::Tcp,
         ],
         udp_overload: f.udp_overload,
+        streams: 1,
         cases,
         lte: None,
         dtn: None,
@@ -560,6 +561,7 @@ pub fn run_case(
                     json_out: &json,
                     cc: Some(cc),
                     omit: p.omit,
+                    streams: 1,
                 },
                 stop,
             )
@@ -601,6 +603,7 @@ pub fn run_case(
                 json_out: &json,
                 cc: Some(cc),
                 omit: p.omit,
+                streams: 1,
             },
             stop,
         )
@@ -1123,6 +1126,7 @@ mod tests {
             scenario: "unlike".into(),
             description: String::new(),
             duration_s: 20.0,
+            streams: 1,
             started_unix: 0,
             wall_s: 1.0,
             cores: 2,
