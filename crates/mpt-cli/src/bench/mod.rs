@@ -10,6 +10,7 @@
 
 pub mod bundle;
 pub mod dtn;
+pub mod hold;
 pub mod http;
 pub mod iperf;
 pub mod lte;
