@@ -115,15 +115,36 @@ fn bucket_ms(k: usize) -> (f64, Option<f64>) {
     (lo, hi)
 }
 
+/// Where a quantile lies, ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quantile {
+    /// Lower limit of the bucket it falls in.
+    pub lo: f64,
+    /// Upper limit of that bucket, capped by the longest hold seen.
+    pub hi: f64,
+    /// Linear interpolation inside the bucket by rank (as Prometheus's
+    /// `histogram_quantile`): an estimate, assuming holds spread evenly
+    /// over the bucket.
+    pub est: f64,
+}
+
+impl Quantile {
+    #[cfg(test)]
+    fn range(self) -> (f64, f64) {
+        (self.lo, self.hi)
+    }
+}
+
 /// The `per_mille`/1000 quantile of `zeros` holds of 0 and the holds in
-/// `counts`, as the (lo, hi) range in ms of the bucket it falls in (`hi`
-/// capped by `max_ms`). `None` when there is nothing.
+/// `counts`: the range in ms of the bucket it falls in (its upper limit
+/// capped by `max_ms`) and an estimate inside it. `None` when there is
+/// nothing.
 pub fn quantile_ms(
     zeros: u64,
     counts: &[u64; BUCKETS],
     max_ms: f64,
     per_mille: u64,
-) -> Option<(f64, f64)> {
+) -> Option<Quantile> {
     let total = zeros + counts.iter().sum::<u64>();
     if total == 0 {
         return None;
@@ -132,16 +153,25 @@ pub fn quantile_ms(
     // Rank of the quantile: ceil(total × q), at least 1.
     let rank = ((u128::from(total) * u128::from(per_mille)).div_ceil(1000) as u64).max(1);
     if rank <= zeros {
-        return Some((0.0, 0.0));
+        return Some(Quantile {
+            lo: 0.0,
+            hi: 0.0,
+            est: 0.0,
+        });
     }
     let mut seen = zeros;
     for (k, &c) in counts.iter().enumerate() {
-        seen += c;
-        if seen >= rank {
+        if seen + c >= rank {
             let (lo, hi) = bucket_ms(k);
             let hi = hi.map_or(max_ms, |h| h.min(max_ms)).max(lo);
-            return Some((lo, hi));
+            let at = (rank - seen) as f64 / c as f64;
+            return Some(Quantile {
+                lo,
+                hi,
+                est: lo + (hi - lo) * at,
+            });
         }
+        seen += c;
     }
     None
 }
@@ -157,6 +187,8 @@ pub struct HoldCheck {
     /// bucket range it falls in.
     pub p99_all_lo_ms: Option<f64>,
     pub p99_all_ms: Option<f64>,
+    /// The same interpolated inside the bucket (an estimate).
+    pub p99_all_est_ms: Option<f64>,
     /// p99 over the held packets only, ms (upper limit of its bucket).
     pub p99_held_ms: Option<f64>,
     /// Mean hold of the held packets, ms.
@@ -172,6 +204,9 @@ pub struct HoldCheck {
     /// upper limit is, `Some(false)` when its lower limit is over, `None`
     /// when the bucket straddles the limit or nothing was delivered.
     pub pass: Option<bool>,
+    /// By the interpolated estimate (the same as `pass` when that is
+    /// known; otherwise a best guess).
+    pub pass_estimate: Option<bool>,
 }
 
 impl HoldCheck {
@@ -185,22 +220,24 @@ impl HoldCheck {
         HoldCheck {
             delivered: window.not_held + window.held,
             held: window.held,
-            p99_all_lo_ms: all.map(|q| q.0),
-            p99_all_ms: all.map(|q| q.1),
-            p99_held_ms: held_only.map(|q| q.1),
+            p99_all_lo_ms: all.map(|q| q.lo),
+            p99_all_ms: all.map(|q| q.hi),
+            p99_all_est_ms: all.map(|q| q.est),
+            p99_held_ms: held_only.map(|q| q.hi),
             mean_held_ms: (n > 0).then(|| window.sum_us as f64 / 1e3 / n as f64),
             spread_ms,
             measured_spread_ms,
             limit_ms: limit,
-            pass: all.and_then(|(lo, hi)| {
-                if hi <= limit {
+            pass: all.and_then(|q| {
+                if q.hi <= limit {
                     Some(true)
-                } else if lo > limit {
+                } else if q.lo > limit {
                     Some(false)
                 } else {
                     None
                 }
             }),
+            pass_estimate: all.map(|q| q.est <= limit),
         }
     }
 }
@@ -247,14 +284,30 @@ mod tests {
         // 990 in order, 10 held 20-30 ms: the 99th percentile is the
         // 990th packet, still one not held.
         let c = counts(&[(5, 10)]);
-        assert_eq!(quantile_ms(990, &c, 30.0, 990), Some((0.0, 0.0)));
+        assert_eq!(
+            quantile_ms(990, &c, 30.0, 990).map(Quantile::range),
+            Some((0.0, 0.0))
+        );
         // One fewer in order: the 990th packet is a held one, in the
         // 16..32 ms bucket, capped by the longest hold seen.
-        assert_eq!(quantile_ms(989, &c, 30.0, 990), Some((16.0, 30.0)));
-        assert_eq!(quantile_ms(989, &c, 100.0, 990), Some((16.0, 32.0)));
+        assert_eq!(
+            quantile_ms(989, &c, 30.0, 990).map(Quantile::range),
+            Some((16.0, 30.0))
+        );
+        assert_eq!(
+            quantile_ms(989, &c, 100.0, 990).map(Quantile::range),
+            Some((16.0, 32.0))
+        );
         // Over the held packets alone.
-        assert_eq!(quantile_ms(0, &c, 30.0, 990), Some((16.0, 30.0)));
+        assert_eq!(
+            quantile_ms(0, &c, 30.0, 990).map(Quantile::range),
+            Some((16.0, 30.0))
+        );
         assert_eq!(quantile_ms(0, &[0; BUCKETS], 0.0, 990), None);
+        // The estimate interpolates by rank: the 990th of 1000 with 989
+        // not held is the first of ten in 16..30 ms.
+        let q = quantile_ms(989, &c, 30.0, 990).expect("q");
+        assert!((q.est - 17.4).abs() < 1e-9, "{q:?}");
     }
 
     #[test]
@@ -262,18 +315,33 @@ mod tests {
         // 100 packets: p99 is the 99th. 98 below 1 ms, 1 in 1..2, 1 in
         // 512..1024: the 99th is in 1..2.
         let c = counts(&[(0, 98), (1, 1), (10, 1)]);
-        assert_eq!(quantile_ms(0, &c, 700.0, 990), Some((1.0, 2.0)));
+        assert_eq!(
+            quantile_ms(0, &c, 700.0, 990).map(Quantile::range),
+            Some((1.0, 2.0))
+        );
         // p100 is the longest, capped by the maximum.
-        assert_eq!(quantile_ms(0, &c, 700.0, 1000), Some((512.0, 700.0)));
+        assert_eq!(
+            quantile_ms(0, &c, 700.0, 1000).map(Quantile::range),
+            Some((512.0, 700.0))
+        );
         // 101 packets: rank ceil(99.99) = 100, here the one in 1..2 ms,
         let c = counts(&[(0, 99), (1, 1), (10, 1)]);
-        assert_eq!(quantile_ms(0, &c, 700.0, 990), Some((1.0, 2.0)));
+        assert_eq!(
+            quantile_ms(0, &c, 700.0, 990).map(Quantile::range),
+            Some((1.0, 2.0))
+        );
         // and here one in 512..1024 ms.
         let c = counts(&[(0, 98), (1, 1), (10, 2)]);
-        assert_eq!(quantile_ms(0, &c, 700.0, 990), Some((512.0, 700.0)));
+        assert_eq!(
+            quantile_ms(0, &c, 700.0, 990).map(Quantile::range),
+            Some((512.0, 700.0))
+        );
         // The last bucket has no upper limit but the maximum.
         let c = counts(&[(11, 5)]);
-        assert_eq!(quantile_ms(0, &c, 2500.0, 990), Some((1024.0, 2500.0)));
+        assert_eq!(
+            quantile_ms(0, &c, 2500.0, 990).map(Quantile::range),
+            Some((1024.0, 2500.0))
+        );
     }
 
     fn status(in_order: u64, held: u64, c: [u64; BUCKETS], max_ms: f64, sum_ms: f64) -> Value {
@@ -320,6 +388,8 @@ mod tests {
             measured_spread(&status(0, 0, [0; BUCKETS], 0.0, 0.0)),
         );
         assert_eq!((h.p99_all_lo_ms, h.p99_all_ms), (Some(4.0), Some(8.0)));
+        // Rank 2010 is the 10th of the 20 in 4..8 ms: half way.
+        assert_eq!(h.p99_all_est_ms, Some(6.0));
         assert_eq!(h.p99_held_ms, Some(310.0));
         assert_eq!(h.mean_held_ms, Some(3200.0 / 30.0));
         assert_eq!(h.delivered, 2030);
@@ -333,11 +403,22 @@ mod tests {
         // Tight spread: p99 in 4..8 ms against 1 + 10 passes, against a
         // limit inside the bucket it cannot tell, below it fails.
         assert_eq!(HoldCheck::new(&w, 1.0, None).pass, Some(true));
-        assert_eq!(HoldCheck::new(&w, -5.0, None).pass, None);
+        // (the estimate, 6 ms, decides a best guess).
+        let straddles = HoldCheck::new(&w, -3.5, None);
+        assert_eq!(
+            (straddles.pass, straddles.pass_estimate),
+            (None, Some(true))
+        );
+        let straddles = HoldCheck::new(&w, -5.0, None);
+        assert_eq!(
+            (straddles.pass, straddles.pass_estimate),
+            (None, Some(false))
+        );
         assert_eq!(HoldCheck::new(&w, -7.0, None).pass, Some(false));
         // Nothing delivered: nothing to judge.
         let none = a.until(&a).expect("empty window");
-        assert_eq!(HoldCheck::new(&none, 1.0, None).pass, None);
+        let none = HoldCheck::new(&none, 1.0, None);
+        assert_eq!((none.pass, none.pass_estimate), (None, None));
     }
 
     #[test]

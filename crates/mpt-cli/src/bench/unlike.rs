@@ -664,7 +664,7 @@ pub fn run_case(
                 h.spread_ms,
                 opt(h.measured_spread_ms, 1),
                 hold::MARGIN_MS,
-                hold_label(h.pass)
+                hold_label(h)
             );
         }
         runs.push(CcRun {
@@ -742,17 +742,35 @@ fn configured_spread(paths: &[PathInfo]) -> f64 {
 /// p99 over all packets: its bucket's upper limit, or `lo..hi`.
 fn fmt_p99(h: &HoldCheck) -> String {
     match (h.p99_all_lo_ms, h.p99_all_ms) {
-        (Some(lo), Some(hi)) if hi > 0.0 => format!("{lo:.0}..{hi:.1}"),
-        (_, Some(hi)) => format!("{hi:.0}"),
+        (Some(lo), Some(hi)) if hi > 0.0 => format!(
+            "{}..{} (~{})",
+            ms_label(lo),
+            ms_label(hi),
+            opt(h.p99_all_est_ms, 1)
+        ),
+        (_, Some(hi)) => ms_label(hi),
         _ => "-".into(),
     }
 }
 
-fn hold_label(p: Option<bool>) -> &'static str {
-    match p {
-        Some(true) => "PASS",
-        Some(false) => "FAIL",
-        None => "n/a",
+/// Whole milliseconds without decimals (bucket limits), others to 0.1 ms.
+fn ms_label(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// PASS/FAIL when the bucket decides, ~PASS/~FAIL by the estimate inside
+/// a bucket that straddles the limit.
+fn hold_label(h: &HoldCheck) -> &'static str {
+    match (h.pass, h.pass_estimate) {
+        (Some(true), _) => "PASS",
+        (Some(false), _) => "FAIL",
+        (None, Some(true)) => "~PASS",
+        (None, Some(false)) => "~FAIL",
+        (None, None) => "n/a",
     }
 }
 
@@ -856,7 +874,7 @@ pub fn table(r: &Report) -> String {
                 run.hold
                     .as_ref()
                     .map_or("-".into(), |h| format!("{:.1}", h.spread_ms)),
-                run.hold.as_ref().map_or("-", |h| hold_label(h.pass)).into(),
+                run.hold.as_ref().map_or("-", hold_label).into(),
                 format!("{}/{}", opt(run.cpu_a_pct, 0), opt(run.cpu_b_pct, 0)),
             ]);
         }
@@ -873,8 +891,9 @@ pub fn table(r: &Report) -> String {
         s,
         "hold p99: 99th percentile of the time mptd B's resequencer held a packet, over all packets it \
          delivered in the measured window (not held = 0), as the range of its histogram bucket (ms); \
-         spread = slowest - fastest configured one-way delay; hold: p99 <= spread + {:.0} ms \
-         (n/a: the bucket straddles the limit); p99 over held packets only in results.csv",
+         ~ = interpolated in the bucket; spread = slowest - fastest configured one-way delay; \
+         hold: p99 <= spread + {:.0} ms (~PASS/~FAIL: the bucket straddles the limit, judged by the \
+         estimate); p99 over held packets only in results.csv",
         hold::MARGIN_MS
     );
     for (_, u) in results(r) {
@@ -915,8 +934,8 @@ pub fn csv(r: &Report) -> String {
     }
     s += ",best_raw_mbps,sum_raw_mbps,tunnel_mbps,tunnel_retransmits,frac_best,frac_sum,\
           target_of,target_ratio,required_mbps,pass,cpu_a_pct,cpu_b_pct,duration_s,omit_s,\
-          hold_delivered,hold_held,hold_p99_all_lo_ms,hold_p99_all_ms,hold_p99_held_ms,hold_mean_held_ms,\
-          spread_ms,measured_spread_ms,hold_limit_ms,hold_pass\n";
+          hold_delivered,hold_held,hold_p99_all_lo_ms,hold_p99_all_ms,hold_p99_all_est_ms,hold_p99_held_ms,\
+          hold_mean_held_ms,spread_ms,measured_spread_ms,hold_limit_ms,hold_pass,hold_pass_estimate\n";
     let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
     let retr = |m: &Measurement| m.retransmits.map_or(String::new(), |v| v.to_string());
     for (_, u) in results(r) {
@@ -964,20 +983,22 @@ pub fn csv(r: &Report) -> String {
                 Some(h) => {
                     let _ = writeln!(
                         s,
-                        ",{},{},{},{},{},{},{:.2},{},{:.2},{}",
+                        ",{},{},{},{},{},{},{},{:.2},{},{:.2},{},{}",
                         h.delivered,
                         h.held,
                         o(h.p99_all_lo_ms),
                         o(h.p99_all_ms),
+                        o(h.p99_all_est_ms),
                         o(h.p99_held_ms),
                         o(h.mean_held_ms),
                         h.spread_ms,
                         o(h.measured_spread_ms),
                         h.limit_ms,
-                        h.pass.map_or(String::new(), |p| p.to_string())
+                        h.pass.map_or(String::new(), |p| p.to_string()),
+                        h.pass_estimate.map_or(String::new(), |p| p.to_string())
                     );
                 }
-                None => s += ",,,,,,,,,,\n",
+                None => s += ",,,,,,,,,,,,\n",
             }
         }
     }
@@ -1243,7 +1264,15 @@ mod tests {
                 ],
                 target: Some(t),
                 omit_s: 3.0,
-                runs: vec![run],
+                // A second run without the daemon's status: empty cells.
+                runs: vec![
+                    run.clone(),
+                    CcRun {
+                        cc: "cubic".into(),
+                        hold: None,
+                        ..run
+                    },
+                ],
             }),
             ..Row::default()
         };
@@ -1268,15 +1297,19 @@ mod tests {
         assert!(table.contains("0.79"), "{table}");
         let csv = rep.csv();
         let lines: Vec<&str> = csv.lines().collect();
-        assert_eq!(lines.len(), 2);
+        assert_eq!(lines.len(), 3);
         let cols = |l: &str| l.split(',').count();
         assert_eq!(cols(lines[0]), cols(lines[1]));
+        assert_eq!(cols(lines[0]), cols(lines[2]));
+        assert!(lines[2].ends_with(",,,,,,,,,,,,"), "{}", lines[2]);
         assert!(lines[1].starts_with("wifi+lte,bbr,2,wifi,"));
         assert!(lines[1].contains(",sum,0.9,56.7000,false,"));
         // 990 of 1000 packets not held: p99 over all is 0, over the held
         // ones the 16..32 ms bucket capped by the 25 ms maximum.
         assert!(
-            lines[1].ends_with(",1000,10,0.0000,0.0000,25.0000,22.0000,25.00,24.0000,35.00,true"),
+            lines[1].ends_with(
+                ",1000,10,0.0000,0.0000,0.0000,25.0000,22.0000,25.00,24.0000,35.00,true,true"
+            ),
             "{}",
             lines[1]
         );
