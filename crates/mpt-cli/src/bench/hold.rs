@@ -249,7 +249,7 @@ pub fn spread(owd_ms: impl IntoIterator<Item = f64>) -> Option<f64> {
         lo = lo.min(d);
         hi = hi.max(d);
     }
-    (hi >= lo).then(|| hi - lo)
+    (hi >= lo).then_some(hi - lo)
 }
 
 /// The spread of the paths' `owd_ms` in a daemon's status (paths that are
