@@ -219,7 +219,127 @@ fn metrics_endpoint_serves_the_documented_series() {
         .and_then(|v| v.parse().ok())
         .expect("number");
     assert!(changes >= 1.0, "{changes_line}");
+    check_estimator_and_hold_series(&page);
+    // The status document carries the same histogram.
+    let reorder = &status_json(&socket(&bed, Side::A))["connections"][0]["reorder"];
+    assert_eq!(
+        reorder["hold"]["counts"].as_array().map(Vec::len),
+        Some(12),
+        "{reorder}"
+    );
+    assert_eq!(reorder["hold"]["le_ms"][0], 1, "{reorder}");
+    assert!(reorder["hold"]["le_ms"][11].is_null(), "{reorder}");
+    assert!(reorder["longest_hold_ms"].as_f64().is_some(), "{reorder}");
     bed.shutdown().expect("clean shutdown");
+}
+
+/// Every sample of the page as (series with labels, value); panics on a
+/// line that is neither a comment nor `name{labels} number`.
+fn samples(page: &str) -> Vec<(&str, f64)> {
+    let body = page.split("\r\n\r\n").nth(1).expect("HTTP body");
+    body.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (series, value) = l
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("bad line {l:?}"));
+            let v = match value {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                v => v
+                    .parse()
+                    .unwrap_or_else(|e| panic!("bad value in {l:?}: {e}")),
+            };
+            (series, v)
+        })
+        .collect()
+}
+
+/// The adaptive scheduler's per-path estimates and the resequencer's
+/// per-connection figures (issue 12), after a transfer from A.
+fn check_estimator_and_hold_series(page: &str) {
+    for kind in [
+        "# TYPE mpt_path_rate_bits_per_second gauge",
+        "# TYPE mpt_path_rate_confirmed gauge",
+        "# TYPE mpt_path_relative_owd_seconds gauge",
+        "# TYPE mpt_path_queue_delay_seconds gauge",
+        "# TYPE mpt_path_lossy gauge",
+        "# TYPE mpt_path_share_ratio gauge",
+        "# TYPE mpt_reorder_held_packets gauge",
+        "# TYPE mpt_reorder_longest_hold_seconds gauge",
+        "# TYPE mpt_reorder_hold_seconds histogram",
+    ] {
+        assert!(page.contains(kind), "metrics lack {kind}:\n{page}");
+    }
+    let all = samples(page);
+    let of = |name: &str| -> Vec<(&str, f64)> {
+        all.iter()
+            .filter(|(s, _)| s.starts_with(name) && s[name.len()..].starts_with('{'))
+            .copied()
+            .collect()
+    };
+    let per_path = |name: &str| -> Vec<f64> {
+        (0..2)
+            .map(|i| {
+                let want = format!("path=\"{}\"", path_name(i));
+                of(name)
+                    .iter()
+                    .find(|(s, _)| s.contains(&want))
+                    .map(|&(_, v)| v)
+                    .unwrap_or_else(|| panic!("no {name} for {want}:\n{page}"))
+            })
+            .collect()
+    };
+    // Both paths carried the transfer: a measured rate (bit/s, so far above
+    // 1e5 for MBs in a second or two on loopback), flags 0 or 1.
+    for v in per_path("mpt_path_rate_bits_per_second") {
+        assert!(v > 1e5 && v.is_finite(), "rate {v}:\n{page}");
+    }
+    for name in ["mpt_path_rate_confirmed", "mpt_path_lossy"] {
+        for v in per_path(name) {
+            assert!(v == 0.0 || v == 1.0, "{name} {v}");
+        }
+    }
+    // Shares are smoothed from 0, so right after one transfer they add
+    // up to less than 1; both paths carried some of it.
+    let shares = per_path("mpt_path_share_ratio");
+    assert!(
+        shares.iter().all(|s| *s > 0.0 && *s <= 1.0) && shares.iter().sum::<f64>() <= 1.05,
+        "shares {shares:?}:\n{page}"
+    );
+    // Relative delays and queueing delays are seconds, not ms: same-host
+    // paths differ by far less than a second.
+    for name in [
+        "mpt_path_relative_owd_seconds",
+        "mpt_path_queue_delay_seconds",
+    ] {
+        for (s, v) in of(name) {
+            assert!((0.0..1.0).contains(&v), "{s} {v}");
+        }
+    }
+    let held = of("mpt_reorder_held_packets");
+    assert_eq!(held.len(), 1, "{page}");
+    assert!(held[0].0.contains("conn=\""), "{:?}", held[0]);
+    assert_eq!(of("mpt_reorder_longest_hold_seconds").len(), 1, "{page}");
+    // The histogram: twelve cumulative buckets ending in +Inf = _count.
+    let buckets = of("mpt_reorder_hold_seconds_bucket");
+    assert_eq!(buckets.len(), 12, "{page}");
+    assert!(
+        buckets
+            .last()
+            .is_some_and(|(s, _)| s.contains("le=\"+Inf\"")),
+        "{buckets:?}"
+    );
+    assert!(
+        buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+        "not cumulative: {buckets:?}"
+    );
+    let count = of("mpt_reorder_hold_seconds_count");
+    let sum = of("mpt_reorder_hold_seconds_sum");
+    assert_eq!(count.len(), 1, "{page}");
+    assert_eq!(sum.len(), 1, "{page}");
+    assert_eq!(count[0].1, buckets[11].1, "{page}");
+    assert!(sum[0].1 >= 0.0, "{page}");
 }
 
 #[test]

@@ -23,6 +23,7 @@ use crate::command::{Command, Request};
 use crate::state::ConnShared;
 use crate::tx::TxStats;
 use mpt_proto::path::AdminStatus;
+use mpt_proto::reorder::{HoldHistogram, HOLD_BUCKETS};
 use std::sync::mpsc::{sync_channel, SyncSender};
 
 /// Version of the request/response protocol.
@@ -273,6 +274,21 @@ fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
+/// The resequencer's hold histogram: `counts[k]` packets were held less
+/// than `le_ms[k]` (and at least the previous limit); the last count has no
+/// limit (`null`). Times in ms, the sum and maximum to the microsecond.
+fn hold_json(h: &HoldHistogram) -> Value {
+    let le_ms: Vec<Option<u64>> = (0..HOLD_BUCKETS)
+        .map(|k| HoldHistogram::bucket_limit(k).map(|d| d.as_millis() as u64))
+        .collect();
+    json!({
+        "le_ms": le_ms,
+        "counts": h.counts,
+        "sum_ms": h.sum_us as f64 / 1e3,
+        "max_ms": h.max_us as f64 / 1e3,
+    })
+}
+
 /// The status document (the `mpt status --json` contract).
 pub fn status(source: &StatusSource) -> Value {
     let now = Instant::now();
@@ -318,9 +334,9 @@ pub fn status(source: &StatusSource) -> Value {
                     })
                 })
                 .collect();
-            let (r, held_now) = {
+            let (r, held_now, longest) = {
                 let g = c.lock_reseq();
-                (g.stats(), g.held())
+                (g.stats(), g.held(), g.longest_hold(now))
             };
             json!({
                 "name": c.name,
@@ -333,7 +349,10 @@ pub fn status(source: &StatusSource) -> Value {
                     "gaps_skipped": r.gaps_skipped,
                     "resets": r.resets,
                     "held_now": held_now,
+                    "longest_hold_ms": longest.map_or(0.0, ms),
+                    "flow_bypass": r.flow_bypass,
                     "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
+                    "hold": hold_json(&r.hold),
                 },
                 "redundancy": {
                     "mode": match c.redundancy() {

@@ -10,7 +10,9 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use mpt_proto::reorder::HoldHistogram;
 
 use crate::control::StatusSource;
 
@@ -65,6 +67,11 @@ pub fn render(source: &StatusSource) -> String {
     let (mut txp, mut rxp, mut txb, mut rxb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut drops = Vec::new();
     let mut sessions = Vec::new();
+    let (mut rate, mut confirmed, mut owd, mut queue) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut lossy, mut share) = (Vec::new(), Vec::new());
+    let (mut held_now, mut longest, mut holds) = (Vec::new(), Vec::new(), Vec::new());
+    let now = Instant::now();
     for c in source.conns.iter() {
         for p in c.paths().iter().filter(|p| !p.is_removed()) {
             let v = p.view();
@@ -85,6 +92,18 @@ pub fn render(source: &StatusSource) -> String {
             if let Some(pct) = v.loss_pct {
                 loss.push((l.clone(), pct / 100.0));
             }
+            if let Some(bps) = v.rate_bps {
+                rate.push((l.clone(), bps as f64));
+            }
+            confirmed.push((l.clone(), f64::from(u8::from(v.rate_confirmed))));
+            if let Some(ms) = v.owd_ms {
+                owd.push((l.clone(), ms / 1e3));
+            }
+            if let Some(ms) = v.queue_ms {
+                queue.push((l.clone(), ms / 1e3));
+            }
+            lossy.push((l.clone(), f64::from(u8::from(v.lossy))));
+            share.push((l.clone(), v.share));
             weight.push((l.clone(), f64::from(p.weight_out.load(Relaxed))));
             changes.push((l.clone(), p.state_changes.get() as f64));
             txp.push((l.clone(), p.tx_packets.get() as f64));
@@ -92,6 +111,14 @@ pub fn render(source: &StatusSource) -> String {
             txb.push((l.clone(), p.tx_bytes.get() as f64));
             rxb.push((l, p.rx_bytes.get() as f64));
         }
+        let conn = format!("conn=\"{}\"", esc(&c.name));
+        let (stats, held, wait) = {
+            let g = c.lock_reseq();
+            (g.stats(), g.held(), g.longest_hold(now))
+        };
+        held_now.push((conn.clone(), held as f64));
+        longest.push((conn.clone(), wait.unwrap_or(Duration::ZERO).as_secs_f64()));
+        holds.push((conn, stats.hold));
         let d = &c.drops;
         for (reason, n) in [
             ("malformed", d.malformed.get()),
@@ -151,6 +178,42 @@ pub fn render(source: &StatusSource) -> String {
         loss,
     );
     family(
+        "mpt_path_rate_bits_per_second",
+        "gauge",
+        "Estimated capacity of the direction we send in (adaptive scheduler's model).",
+        rate,
+    );
+    family(
+        "mpt_path_rate_confirmed",
+        "gauge",
+        "1 when the rate was measured with a standing queue, 0 when it is a lower bound.",
+        confirmed,
+    );
+    family(
+        "mpt_path_relative_owd_seconds",
+        "gauge",
+        "One-way delay above the connection's fastest path.",
+        owd,
+    );
+    family(
+        "mpt_path_queue_delay_seconds",
+        "gauge",
+        "Queueing delay the peer last measured on the path.",
+        queue,
+    );
+    family(
+        "mpt_path_lossy",
+        "gauge",
+        "1 when the adaptive scheduler counts the path as lossy.",
+        lossy,
+    );
+    family(
+        "mpt_path_share_ratio",
+        "gauge",
+        "Recent share of the connection's sent data bytes (0..1, smoothed).",
+        share,
+    );
+    family(
         "mpt_path_weight_out",
         "gauge",
         "Configured outgoing share.",
@@ -198,5 +261,90 @@ pub fn render(source: &StatusSource) -> String {
         "Completed key exchanges.",
         sessions,
     );
+    family(
+        "mpt_reorder_held_packets",
+        "gauge",
+        "Packets the resequencer holds now.",
+        held_now,
+    );
+    family(
+        "mpt_reorder_longest_hold_seconds",
+        "gauge",
+        "How long the packet held longest has waited so far (0 when none is held).",
+        longest,
+    );
+    hold_histogram(&mut out, &holds);
     out
+}
+
+/// `mpt_reorder_hold_seconds`: how long released packets were held, as a
+/// Prometheus histogram (cumulative `_bucket`s at the [`HoldHistogram`]
+/// limits, 1 ms to 1.024 s, then `+Inf`).
+fn hold_histogram(out: &mut String, holds: &[(String, HoldHistogram)]) {
+    let name = "mpt_reorder_hold_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time packets waited in the resequencer before delivery \
+         (packets delivered in order on arrival are not counted)."
+    );
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for (labels, h) in holds {
+        let mut cumulative = 0u64;
+        for (k, &c) in h.counts.iter().enumerate() {
+            cumulative = cumulative.saturating_add(c);
+            if let Some(limit) = HoldHistogram::bucket_limit(k) {
+                let le = limit.as_secs_f64();
+                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+            }
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_us as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hold_histogram_is_cumulative_with_sum_and_count() {
+        let mut h = HoldHistogram::default();
+        for us in [300, 1_500, 1_500, 700_000, 3_000_000] {
+            h.record(Duration::from_micros(us));
+        }
+        let mut out = String::new();
+        hold_histogram(&mut out, &[("conn=\"c\"".into(), h)]);
+        let value = |series: &str| -> f64 {
+            out.lines()
+                .find_map(|l| l.strip_prefix(series))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {series} in\n{out}"))
+        };
+        assert!(out.contains("# TYPE mpt_reorder_hold_seconds histogram"));
+        assert_eq!(
+            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"0.001\"}"),
+            1.0
+        );
+        assert_eq!(
+            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"0.002\"}"),
+            3.0
+        );
+        assert_eq!(
+            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"0.512\"}"),
+            3.0
+        );
+        assert_eq!(
+            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"1.024\"}"),
+            4.0
+        );
+        assert_eq!(
+            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"+Inf\"}"),
+            5.0
+        );
+        assert_eq!(value("mpt_reorder_hold_seconds_count{conn=\"c\"}"), 5.0);
+        assert!((value("mpt_reorder_hold_seconds_sum{conn=\"c\"}") - 3.7033).abs() < 1e-9);
+        // Twelve buckets: eleven limits and +Inf.
+        assert_eq!(out.matches("_bucket{").count(), 12);
+    }
 }

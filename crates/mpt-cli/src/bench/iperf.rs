@@ -63,6 +63,8 @@ pub struct Run<'a> {
     /// Seconds at the start left out of the result (`-O`, whole seconds,
     /// run in addition to `duration`): the ramp-up of a long-RTT path.
     pub omit: Duration,
+    /// Parallel streams (`-P`); the measurement is their sum.
+    pub streams: u32,
 }
 
 /// A one-off `iperf3 -s -1` listening in a namespace; stopped on drop.
@@ -171,6 +173,9 @@ pub fn run(r: &Run<'_>, stop: &AtomicBool) -> anyhow::Result<Measurement> {
     ];
     if let Some(cc) = r.cc {
         args.extend(["-C".into(), cc.into()]);
+    }
+    if r.streams > 1 {
+        args.extend(["-P".into(), r.streams.to_string()]);
     }
     let omit = r.omit.as_secs();
     if omit > 0 {

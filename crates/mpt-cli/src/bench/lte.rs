@@ -308,6 +308,7 @@ pub fn run_case(
                 json_out: &json,
                 cc: None,
                 omit: Duration::ZERO,
+                streams: 1,
             },
             stop,
         );

@@ -10,6 +10,7 @@
 
 pub mod bundle;
 pub mod dtn;
+pub mod hold;
 pub mod http;
 pub mod iperf;
 pub mod lte;
@@ -154,6 +155,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
         scenario: s.name.clone(),
         description: s.description.clone(),
         duration_s: s.duration.as_secs_f64(),
+        streams: s.streams,
         started_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -330,6 +332,8 @@ fn run_case(
                     json_out: &json,
                     cc: None,
                     omit: Duration::ZERO,
+                    // UDP offers its rate as one stream (-b is per stream).
+                    streams: if udp.is_none() { s.streams } else { 1 },
                 },
                 stop,
             )

@@ -102,6 +102,8 @@ pub struct Report {
     pub scenario: String,
     pub description: String,
     pub duration_s: f64,
+    /// Parallel TCP streams per TCP measurement (raw and tunnel alike).
+    pub streams: u32,
     pub started_unix: u64,
     pub wall_s: f64,
     pub cores: usize,
@@ -189,6 +191,13 @@ impl Report {
             "Mbit/s goodput; ideal = sum of link rates; /id = fraction of ideal; \
              /rw = fraction of N x raw single-link baseline; /id and /rw are UDP and TCP; UDP loss in results.csv"
         );
+        if self.streams > 1 {
+            let _ = writeln!(
+                s,
+                "TCP and raw TCP: {} parallel streams (iperf3 -P), goodput summed",
+                self.streams
+            );
+        }
         s
     }
 
@@ -489,6 +498,7 @@ mod tests {
             scenario: "ethernet".into(),
             description: String::new(),
             duration_s: 1.0,
+            streams: 1,
             started_unix: 0,
             wall_s: 1.0,
             cores: 2,

@@ -122,6 +122,9 @@ pub struct ScenarioFile {
     pub tests: Vec<TestKind>,
     #[serde(default = "default_overload")]
     pub udp_overload: f64,
+    /// Parallel TCP streams in the raw-tcp and tcp tests (`iperf3 -P`).
+    #[serde(default = "default_streams")]
+    pub streams: u32,
     /// Round-trip times to sweep on the emulated links (delay = RTT / 2).
     #[serde(default)]
     pub rtt: Vec<String>,
@@ -157,6 +160,12 @@ fn default_combos() -> Vec<String> {
 fn default_overload() -> f64 {
     1.05
 }
+fn default_streams() -> u32 {
+    1
+}
+
+/// Most parallel TCP streams per measurement (iperf3 allows 128).
+pub const MAX_STREAMS: u32 = 32;
 
 /// Inner (tunnelled) and outer (path) IP versions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -267,6 +276,8 @@ pub struct Scenario {
     pub duration: Duration,
     pub tests: Vec<TestKind>,
     pub udp_overload: f64,
+    /// Parallel TCP streams in the raw-tcp and tcp tests.
+    pub streams: u32,
     pub cases: Vec<Case>,
     /// Set for `lte-gateway`-style scenarios (VoIP + bulk + handover).
     pub lte: Option<super::lte::LteParams>,
@@ -419,6 +430,12 @@ pub fn expand(
     if extras.contains(&true) && f.extra_link.is_none() {
         return Err(invalid(origin, "extra = [true] needs an [extra_link]"));
     }
+    if !(1..=MAX_STREAMS).contains(&f.streams) {
+        return Err(invalid(
+            origin,
+            format!("streams: 1..={MAX_STREAMS} parallel TCP streams"),
+        ));
+    }
     let link = f
         .link
         .as_ref()
@@ -469,6 +486,7 @@ pub fn expand(
         duration: Duration::from_secs_f64(f.duration),
         tests: f.tests,
         udp_overload: f.udp_overload,
+        streams: f.streams,
         cases,
         lte,
         dtn,
@@ -565,6 +583,38 @@ mod tests {
         let s = load("ethernet", &ov).ok();
         assert_eq!(s.as_ref().map(|s| s.cases.len()), Some(4));
         assert_eq!(s.map(|s| s.duration), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn like_paths_file_runs_twelve_paths_with_four_streams() {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../conf/scenarios/like-paths.toml"
+        );
+        let s = load(file, &Overrides::default()).expect("like-paths.toml");
+        assert_eq!(s.streams, 4);
+        assert_eq!(s.tests, vec![TestKind::RawTcp, TestKind::Tcp]);
+        let ns: Vec<usize> = s.cases.iter().map(|c| c.links.len()).collect();
+        assert_eq!(ns, vec![12]);
+        assert!(s.cases[0]
+            .links
+            .iter()
+            .all(|l| l.rate_bps() == Some(100_000_000)));
+        // Presets without the key keep one stream.
+        assert_eq!(
+            load("ethernet", &Overrides::default())
+                .map(|s| s.streams)
+                .ok(),
+            Some(1)
+        );
+        let text = std::fs::read_to_string(file).expect("read");
+        for bad in ["streams = 0", "streams = 33"] {
+            let f: ScenarioFile = toml::from_str(&text.replace("streams = 4", bad)).expect("toml");
+            assert!(
+                expand("x", "x", f, &Overrides::default()).is_err(),
+                "{bad} accepted"
+            );
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use super::hold::{self, HoldCheck, Snapshot};
 use super::iperf::{self, Measurement};
 use super::plot::{BarChart, BarGroup};
 use super::report::{Report, Row};
@@ -394,6 +395,7 @@ pub fn expand(
             super::scenario::TestKind::Tcp,
         ],
         udp_overload: f.udp_overload,
+        streams: 1,
         cases,
         lte: None,
         dtn: None,
@@ -460,6 +462,8 @@ pub struct CcRun {
     /// CPU use of mptd A and B during the tunnel measurement, % of a core.
     pub cpu_a_pct: Option<f64>,
     pub cpu_b_pct: Option<f64>,
+    /// Resequencing delay at mptd B over the measured window.
+    pub hold: Option<HoldCheck>,
 }
 
 /// Results of one `unlike` case.
@@ -560,6 +564,7 @@ pub fn run_case(
                     json_out: &json,
                     cc: Some(cc),
                     omit: p.omit,
+                    streams: 1,
                 },
                 stop,
             )
@@ -591,20 +596,46 @@ pub fn run_case(
         let json = work.join(format!("iperf3-{k}-{cc}-tunnel.json"));
         let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
         let self0 = testbed::cpu_time(me);
-        let m = iperf::run(
-            &iperf::Run {
-                ns: tb.a.name(),
-                server_ns: tb.b.name(),
-                target: &tun_target,
-                duration: s.duration,
-                udp: None,
-                json_out: &json,
-                cc: Some(cc),
-                omit: p.omit,
-            },
-            stop,
-        )
-        .with_context(|| format!("case {} ({}): {cc} TCP through the tunnel", k + 1, uc.name))?;
+        // The receiver's resequencer at the start of the measured window
+        // (after the ramp-up iperf3 leaves out) and at its end.
+        let (m, hold_start) = std::thread::scope(|sc| {
+            let control_b = &tb.control_b;
+            let snap = sc.spawn(move || {
+                let until = Instant::now() + p.omit;
+                while Instant::now() < until && check_stop(stop).is_ok() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                receiver_snapshot(control_b)
+            });
+            let m = iperf::run(
+                &iperf::Run {
+                    ns: tb.a.name(),
+                    server_ns: tb.b.name(),
+                    target: &tun_target,
+                    duration: s.duration,
+                    udp: None,
+                    json_out: &json,
+                    cc: Some(cc),
+                    omit: p.omit,
+                    streams: 1,
+                },
+                stop,
+            );
+            (m, snap.join().ok().flatten())
+        });
+        let m = m.with_context(|| {
+            format!("case {} ({}): {cc} TCP through the tunnel", k + 1, uc.name)
+        })?;
+        let hold_end = receiver_snapshot(&tb.control_b);
+        let measured_spread = testbed::mptd_status(&tb.control_a)
+            .ok()
+            .and_then(|st| hold::measured_spread(&st));
+        let hold_check = match (hold_start, hold_end) {
+            (Some(a), Some(b)) => a
+                .until(&b)
+                .map(|w| HoldCheck::new(&w, configured_spread(&uc.paths), measured_spread)),
+            _ => None,
+        };
         let wall = c0.2.elapsed();
         let cpu_a = pct(c0.0, tb.mptd_a.cpu_time(), wall);
         let cpu_b = pct(c0.1, tb.mptd_b.cpu_time(), wall);
@@ -622,6 +653,20 @@ pub fn run_case(
             uc.target.label(),
             pass_label(v.pass)
         );
+        if let Some(h) = &hold_check {
+            println!(
+                "    resequencing hold p99 {} ms over all {} packets ({} held: p99 {} ms); \
+                 delay spread {:.1} ms (measured {}); <= spread + {:.0} ms: {}",
+                fmt_p99(h),
+                h.delivered,
+                h.held,
+                opt(h.p99_held_ms, 1),
+                h.spread_ms,
+                opt(h.measured_spread_ms, 1),
+                hold::MARGIN_MS,
+                hold_label(h)
+            );
+        }
         runs.push(CcRun {
             cc: cc.clone(),
             raw,
@@ -629,6 +674,7 @@ pub fn run_case(
             verdict: v,
             cpu_a_pct: cpu_a,
             cpu_b_pct: cpu_b,
+            hold: hold_check,
         });
     }
     for proc_ in [&mut tb.mptd_a, &mut tb.mptd_b] {
@@ -675,6 +721,57 @@ pub fn run_case(
     progress(k, total, case, "tearing down");
     drop(tb);
     Ok(row)
+}
+
+/// The receiving daemon's resequencer counters, if it answers.
+fn receiver_snapshot(control: &Path) -> Option<Snapshot> {
+    match testbed::mptd_status(control) {
+        Ok(st) => Snapshot::from_status(&st),
+        Err(e) => {
+            tracing::warn!(error = %e, "no status from mptd B");
+            None
+        }
+    }
+}
+
+/// Spread of the paths' configured one-way delays (RTT / 2 each way), ms.
+fn configured_spread(paths: &[PathInfo]) -> f64 {
+    hold::spread(paths.iter().map(|p| p.rtt_ms / 2.0)).unwrap_or(0.0)
+}
+
+/// p99 over all packets: its bucket's upper limit, or `lo..hi`.
+fn fmt_p99(h: &HoldCheck) -> String {
+    match (h.p99_all_lo_ms, h.p99_all_ms) {
+        (Some(lo), Some(hi)) if hi > 0.0 => format!(
+            "{}..{} (~{})",
+            ms_label(lo),
+            ms_label(hi),
+            opt(h.p99_all_est_ms, 1)
+        ),
+        (_, Some(hi)) => ms_label(hi),
+        _ => "-".into(),
+    }
+}
+
+/// Whole milliseconds without decimals (bucket limits), others to 0.1 ms.
+fn ms_label(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// PASS/FAIL when the bucket decides, ~PASS/~FAIL by the estimate inside
+/// a bucket that straddles the limit.
+fn hold_label(h: &HoldCheck) -> &'static str {
+    match (h.pass, h.pass_estimate) {
+        (Some(true), _) => "PASS",
+        (Some(false), _) => "FAIL",
+        (None, Some(true)) => "~PASS",
+        (None, Some(false)) => "~FAIL",
+        (None, None) => "n/a",
+    }
 }
 
 fn fmt_measurement(m: &Measurement) -> String {
@@ -747,6 +844,9 @@ pub fn table(r: &Report) -> String {
         "/sum".into(),
         "target".into(),
         "result".into(),
+        "hold p99 ms".into(),
+        "spread ms".into(),
+        "hold".into(),
         "CPU A/B %".into(),
     ]];
     let mut omit = 0.0;
@@ -770,6 +870,11 @@ pub fn table(r: &Report) -> String {
                 opt(run.verdict.frac_sum, 2),
                 u.target.map_or("-".into(), |t| t.label()),
                 pass_label(run.verdict.pass).into(),
+                run.hold.as_ref().map_or("-".into(), fmt_p99),
+                run.hold
+                    .as_ref()
+                    .map_or("-".into(), |h| format!("{:.1}", h.spread_ms)),
+                run.hold.as_ref().map_or("-", hold_label).into(),
                 format!("{}/{}", opt(run.cpu_a_pct, 0), opt(run.cpu_b_pct, 0)),
             ]);
         }
@@ -781,6 +886,15 @@ pub fn table(r: &Report) -> String {
          first {omit:.0} s; raw = each path alone without the tunnel, same congestion control; \
          /best, /sum = tunnel / best raw path, / sum of raw paths; mptd's default scheduler unless --scheduler, equal weights",
         r.duration_s
+    );
+    let _ = writeln!(
+        s,
+        "hold p99: 99th percentile of the time mptd B's resequencer held a packet, over all packets it \
+         delivered in the measured window (not held = 0), as the range of its histogram bucket (ms); \
+         ~ = interpolated in the bucket; spread = slowest - fastest configured one-way delay; \
+         hold: p99 <= spread + {:.0} ms (~PASS/~FAIL: the bucket straddles the limit, judged by the \
+         estimate); p99 over held packets only in results.csv",
+        hold::MARGIN_MS
     );
     for (_, u) in results(r) {
         let paths: Vec<String> = u
@@ -819,7 +933,9 @@ pub fn csv(r: &Report) -> String {
         );
     }
     s += ",best_raw_mbps,sum_raw_mbps,tunnel_mbps,tunnel_retransmits,frac_best,frac_sum,\
-          target_of,target_ratio,required_mbps,pass,cpu_a_pct,cpu_b_pct,duration_s,omit_s\n";
+          target_of,target_ratio,required_mbps,pass,cpu_a_pct,cpu_b_pct,duration_s,omit_s,\
+          hold_delivered,hold_held,hold_p99_all_lo_ms,hold_p99_all_ms,hold_p99_all_est_ms,hold_p99_held_ms,\
+          hold_mean_held_ms,spread_ms,measured_spread_ms,hold_limit_ms,hold_pass,hold_pass_estimate\n";
     let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
     let retr = |m: &Measurement| m.retransmits.map_or(String::new(), |v| v.to_string());
     for (_, u) in results(r) {
@@ -862,6 +978,28 @@ pub fn csv(r: &Report) -> String {
                 r.duration_s,
                 u.omit_s
             );
+            s.pop();
+            match &run.hold {
+                Some(h) => {
+                    let _ = writeln!(
+                        s,
+                        ",{},{},{},{},{},{},{},{:.2},{},{:.2},{},{}",
+                        h.delivered,
+                        h.held,
+                        o(h.p99_all_lo_ms),
+                        o(h.p99_all_ms),
+                        o(h.p99_all_est_ms),
+                        o(h.p99_held_ms),
+                        o(h.mean_held_ms),
+                        h.spread_ms,
+                        o(h.measured_spread_ms),
+                        h.limit_ms,
+                        h.pass.map_or(String::new(), |p| p.to_string()),
+                        h.pass_estimate.map_or(String::new(), |p| p.to_string())
+                    );
+                }
+                None => s += ",,,,,,,,,,,,\n",
+            }
         }
     }
     s
@@ -1097,6 +1235,17 @@ mod tests {
             verdict: verdict(&[45.0, 18.0], 50.0, t),
             cpu_a_pct: Some(30.0),
             cpu_b_pct: None,
+            hold: Some(HoldCheck::new(
+                &Snapshot {
+                    not_held: 990,
+                    held: 10,
+                    counts: [0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0],
+                    max_us: 25_000,
+                    sum_us: 220_000,
+                },
+                25.0,
+                Some(24.0),
+            )),
         };
         let row = Row {
             unlike: Some(UnlikeResult {
@@ -1115,7 +1264,15 @@ mod tests {
                 ],
                 target: Some(t),
                 omit_s: 3.0,
-                runs: vec![run],
+                // A second run without the daemon's status: empty cells.
+                runs: vec![
+                    run.clone(),
+                    CcRun {
+                        cc: "cubic".into(),
+                        hold: None,
+                        ..run
+                    },
+                ],
             }),
             ..Row::default()
         };
@@ -1123,6 +1280,7 @@ mod tests {
             scenario: "unlike".into(),
             description: String::new(),
             duration_s: 20.0,
+            streams: 1,
             started_unix: 0,
             wall_s: 1.0,
             cores: 2,
@@ -1139,11 +1297,26 @@ mod tests {
         assert!(table.contains("0.79"), "{table}");
         let csv = rep.csv();
         let lines: Vec<&str> = csv.lines().collect();
-        assert_eq!(lines.len(), 2);
+        assert_eq!(lines.len(), 3);
         let cols = |l: &str| l.split(',').count();
         assert_eq!(cols(lines[0]), cols(lines[1]));
+        assert_eq!(cols(lines[0]), cols(lines[2]));
+        assert!(lines[2].ends_with(",,,,,,,,,,,,"), "{}", lines[2]);
         assert!(lines[1].starts_with("wifi+lte,bbr,2,wifi,"));
         assert!(lines[1].contains(",sum,0.9,56.7000,false,"));
+        // 990 of 1000 packets not held: p99 over all is 0, over the held
+        // ones the 16..32 ms bucket capped by the 25 ms maximum.
+        assert!(
+            lines[1].ends_with(
+                ",1000,10,0.0000,0.0000,0.0000,25.0000,22.0000,25.00,24.0000,35.00,true,true"
+            ),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            table.contains("hold p99 ms") && table.contains("PASS"),
+            "{table}"
+        );
         let svg = rep.svg();
         assert!(svg.contains("<rect") && svg.contains("wifi+lte"));
     }

@@ -24,6 +24,9 @@ pub struct HoldHistogram {
     pub counts: [u64; HOLD_BUCKETS],
     /// The longest hold seen, in microseconds.
     pub max_us: u64,
+    /// All holds added up, in microseconds (a Prometheus histogram's
+    /// `_sum`; with [`HoldHistogram::total`] it gives the mean).
+    pub sum_us: u64,
 }
 
 impl HoldHistogram {
@@ -31,6 +34,7 @@ impl HoldHistogram {
     pub fn record(&mut self, held: Duration) {
         let us = u64::try_from(held.as_micros()).unwrap_or(u64::MAX);
         self.max_us = self.max_us.max(us);
+        self.sum_us = self.sum_us.saturating_add(us);
         let ms = us / 1000;
         // ms = 0 → bucket 0; ms in [2^(k-1), 2^k) → bucket k.
         let k = (u64::BITS - ms.leading_zeros()) as usize;
@@ -92,6 +96,10 @@ mod tests {
         h.record(Duration::from_micros(999));
         assert_eq!(h.counts, [2, 1, 2, 1, 0, 0, 0, 0, 0, 0, 1, 2]);
         assert_eq!(h.max_us, 100_000_000);
+        assert_eq!(
+            h.sum_us,
+            (1 + 2 + 3 + 4 + 1023 + 1024 + 100_000) * 1000 + 999
+        );
         assert_eq!(h.total(), 8 + 1);
         assert_eq!(
             HoldHistogram::bucket_limit(0),
@@ -119,6 +127,7 @@ mod tests {
         assert_eq!(h.quantile_upper(5000), Some(Duration::from_millis(30)));
         h.record(Duration::MAX);
         assert_eq!(h.max_us, u64::MAX);
+        assert_eq!(h.sum_us, u64::MAX, "the sum saturates");
         assert_eq!(
             h.quantile_upper(1000),
             Some(Duration::from_micros(u64::MAX))
