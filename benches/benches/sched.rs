@@ -3,13 +3,17 @@
 //! packet) and window 8 (mostly the cheap "keep the turn" branch); and one
 //! `Adaptive::pick` over as many paths of unlike rate and delay, for a
 //! full-size datagram (ranked by departure) and a small one (by arrival),
-//! with the clock advancing 1 µs per packet so the paths fill and drain.
+//! with the clock advancing 1 µs per packet so the paths fill and drain;
+//! and the whole per-packet decision of a transmit worker under
+//! `adaptive` (flowlet lookup, pick, record, redundancy check).
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use mpt_benches::{all_paths_mask, mixed_paths};
-use mpt_proto::sched::{ps_per_byte, Adaptive, PathModel, Scheduler, Weighted};
+use mpt_proto::sched::{
+    ps_per_byte, Adaptive, Flowlets, PathModel, RealtimeFlows, Redundancy, Scheduler, Weighted,
+};
 
 fn sched(c: &mut Criterion) {
     let mut g = c.benchmark_group("sched_weighted_pick");
@@ -68,9 +72,53 @@ fn adaptive(c: &mut Criterion) {
     g.finish();
 }
 
+/// The whole per-packet decision of a transmit worker under `adaptive`:
+/// the flowlet lookup, the pick, the flowlet record and the redundancy
+/// check, for 16 flows in turn (bulk packets).
+fn adaptive_per_packet(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sched_adaptive_packet");
+    g.throughput(Throughput::Elements(1));
+    let mut packet = vec![0u8; 1400];
+    packet[0] = 0x45;
+    packet[9] = 6;
+    for n in [2usize, 4, 12, 32] {
+        let paths = unlike_models(n);
+        let mask = all_paths_mask(n);
+        let gap = Flowlets::gap_for(paths.iter().map(|p| p.owd_ns));
+        let mut s = Adaptive::new();
+        let mut flowlets = Flowlets::new();
+        let mut realtime = RealtimeFlows::new();
+        let mut now = 1_000_000_000u64;
+        let mut k = 0u32;
+        g.bench_with_input(BenchmarkId::new("bulk1400", format!("{n}paths")), &n, |b, _| {
+            b.iter(|| {
+                now += 1_000;
+                k = k.wrapping_add(1);
+                let hash = (k % 16).wrapping_mul(0x9e37_79b9);
+                let current = flowlets.current(hash, now, gap);
+                let p = s.pick_in_flowlet(
+                    black_box(&paths),
+                    black_box(mask),
+                    1400,
+                    false,
+                    now,
+                    200_000_000,
+                    current,
+                );
+                if let Some(p) = p {
+                    flowlets.record(hash, p, now);
+                }
+                let copy = realtime.wants_copy(Redundancy::Auto, hash, black_box(&packet), now);
+                black_box((p, copy))
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = mpt_benches::criterion_config();
-    targets = sched, adaptive
+    targets = sched, adaptive, adaptive_per_packet
 }
 criterion_main!(benches);

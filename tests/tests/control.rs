@@ -268,6 +268,9 @@ fn check_estimator_and_hold_series(page: &str) {
         "# TYPE mpt_reorder_held_packets gauge",
         "# TYPE mpt_reorder_longest_hold_seconds gauge",
         "# TYPE mpt_reorder_hold_seconds histogram",
+        "# TYPE mpt_repair_total counter",
+        "# TYPE mpt_redundancy_copies_total counter",
+        "# TYPE mpt_redundancy_bytes_total counter",
     ] {
         assert!(page.contains(kind), "metrics lack {kind}:\n{page}");
     }

@@ -71,6 +71,7 @@ pub fn render(source: &StatusSource) -> String {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lossy, mut share) = (Vec::new(), Vec::new());
     let (mut held_now, mut longest, mut holds) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut repairs, mut copies, mut copy_bytes) = (Vec::new(), Vec::new(), Vec::new());
     let now = Instant::now();
     for c in source.conns.iter() {
         for p in c.paths().iter().filter(|p| !p.is_removed()) {
@@ -146,6 +147,38 @@ pub fn render(source: &StatusSource) -> String {
                 n as f64,
             ));
         }
+        let r = &c.repairs;
+        for (event, n) in [
+            ("requested", r.requested.get()),
+            ("requested_datagrams", r.requested_datagrams.get()),
+            ("congestion_holes", r.congestion_holes.get()),
+            ("unrequested", r.unrequested.get()),
+            ("received", r.received.get()),
+            ("duplicates", r.duplicates.get()),
+            ("peer_requests", r.peer_requests.get()),
+            ("sent", r.sent.get()),
+            ("missed", r.missed.get()),
+        ] {
+            repairs.push((
+                format!("conn=\"{}\",event=\"{event}\"", esc(&c.name)),
+                n as f64,
+            ));
+        }
+        let k = &c.copies;
+        for (event, n) in [
+            ("sent", k.sent.get()),
+            ("first", k.first.get()),
+            ("duplicates", k.duplicates.get()),
+        ] {
+            copies.push((
+                format!("conn=\"{}\",event=\"{event}\"", esc(&c.name)),
+                n as f64,
+            ));
+        }
+        copy_bytes.push((
+            format!("conn=\"{}\"", esc(&c.name)),
+            k.sent_bytes.get() as f64,
+        ));
         if let Some(k) = &c.crypto {
             sessions.push((
                 format!("conn=\"{}\"", esc(&c.name)),
@@ -272,6 +305,24 @@ pub fn render(source: &StatusSource) -> String {
         "gauge",
         "How long the packet held longest has waited so far (0 when none is held).",
         longest,
+    );
+    family(
+        "mpt_repair_total",
+        "counter",
+        "Loss repair: requests sent (requested, requested_datagrams), holes left to TCP (congestion_holes) or not asked for (unrequested), copies received and duplicates; the peer's requests answered (peer_requests, sent) or not (missed).",
+        repairs,
+    );
+    family(
+        "mpt_redundancy_copies_total",
+        "counter",
+        "Redundancy copies of real-time packets: sent, arrived before their original (first), second arrivals dropped (duplicates).",
+        copies,
+    );
+    family(
+        "mpt_redundancy_bytes_total",
+        "counter",
+        "Bytes sent as redundancy copies (UDP payload).",
+        copy_bytes,
     );
     hold_histogram(&mut out, &holds);
     out
