@@ -44,17 +44,17 @@ use super::units;
 pub const PRESETS: &[(&str, &str)] = &[
     (
         "geo-sat",
-        include_str!("../../../../conf/links/geo-sat.toml"),
+        include_str!("../../../conf/links/geo-sat.toml"),
     ),
-    ("lte", include_str!("../../../../conf/links/lte.toml")),
-    ("wifi", include_str!("../../../../conf/links/wifi.toml")),
+    ("lte", include_str!("../../../conf/links/lte.toml")),
+    ("wifi", include_str!("../../../conf/links/wifi.toml")),
     (
         "ethernet-100m",
-        include_str!("../../../../conf/links/ethernet-100m.toml"),
+        include_str!("../../../conf/links/ethernet-100m.toml"),
     ),
     (
         "dtn-hop",
-        include_str!("../../../../conf/links/dtn-hop.toml"),
+        include_str!("../../../conf/links/dtn-hop.toml"),
     ),
 ];
 
