@@ -23,7 +23,8 @@
 //!   Built from [`pacer`] (absolute-timeline rate pacing), [`loss`],
 //!   [`schedule`] (outages) and [`trace`] (time-varying rate/delay).
 //! * [`profile`] — TOML link profiles, presets, layering with flags.
-//! * [`wire`] — the real-time driver: packet sockets, coarse sleep + spin.
+//! * [`wire`] — the real-time driver: packet sockets read and written in
+//!   batches, coarse sleep + spin; [`gso`] cuts GSO aggregates into packets.
 //! * [`stats`] — requested vs achieved rate, delay error (paper's Table 1).
 //! * [`selftest`], [`netns`], [`traffic`] — the accuracy self-test.
 //! * [`sys`] — the system calls, and all `unsafe`.
@@ -34,6 +35,7 @@
 //! them), then [`wire::Wire::start`] in the middle namespace and
 //! [`wire::Wire::stop`] for the report, or the blocking [`wire::run`].
 
+pub mod gso;
 pub mod loss;
 pub mod model;
 pub mod netns;
