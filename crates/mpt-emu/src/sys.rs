@@ -139,15 +139,22 @@ fn ethtool_set(ifname: &str, cmd: u32, on: bool) -> io::Result<()> {
 /// Turns off TSO, GSO and GRO on `ifname` (in the caller's namespace), so
 /// that every frame crossing the wire is one MTU-sized packet and is paced
 /// on its own. Call it on the endpoints' interfaces too: a sender's TSO/GSO
-/// aggregates reach the wire before any segmentation.
+/// aggregates reach the wire before any segmentation (the wire cuts them
+/// itself, see `gso`, but the endpoints then spend less per packet).
 pub fn disable_offloads(ifname: &str) -> io::Result<()> {
+    set_offloads(ifname, false)
+}
+
+/// Turns TSO, GSO and GRO on or off on `ifname` (in the caller's namespace).
+pub fn set_offloads(ifname: &str, on: bool) -> io::Result<()> {
+    let state = if on { "on" } else { "off" };
     for (cmd, what) in [
         (ETHTOOL_STSO, "tso"),
         (ETHTOOL_SGSO, "gso"),
         (ETHTOOL_SGRO, "gro"),
     ] {
-        ethtool_set(ifname, cmd, false)
-            .map_err(|e| io::Error::new(e.kind(), format!("{ifname}: {what} off: {e}")))?;
+        ethtool_set(ifname, cmd, on)
+            .map_err(|e| io::Error::new(e.kind(), format!("{ifname}: {what} {state}: {e}")))?;
     }
     Ok(())
 }
