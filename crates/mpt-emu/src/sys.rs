@@ -170,6 +170,20 @@ pub struct Received {
     /// A packet socket saw its own host sending (should not happen with
     /// `PACKET_IGNORE_OUTGOING`, checked anyway).
     pub outgoing: bool,
+    /// Datagrams the socket has dropped so far for want of buffer space,
+    /// if asked for ([`enable_drop_counter`]).
+    pub socket_drops: Option<u32>,
+}
+
+/// `SO_RXQ_OVFL` (asm-generic/socket.h; the libc crate lacks it on gnu).
+const SO_RXQ_OVFL: libc::c_int = 40;
+
+/// Asks the kernel to attach the socket's drop counter to every datagram
+/// received (`SO_RXQ_OVFL`): how many it discarded for want of buffer space
+/// so far. A receiver that falls behind then still knows how many
+/// datagrams arrived between two it did read.
+pub fn enable_drop_counter(fd: RawFd) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, SO_RXQ_OVFL, &1 as &libc::c_int)
 }
 
 /// Asks the kernel to timestamp received packets (`SO_TIMESTAMPNS`).
@@ -216,24 +230,26 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Received
             };
         }
         let len = n as usize;
-        let kernel_time = cmsg_timestamp(&msg);
+        let (kernel_time, socket_drops) = cmsg_info(&msg);
         let outgoing =
             addr.sll_family == libc::AF_PACKET as u16 && addr.sll_pkttype == libc::PACKET_OUTGOING;
         Ok(Some(Received {
             len,
             kernel_time,
             outgoing,
+            socket_drops,
         }))
     }
 }
 
-/// Reads the `SCM_TIMESTAMPNS` control message of a received `msg`.
+/// Reads the `SCM_TIMESTAMPNS` and `SO_RXQ_OVFL` control messages of a
+/// received `msg`.
 ///
 /// # Safety
 /// `msg` must be a header just filled by `recvmsg`/`recvmmsg`, whose control
 /// buffer is still alive.
-unsafe fn cmsg_timestamp(msg: &libc::msghdr) -> Option<SystemTime> {
-    let mut kernel_time = None;
+unsafe fn cmsg_info(msg: &libc::msghdr) -> (Option<SystemTime>, Option<u32>) {
+    let (mut kernel_time, mut drops) = (None, None);
     // SAFETY: the caller guarantees a filled header with a live control
     // buffer; CMSG_* walk only inside msg_controllen.
     unsafe {
@@ -245,13 +261,19 @@ unsafe fn cmsg_timestamp(msg: &libc::msghdr) -> Option<SystemTime> {
                 kernel_time =
                     UNIX_EPOCH.checked_add(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
             }
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == SO_RXQ_OVFL {
+                drops = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(cmsg).cast::<u32>(),
+                ));
+            }
             cmsg = libc::CMSG_NXTHDR(msg, cmsg);
         }
     }
-    kernel_time
+    (kernel_time, drops)
 }
 
-/// Room for one control message with a timespec, u64-aligned as cmsghdr needs.
+/// Room for a timespec and a drop counter control message (16 + 16 and
+/// 16 + 4 bytes, each padded to 8), u64-aligned as cmsghdr needs.
 type Control = [u64; 8];
 
 /// Caller-owned buffers for one `recvmmsg` call on a [`PacketSocket`]:
@@ -354,13 +376,14 @@ pub fn recv_batch(fd: RawFd, batch: &mut RecvBatch) -> io::Result<usize> {
         let h = &batch.hdrs[i];
         // SAFETY: header `i` was filled by this recvmmsg and its control
         // buffer is `batch.control[i]`, alive.
-        let kernel_time = unsafe { cmsg_timestamp(&h.msg_hdr) };
+        let (kernel_time, socket_drops) = unsafe { cmsg_info(&h.msg_hdr) };
         let addr = &batch.addrs[i];
         batch.got.push(Received {
             len: h.msg_len as usize,
             kernel_time,
             outgoing: addr.sll_family == libc::AF_PACKET as u16
                 && addr.sll_pkttype == libc::PACKET_OUTGOING,
+            socket_drops,
         });
     }
     Ok(got)

@@ -68,6 +68,9 @@ pub struct Record {
     pub seq: u64,
     pub tx_ns: u64,
     pub rx_ns: u64,
+    /// Datagrams the receiving socket had dropped before this one (its
+    /// buffer was full): they reached `b` all the same.
+    pub socket_drops: u32,
 }
 
 /// Opens the sender socket in `a` and the receiver socket in `b`.
@@ -81,7 +84,10 @@ pub fn open_pair(bed: &Testbed) -> io::Result<(UdpSocket, UdpSocket)> {
         let s = UdpSocket::bind((B_IP, PORT_B))?;
         s.set_nonblocking(true)?;
         sys::enable_rx_timestamps(s.as_raw_fd())?;
-        sys::set_rcvbuf(s.as_raw_fd(), 16 << 20)?;
+        sys::enable_drop_counter(s.as_raw_fd())?;
+        // 64 MiB: about 100 ms of full-size datagrams at 3 Gbit/s, should
+        // the receiver fall behind; kernel stamps keep their timing.
+        sys::set_rcvbuf(s.as_raw_fd(), 64 << 20)?;
         Ok(s)
     })?;
     Ok((tx, rx))
@@ -150,10 +156,17 @@ pub struct Collector {
     handle: Option<JoinHandle<io::Result<Vec<Record>>>>,
 }
 
-pub fn spawn_receiver(sock: UdpSocket) -> Collector {
+/// `realtime`: run the receiver as SCHED_FIFO at this priority (best
+/// effort, warns if not allowed).
+pub fn spawn_receiver(sock: UdpSocket, realtime: Option<i32>) -> Collector {
     let done = Arc::new(AtomicBool::new(false));
     let flag = done.clone();
     let handle = std::thread::spawn(move || {
+        if let Some(prio) = realtime {
+            if let Err(e) = sys::set_realtime(prio) {
+                tracing::warn!(error = %e, "receiver cannot use SCHED_FIFO");
+            }
+        }
         let mut out = Vec::new();
         // Batched reads: at several Gbit/s of full-size datagrams one
         // `recvmsg` per datagram would fall behind the wire.
@@ -184,6 +197,7 @@ pub fn spawn_receiver(sock: UdpSocket) -> Collector {
                         seq: word(0),
                         tx_ns: word(8),
                         rx_ns,
+                        socket_drops: got.socket_drops.unwrap_or(0),
                     });
                 }
             }
