@@ -156,7 +156,9 @@ fn layout(vnet: &[u8], eth: &[u8]) -> Result<Layout, Unsupported> {
         8
     };
     let payload = l4 + l4_len;
-    if l4_len < 8 || payload > end {
+    // A TCP header is at least 20 bytes (flags and checksum are written
+    // per segment); from the wire, a data offset below 5 is malformed.
+    if l4_len < if tcp { 20 } else { 8 } || payload > end {
         return Err(Unsupported::Malformed);
     }
     Ok(Layout {
@@ -429,6 +431,12 @@ mod tests {
         let mut f = good.clone();
         put16(&mut f, VNET_HDR_LEN + 16, 9000);
         assert_eq!(cut(&f), Err(Unsupported::Malformed));
+        // TCP data offset below 5 words (header shorter than 20 bytes)
+        for doff in 0..5u8 {
+            let mut f = good.clone();
+            f[VNET_HDR_LEN + 34 + 12] = doff << 4;
+            assert_eq!(cut(&f), Err(Unsupported::Malformed), "doff {doff}");
+        }
         // Truncated inside the IP header
         assert_eq!(cut(&good[..VNET_HDR_LEN + 20]), Err(Unsupported::Malformed));
         // TCP GSO type on a UDP packet

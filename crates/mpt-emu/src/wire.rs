@@ -51,11 +51,12 @@ pub const SPIN_MARGIN: Duration = Duration::from_micros(200);
 const MAX_IDLE: Duration = Duration::from_millis(20);
 
 /// Frames read per `recvmmsg` before departures are looked at again. The
-/// batch is what lets the wire keep up with several Gbit/s of MTU-sized
-/// frames (one `recvmsg` per frame topped out near 1.7 Gbit/s), and its
-/// length bounds how late a departure can be: measured on the 2-core CI VM,
-/// reading 32 full-size frames takes about 10-20 us, under 10 frame times
-/// at 5 Gbit/s, and the absolute timeline makes up for it (no rate error).
+/// batch shares the cost of the call (one `recvmsg` per frame topped out
+/// near 1.7 Gbit/s of MTU-sized frames), and its length bounds how late a
+/// departure can be: a profile of the wire carrying 2 Gbit/s of TCP on the
+/// 2-core CI VM puts `recvmmsg` at about 1 us per full-size frame, so a
+/// full batch delays departures by some 35 us (15 frame times at
+/// 5 Gbit/s); the absolute timeline makes up for it, so the rate holds.
 pub const RX_BATCH: usize = 32;
 
 /// Frames written per `sendmmsg` at most: all that are due, up to this.
