@@ -16,10 +16,13 @@
 //! | relay custody | every packet sent during the outage delivered, in order, after it |
 //!
 //! At 1 Gbit/s and more the wire's thread polls without ever sleeping, so
-//! the kernel's real-time throttling (95 % of each second by default) stops
-//! it for up to 50 ms a second; the absolute timeline catches up, but not
-//! always within the 1.5 s of a case: measured -2.0 % at 1 and -2.2 % at
-//! 3 Gbit/s on the 2-core CI VM under load, hence the wider bound there.
+//! the kernel's real-time throttling (95 % of each second by default) can
+//! stop it for up to 50 ms a second, and the far end's receive path runs on
+//! its CPU too; the absolute timeline catches up only as fast as the spare
+//! capacity allows. Measured on the 2-core CI VM shared with other builds:
+//! -2.0 to -2.2 % at 1 Gbit/s (hence the 3 % bound), -2.2 to -10.7 % at
+//! 3 Gbit/s, where the wire is near its limit (about 2.7-2.9 Gbit/s of
+//! full-size UDP frames there) and the case fails.
 //! The receiver may fall behind at these rates; the socket's drop counter
 //! (`SO_RXQ_OVFL`) tells how many datagrams arrived between two it read.
 //!
