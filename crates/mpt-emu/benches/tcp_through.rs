@@ -4,8 +4,12 @@
 //!
 //! ```text
 //! sudo cargo bench -p mpt-emu --bench tcp_through -- [--rounds 3] [--secs 5]
-//!      [--cc cubic,bbr] [--rates 5gbit,1gbit]
+//!      [--cc cubic,bbr] [--rates 5gbit,1gbit] [--offloads]
 //! ```
+//!
+//! `--offloads` turns TSO/GSO/GRO back on at the endpoints (`a0`, `b0`,
+//! the direct pair): the wire then receives 64 KiB aggregates and cuts them
+//! into packets itself (module `gso`).
 //!
 //! Testbed: the self-test's three namespaces (endpoints `a`, `b`, wire in
 //! `m`, offloads off on all four veth ends, so every frame is one packet),
@@ -32,7 +36,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mpt_emu::netns::{self, ip, Testbed, B_IP, M_A_IF, M_B_IF};
+use mpt_emu::netns::{self, ip, Testbed, A_IF, B_IF, B_IP, M_A_IF, M_B_IF};
 use mpt_emu::profile::{self, LinkSpec};
 use mpt_emu::stats::DirectionReport;
 use mpt_emu::units::{format_rate, parse_rate};
@@ -49,6 +53,7 @@ struct Options {
     secs: u32,
     ccs: Vec<String>,
     rates: Vec<u64>,
+    offloads: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -57,6 +62,7 @@ fn parse_args() -> Result<Options, String> {
         secs: 5,
         ccs: vec!["cubic".into(), "bbr".into()],
         rates: vec![5_000_000_000, 1_000_000_000],
+        offloads: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -68,6 +74,7 @@ fn parse_args() -> Result<Options, String> {
         match a.as_str() {
             "--rounds" => o.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--secs" => o.secs = value()?.parse().map_err(|e| format!("--secs: {e}"))?,
+            "--offloads" => o.offloads = true,
             "--cc" => o.ccs = value()?.split(',').map(str::to_string).collect(),
             "--rates" => {
                 o.rates = value()?
@@ -156,7 +163,14 @@ fn run() -> Result<(), String> {
             ifname,
         ])?;
         sh(&["-n", ns, "link", "set", "dev", ifname, "up"])?;
-        netns::in_netns(ns, move || sys::disable_offloads(ifname)).map_err(|e| e.to_string())?;
+        let on = o.offloads;
+        netns::in_netns(ns, move || sys::set_offloads(ifname, on)).map_err(|e| e.to_string())?;
+    }
+    if o.offloads {
+        for (ns, ifname) in [(a, A_IF), (b, B_IF)] {
+            netns::in_netns(ns, move || sys::set_offloads(ifname, true))
+                .map_err(|e| e.to_string())?;
+        }
     }
     sh(&["-n", m, "link", "add", "mbr", "type", "bridge"])?;
     sh(&["-n", m, "link", "set", "dev", "mbr", "up"])?;
@@ -178,8 +192,13 @@ fn run() -> Result<(), String> {
     for cc in &o.ccs {
         let mut figures: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         println!(
-            "\n== {cc}: one TCP stream, {} s per run, MTU-sized frames",
-            o.secs
+            "\n== {cc}: one TCP stream, {} s per run, {}",
+            o.secs,
+            if o.offloads {
+                "endpoint offloads on (aggregates, cut by the wire)"
+            } else {
+                "offloads off (MTU-sized frames)"
+            }
         );
         for round in 0..o.rounds {
             let check = || match stop.load(Ordering::Relaxed) {
