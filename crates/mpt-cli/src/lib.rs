@@ -1,7 +1,7 @@
-//! The `mpt` command line as a library, so that the benchmark harness and
-//! workspace tests can drive the link emulator in-process, and tests can
-//! drive the control client (`ctl`) against a stand-in daemon.
+//! The `mpt` command line as a library, so that workspace tests can drive
+//! the benchmark harness (`bench`) and the control client (`ctl`) against a
+//! stand-in daemon. The link emulator both `mpt emu` and `mpt bench` use is
+//! the `mpt_emu` crate.
 
 pub mod bench;
 pub mod ctl;
-pub mod emu;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use mpt_cli::ctl::{self, remote::Endpoint, request::PathState, request::Request};
-use mpt_cli::emu::profile::{self, ConfigError, LinkSpec, Profile};
-use mpt_cli::emu::{selftest, signal, units, wire};
+use mpt_emu::profile::{self, ConfigError, LinkSpec, Profile};
+use mpt_emu::{selftest, signal, units, wire};
 
 const EXIT_RUNTIME: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -848,7 +848,7 @@ fn emu_run(args: RunArgs) -> Result<u8, Failure> {
 }
 
 fn emu_selftest(args: &SelftestArgs) -> Result<u8, Failure> {
-    if !mpt_cli::emu::sys::is_root() {
+    if !mpt_emu::sys::is_root() {
         return Err(runtime(anyhow::anyhow!(
             "mpt emu selftest needs root (it creates network namespaces and packet sockets)"
         )));

@@ -37,10 +37,7 @@ fn run(scenario: &str) -> serde_json::Value {
 
 #[test]
 fn bench_lte_and_dtn_quick() {
-    assert!(
-        mpt_cli::emu::sys::is_root(),
-        "needs root (network namespaces)"
-    );
+    assert!(mpt_emu::sys::is_root(), "needs root (network namespaces)");
     let v = run("lte-gateway");
     let l = &v["rows"][0]["lte"];
     assert!(l["voip"]["received"].as_u64().unwrap_or(0) > 0, "{l}");

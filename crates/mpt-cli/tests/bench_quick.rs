@@ -16,7 +16,7 @@ fn mptd_next_to_mpt() -> PathBuf {
 #[test]
 fn bench_ethernet_quick() {
     assert!(
-        mpt_cli::emu::sys::is_root(),
+        mpt_emu::sys::is_root(),
         "bench_quick needs root (network namespaces); run the tests as root"
     );
     let mptd = std::env::var_os("MPTD_BIN")

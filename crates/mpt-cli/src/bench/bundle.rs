@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::emu::sys;
+use mpt_emu::sys;
 
 const STEP: Duration = Duration::from_millis(200);
 

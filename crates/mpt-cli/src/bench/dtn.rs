@@ -32,8 +32,8 @@ use super::report::{Report, Row};
 use super::scenario::{invalid, resolve_link, Case, Link, LinkDef, Scenario, ScenarioError};
 use super::testbed::{self, check_stop, Testbed};
 use super::{progress, Options};
-use crate::emu::schedule::{Periodic, Schedule};
-use crate::emu::units;
+use mpt_emu::schedule::{Periodic, Schedule};
+use mpt_emu::units;
 
 /// TCP port of the bundle receiver in B.
 pub const BUNDLE_PORT: u16 = 4556;

@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 
 use super::iperf::Measurement;
 use super::testbed::check_stop;
-use crate::emu::sys;
+use mpt_emu::sys;
 
 /// Port of the server in namespace B.
 pub const PORT: u16 = 8080;

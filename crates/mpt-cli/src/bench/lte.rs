@@ -35,9 +35,9 @@ use super::scenario::{invalid, Case, Link, Scenario, ScenarioError, TestKind};
 use super::testbed::{self, check_stop, Testbed};
 use super::voip::{self, VoipStats};
 use super::{progress, Options};
-use crate::emu::schedule::{Schedule, Window};
-use crate::emu::trace::{Trace, TracePoint};
-use crate::emu::units;
+use mpt_emu::schedule::{Schedule, Window};
+use mpt_emu::trace::{Trace, TracePoint};
+use mpt_emu::units;
 
 /// Time from the wires' start to the start of the measurement, so that the
 /// outage (scheduled on the wire's clock) lands at `handover_at`.

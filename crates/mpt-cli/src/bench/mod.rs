@@ -88,7 +88,7 @@ fn have(program: &str, arg: &str) -> bool {
 
 /// Checks root and tools before building anything.
 pub fn preflight(s: &Scenario) -> anyhow::Result<()> {
-    if !crate::emu::sys::is_root() {
+    if !mpt_emu::sys::is_root() {
         bail!("mpt bench needs root (network namespaces, veths, qdiscs)");
     }
     if !have("ip", "-V") {

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::emu::model::LinkConfig;
-use crate::emu::profile::{self, LinkSpec, Profile};
-use crate::emu::units;
+use mpt_emu::model::LinkConfig;
+use mpt_emu::profile::{self, LinkSpec, Profile};
+use mpt_emu::units;
 
 /// Built-in scenarios, the same text as the files under conf/scenarios/.
 pub const PRESETS: &[(&str, &str)] = &[

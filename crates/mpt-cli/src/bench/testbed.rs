@@ -23,9 +23,9 @@ use anyhow::{bail, Context};
 use tracing::{debug, warn};
 
 use super::scenario::{Case, Combo, Link};
-use crate::emu::netns::{ip, Netns, PREFIX};
-use crate::emu::sys;
-use crate::emu::wire::{Wire, WireConfig};
+use mpt_emu::netns::{ip, Netns, PREFIX};
+use mpt_emu::sys;
+use mpt_emu::wire::{Wire, WireConfig};
 
 /// Tunnel MTU over an IPv4 underlay; leaves room for outer IPv4 (20) + UDP
 /// (8) + mpt header (24) inside the veths' 1500.

@@ -38,8 +38,8 @@ use super::scenario::{
 };
 use super::testbed::{self, check_stop, Testbed};
 use super::{progress, Options};
-use crate::emu::profile::LinkSpec;
-use crate::emu::trace::Trace;
+use mpt_emu::profile::LinkSpec;
+use mpt_emu::trace::Trace;
 
 /// Longest ramp-up that may be left out of a measurement.
 const MAX_OMIT_S: f64 = 60.0;

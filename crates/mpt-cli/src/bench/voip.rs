@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::emu::sys;
+use mpt_emu::sys;
 
 /// A loss-free stretch this long (of send time) counts as "flowing again".
 const CLEAN_RUN_NS: u64 = 1_000_000_000;

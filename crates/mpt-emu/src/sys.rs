@@ -1,5 +1,6 @@
 //! The Linux system calls the emulator needs, each wrapped once: packet
-//! sockets, kernel receive timestamps, network-namespace entry, offload
+//! sockets (one frame per call, or batches with `recvmmsg`/`sendmmsg` into
+//! caller-owned buffers), kernel receive timestamps, network-namespace entry, offload
 //! switches and timer slack. All `unsafe` of the emulator lives here.
 //!
 //! Packet sockets are opened with `PACKET_VNET_HDR`: every frame read is
@@ -138,15 +139,22 @@ fn ethtool_set(ifname: &str, cmd: u32, on: bool) -> io::Result<()> {
 /// Turns off TSO, GSO and GRO on `ifname` (in the caller's namespace), so
 /// that every frame crossing the wire is one MTU-sized packet and is paced
 /// on its own. Call it on the endpoints' interfaces too: a sender's TSO/GSO
-/// aggregates reach the wire before any segmentation.
+/// aggregates reach the wire before any segmentation (the wire cuts them
+/// itself, see `gso`, but the endpoints then spend less per packet).
 pub fn disable_offloads(ifname: &str) -> io::Result<()> {
+    set_offloads(ifname, false)
+}
+
+/// Turns TSO, GSO and GRO on or off on `ifname` (in the caller's namespace).
+pub fn set_offloads(ifname: &str, on: bool) -> io::Result<()> {
+    let state = if on { "on" } else { "off" };
     for (cmd, what) in [
         (ETHTOOL_STSO, "tso"),
         (ETHTOOL_SGSO, "gso"),
         (ETHTOOL_SGRO, "gro"),
     ] {
-        ethtool_set(ifname, cmd, false)
-            .map_err(|e| io::Error::new(e.kind(), format!("{ifname}: {what} off: {e}")))?;
+        ethtool_set(ifname, cmd, on)
+            .map_err(|e| io::Error::new(e.kind(), format!("{ifname}: {what} {state}: {e}")))?;
     }
     Ok(())
 }
@@ -162,6 +170,20 @@ pub struct Received {
     /// A packet socket saw its own host sending (should not happen with
     /// `PACKET_IGNORE_OUTGOING`, checked anyway).
     pub outgoing: bool,
+    /// Datagrams the socket has dropped so far for want of buffer space,
+    /// if asked for ([`enable_drop_counter`]).
+    pub socket_drops: Option<u32>,
+}
+
+/// `SO_RXQ_OVFL` (asm-generic/socket.h; the libc crate lacks it on gnu).
+const SO_RXQ_OVFL: libc::c_int = 40;
+
+/// Asks the kernel to attach the socket's drop counter to every datagram
+/// received (`SO_RXQ_OVFL`): how many it discarded for want of buffer space
+/// so far. A receiver that falls behind then still knows how many
+/// datagrams arrived between two it did read.
+pub fn enable_drop_counter(fd: RawFd) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, SO_RXQ_OVFL, &1 as &libc::c_int)
 }
 
 /// Asks the kernel to timestamp received packets (`SO_TIMESTAMPNS`).
@@ -208,8 +230,30 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Received
             };
         }
         let len = n as usize;
-        let mut kernel_time = None;
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        let (kernel_time, socket_drops) = cmsg_info(&msg);
+        let outgoing =
+            addr.sll_family == libc::AF_PACKET as u16 && addr.sll_pkttype == libc::PACKET_OUTGOING;
+        Ok(Some(Received {
+            len,
+            kernel_time,
+            outgoing,
+            socket_drops,
+        }))
+    }
+}
+
+/// Reads the `SCM_TIMESTAMPNS` and `SO_RXQ_OVFL` control messages of a
+/// received `msg`.
+///
+/// # Safety
+/// `msg` must be a header just filled by `recvmsg`/`recvmmsg`, whose control
+/// buffer is still alive.
+unsafe fn cmsg_info(msg: &libc::msghdr) -> (Option<SystemTime>, Option<u32>) {
+    let (mut kernel_time, mut drops) = (None, None);
+    // SAFETY: the caller guarantees a filled header with a live control
+    // buffer; CMSG_* walk only inside msg_controllen.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
             {
@@ -217,16 +261,183 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Received
                 kernel_time =
                     UNIX_EPOCH.checked_add(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == SO_RXQ_OVFL {
+                drops = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(cmsg).cast::<u32>(),
+                ));
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
         }
-        let outgoing =
-            addr.sll_family == libc::AF_PACKET as u16 && addr.sll_pkttype == libc::PACKET_OUTGOING;
-        Ok(Some(Received {
-            len,
-            kernel_time,
-            outgoing,
-        }))
     }
+    (kernel_time, drops)
+}
+
+/// Room for a timespec and a drop counter control message (16 + 16 and
+/// 16 + 4 bytes, each padded to 8), u64-aligned as cmsghdr needs.
+type Control = [u64; 8];
+
+/// Caller-owned buffers for one `recvmmsg` call on a [`PacketSocket`]:
+/// `slots` frames of up to `slot` bytes each (vnet header included), with
+/// their control buffers and addresses. Allocated once per direction; the
+/// kernel's pointers into it are rebuilt on every call, so moving the batch
+/// is safe.
+pub struct RecvBatch {
+    data: Vec<u8>,
+    slot: usize,
+    control: Vec<Control>,
+    addrs: Vec<libc::sockaddr_ll>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    got: Vec<Received>,
+}
+
+impl RecvBatch {
+    pub fn new(slots: usize, slot: usize) -> RecvBatch {
+        let slots = slots.max(1);
+        RecvBatch {
+            data: vec![0; slots * slot],
+            slot,
+            control: vec![[0; 8]; slots],
+            // SAFETY: sockaddr_ll, iovec and mmsghdr are plain old data for
+            // which all-zero is a valid value (null pointers, zero lengths).
+            addrs: vec![unsafe { zeroed() }; slots],
+            iovs: vec![unsafe { zeroed() }; slots],
+            hdrs: vec![unsafe { zeroed() }; slots],
+            got: Vec::with_capacity(slots),
+        }
+    }
+
+    /// Frames the last call read, in arrival order.
+    pub fn received(&self) -> &[Received] {
+        &self.got
+    }
+
+    /// Bytes of frame `i` of the last call (vnet header first), cut to the
+    /// slot if it was truncated (`received()[i].len` is the real length).
+    pub fn frame(&self, i: usize) -> &[u8] {
+        let len = self.got.get(i).map_or(0, |r| r.len.min(self.slot));
+        &self.data[i * self.slot..i * self.slot + len]
+    }
+}
+
+/// Scratch for one `sendmmsg` call, kept by the caller so that sending
+/// allocates nothing in steady state.
+#[derive(Default)]
+pub struct SendBatch {
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+/// Non-blocking read of up to `batch`'s capacity of datagrams from `fd` in
+/// one `recvmmsg`, with kernel timestamps if enabled; returns how many (0
+/// when nothing is queued). They are in [`RecvBatch::frame`] and
+/// [`RecvBatch::received`]. (`outgoing` is meaningful on packet sockets
+/// only; it is false for others.)
+pub fn recv_batch(fd: RawFd, batch: &mut RecvBatch) -> io::Result<usize> {
+    batch.got.clear();
+    let n = batch.hdrs.len();
+    let ctrl_len = size_of::<Control>();
+    for i in 0..n {
+        batch.iovs[i] = libc::iovec {
+            iov_base: batch.data[i * batch.slot..].as_mut_ptr().cast(),
+            iov_len: batch.slot,
+        };
+        let h = &mut batch.hdrs[i];
+        h.msg_len = 0;
+        h.msg_hdr.msg_name = (&mut batch.addrs[i] as *mut libc::sockaddr_ll).cast();
+        h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        h.msg_hdr.msg_iov = &mut batch.iovs[i];
+        h.msg_hdr.msg_iovlen = 1;
+        h.msg_hdr.msg_control = batch.control[i].as_mut_ptr().cast();
+        h.msg_hdr.msg_controllen = ctrl_len as _;
+        h.msg_hdr.msg_flags = 0;
+    }
+    // SAFETY: every header points to live buffers of `batch` (data
+    // slots, addresses, control) of the sizes stated, for the duration
+    // of the call; `n` is the length of `hdrs`.
+    let got = unsafe {
+        libc::recvmmsg(
+            fd,
+            batch.hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            std::ptr::null_mut(),
+        )
+    };
+    if got < 0 {
+        let err = io::Error::last_os_error();
+        return match err.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(err),
+        };
+    }
+    let got = got as usize;
+    for i in 0..got {
+        let h = &batch.hdrs[i];
+        // SAFETY: header `i` was filled by this recvmmsg and its control
+        // buffer is `batch.control[i]`, alive.
+        let (kernel_time, socket_drops) = unsafe { cmsg_info(&h.msg_hdr) };
+        let addr = &batch.addrs[i];
+        batch.got.push(Received {
+            len: h.msg_len as usize,
+            kernel_time,
+            outgoing: addr.sll_family == libc::AF_PACKET as u16
+                && addr.sll_pkttype == libc::PACKET_OUTGOING,
+            socket_drops,
+        });
+    }
+    Ok(got)
+}
+
+/// Writes datagrams on the connected or bound socket `fd` with one
+/// `sendmmsg` (`flags`, e.g. `MSG_DONTWAIT`), from the first on. `Ok(k)`
+/// with k >= 1: the first k were sent; `Ok(0)`: the first was refused
+/// because the socket buffer is full (`EAGAIN`/`ENOBUFS`); `Err`: the first
+/// failed otherwise. The caller resumes after what was sent or refused.
+pub fn send_batch<B: AsRef<[u8]>>(
+    fd: RawFd,
+    frames: &[B],
+    scratch: &mut SendBatch,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    if frames.is_empty() {
+        return Ok(0);
+    }
+    scratch.iovs.clear();
+    scratch.iovs.extend(frames.iter().map(|f| {
+        let f = f.as_ref();
+        libc::iovec {
+            iov_base: f.as_ptr().cast_mut().cast(),
+            iov_len: f.len(),
+        }
+    }));
+    scratch.hdrs.clear();
+    for iov in scratch.iovs.iter_mut() {
+        // SAFETY: all-zero mmsghdr is valid (no name, no control).
+        let mut h: libc::mmsghdr = unsafe { zeroed() };
+        h.msg_hdr.msg_iov = iov;
+        h.msg_hdr.msg_iovlen = 1;
+        scratch.hdrs.push(h);
+    }
+    // SAFETY: each header points to one iovec in `scratch.iovs` (not
+    // reallocated after the pointers were taken), which points to a
+    // live frame of `frames`; the kernel only reads the frames.
+    let n = unsafe {
+        libc::sendmmsg(
+            fd,
+            scratch.hdrs.as_mut_ptr(),
+            scratch.hdrs.len() as libc::c_uint,
+            flags,
+        )
+    };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(0),
+            _ => Err(err),
+        };
+    }
+    Ok(n as usize)
 }
 
 /// Waits until `fd` is readable or `timeout` passes (ns resolution, unlike
@@ -383,16 +594,24 @@ impl PacketSocket {
         Ok(true)
     }
 
+    /// Non-blocking read of up to `batch`'s capacity of frames in one
+    /// `recvmmsg`; see [`recv_batch`].
+    pub fn recv_batch(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        recv_batch(self.fd.as_raw_fd(), batch)
+    }
+
+    /// Writes frames (vnet header + frame each) with one non-blocking
+    /// `sendmmsg`; see [`send_batch`]. A full socket buffer refuses a frame
+    /// (`Ok(0)`) rather than block the timeline.
+    pub fn send_batch<B: AsRef<[u8]>>(
+        &self,
+        frames: &[B],
+        scratch: &mut SendBatch,
+    ) -> io::Result<usize> {
+        send_batch(self.fd.as_raw_fd(), frames, scratch, libc::MSG_DONTWAIT)
+    }
+
     pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         wait_readable(self.fd.as_raw_fd(), timeout)
     }
-}
-
-/// Reads the GSO fields of a vnet header: `Some(gso_size)` for an aggregate.
-pub fn vnet_gso_size(hdr: &[u8]) -> Option<u16> {
-    // virtio_net_hdr: flags u8, gso_type u8, hdr_len u16, gso_size u16, ...
-    // in native endianness for PACKET_VNET_HDR sockets.
-    let gso_type = *hdr.get(1)?;
-    let size = u16::from_ne_bytes([*hdr.get(4)?, *hdr.get(5)?]);
-    (gso_type != 0 && size != 0).then_some(size)
 }

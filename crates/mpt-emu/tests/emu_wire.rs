@@ -8,15 +8,15 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use mpt_cli::emu::loss::LossConfig;
-use mpt_cli::emu::model::LinkConfig;
-use mpt_cli::emu::netns::Testbed;
-use mpt_cli::emu::schedule::{Schedule, Window};
-use mpt_cli::emu::selftest::run_case;
-use mpt_cli::emu::sys;
-use mpt_cli::emu::traffic::Flow;
+use mpt_emu::loss::LossConfig;
+use mpt_emu::model::LinkConfig;
+use mpt_emu::netns::Testbed;
+use mpt_emu::schedule::{Schedule, Window};
+use mpt_emu::selftest::run_case;
+use mpt_emu::sys;
+use mpt_emu::traffic::Flow;
 
-fn lost(out: &mpt_cli::emu::selftest::CaseOutcome) -> Vec<u64> {
+fn lost(out: &mpt_emu::selftest::CaseOutcome) -> Vec<u64> {
     let mut got = vec![false; out.log.sent.len()];
     for r in &out.records {
         got[r.seq as usize] = true;

@@ -9,11 +9,22 @@
 //! | case | bound |
 //! |---|---|
 //! | rate 1, 10, 100 Mbit/s | achieved within +-1 % (whole Ethernet frames) |
-//! | rate 1 Gbit/s | none, reported only |
+//! | rate 1 and 3 Gbit/s | achieved within +-3 % |
 //! | delay 300 ms, >= 1000 packets | mean error (one-way minus 300 ms) < 0.1 ms |
 //! | loss, PER 5 % | lost count inside the exact 99 % binomial interval |
 //! | outage windows | every edge within 5 ms of schedule |
 //! | relay custody | every packet sent during the outage delivered, in order, after it |
+//!
+//! At 1 Gbit/s and more the wire's thread polls without ever sleeping, so
+//! the kernel's real-time throttling (95 % of each second by default) can
+//! stop it for up to 50 ms a second, and the far end's receive path runs on
+//! its CPU too; the absolute timeline catches up only as fast as the spare
+//! capacity allows. Measured on the 2-core CI VM shared with other builds:
+//! -2.0 to -2.2 % at 1 Gbit/s (hence the 3 % bound), -2.2 to -10.7 % at
+//! 3 Gbit/s, where the wire is near its limit (about 2.7-2.9 Gbit/s of
+//! full-size UDP frames there) and the case fails.
+//! The receiver may fall behind at these rates; the socket's drop counter
+//! (`SO_RXQ_OVFL`) tells how many datagrams arrived between two it read.
 //!
 //! The delay error is measured end to end, so it includes the veth and
 //! socket path (tens of microseconds), not only the wire's own departure
@@ -40,8 +51,17 @@ use super::wire::{Wire, WireConfig, WireError, DEFAULT_RT_PRIORITY};
 /// Seed of every case, so a failing run can be repeated exactly.
 pub const SEED: u64 = 0x6d70_7465_6d75;
 
-/// Senders with datagrams closer than this do not get real-time priority.
-const RT_SENDER_MIN_GAP: Duration = Duration::from_micros(50);
+/// Real-time priorities of the test traffic: below the wire's threads,
+/// above everything else on the machine. The sender stamps each datagram
+/// just before sending, so a preemption in between would show up as link
+/// error; and at 1 Gbit/s and more an ordinary sender loses its CPU to any
+/// other busy process for milliseconds, then catches up in a burst that
+/// overflows the link's queue (measured on the 2-core CI VM under a
+/// parallel build: half the frames dropped at 1 Gbit/s, the link idle half
+/// the time). The receiver is real-time too, just below the sender, so a
+/// saturated sender cannot starve it: it runs whenever the sender sleeps.
+const RT_SENDER: i32 = DEFAULT_RT_PRIORITY - 5;
+const RT_RECEIVER: i32 = DEFAULT_RT_PRIORITY - 6;
 
 /// Full-size frame: 1472-byte UDP payload = 1500-byte IP packet.
 const FULL_PAYLOAD: usize = 1472;
@@ -166,7 +186,7 @@ pub fn run_case(
     stop: &AtomicBool,
 ) -> Result<CaseOutcome, SelftestError> {
     let (tx, rx) = traffic::open_pair(bed).map_err(SelftestError::Traffic)?;
-    let collector = traffic::spawn_receiver(rx);
+    let collector = traffic::spawn_receiver(rx, Some(RT_RECEIVER));
     let wire = Wire::start(WireConfig {
         a: M_A_IF.into(),
         b: M_B_IF.into(),
@@ -179,17 +199,10 @@ pub fn run_case(
     })?;
     let epoch = wire.epoch();
     let epoch_rt_ns = traffic::realtime_ns().saturating_sub(epoch.elapsed().as_nanos() as u64);
-    // The sender stamps each datagram just before sending; a preemption in
-    // between would show up as link error, so it runs real-time too (below
-    // the wire), best effort. Not when it saturates a CPU: with the wire
-    // spinning on one core and the sender on the other, the receiver would
-    // starve (2-core machine).
     let sent = std::thread::scope(|s| {
         s.spawn(|| {
-            if flow.gap >= RT_SENDER_MIN_GAP {
-                if let Err(e) = sys::set_realtime(DEFAULT_RT_PRIORITY - 5) {
-                    warn!(error = %e, "sender cannot use SCHED_FIFO; edge timing may suffer");
-                }
+            if let Err(e) = sys::set_realtime(RT_SENDER) {
+                warn!(error = %e, "sender cannot use SCHED_FIFO; timing may suffer");
             }
             traffic::send_flow(&tx, &flow, stop)
         })
@@ -240,10 +253,11 @@ pub fn binomial_interval_99(n: u64, p: f64) -> (u64, u64) {
     (lo.unwrap_or(n), n)
 }
 
+/// `bound_pct`: the largest accepted rate error, `None` to report only.
 fn rate_check(
     bed: &Testbed,
     rate: u64,
-    bounded: bool,
+    bound_pct: Option<f64>,
     stop: &AtomicBool,
 ) -> Result<Check, SelftestError> {
     let frame = traffic::frame_len(FULL_PAYLOAD);
@@ -252,9 +266,14 @@ fn rate_check(
     let offered = rate as f64 * 1.1;
     let gap = Duration::from_secs_f64(frame as f64 * 8.0 / offered);
     let secs = if rate <= 1_000_000 { 2.5 } else { 1.5 };
+    // 64 frames, or 20 ms at the rate if more: the queue is full in steady
+    // state (10 % too much offered), so the link idles only if the sender
+    // stalls for longer than the queue holds; at 1 Gbit/s 64 frames are
+    // under 1 ms, shorter than a scheduling hiccup of a busy machine.
+    let queue = (64 * frame as u64).max(rate / 8 / 50);
     let link = LinkConfig {
         rate: Some(rate),
-        queue: 64 * frame as u64,
+        queue,
         ..LinkConfig::default()
     };
     let flow = Flow {
@@ -262,13 +281,22 @@ fn rate_check(
         gap,
         count: (secs / gap.as_secs_f64()) as u64,
     };
-    let out = run_case(bed, link, flow, Duration::from_millis(50), stop)?;
+    // Long enough for a receiver that fell behind to drain its socket.
+    let out = run_case(bed, link, flow, Duration::from_millis(200), stop)?;
     let recs = &out.records;
-    let achieved = match (recs.first(), recs.last()) {
+    // Frames that reached `b` between the first and the last one read: the
+    // ones read, and those its socket dropped when the receiver fell behind
+    // (at gigabit rates, on two cores shared with the wire and the sender).
+    let (achieved, socket_drops) = match (recs.first(), recs.last()) {
         (Some(f), Some(l)) if recs.len() > 10 && l.rx_ns > f.rx_ns => {
-            Some(((recs.len() - 1) * frame * 8) as f64 / ((l.rx_ns - f.rx_ns) as f64 * 1e-9))
+            let dropped = l.socket_drops.wrapping_sub(f.socket_drops) as usize;
+            let frames = recs.len() - 1 + dropped;
+            (
+                Some((frames * frame * 8) as f64 / ((l.rx_ns - f.rx_ns) as f64 * 1e-9)),
+                dropped,
+            )
         }
-        _ => None,
+        _ => (None, 0),
     };
     let err_pct = achieved.map(|a| (a / rate as f64 - 1.0) * 100.0);
     let wire_err = out.wire.rate.error_pct;
@@ -277,28 +305,30 @@ fn rate_check(
         requested: format_rate(rate as f64),
         measured: match (achieved, err_pct) {
             (Some(a), Some(e)) => format!(
-                "{} ({e:+.3} %) over {} frames; wire {}",
+                "{} ({e:+.3} %) over {} frames{}; wire {}",
                 format_rate(a),
-                recs.len(),
+                recs.len() + socket_drops,
+                if socket_drops > 0 {
+                    format!(" ({socket_drops} not read)")
+                } else {
+                    String::new()
+                },
                 wire_err.map_or("-".into(), |w| format!("{w:+.3} %"))
             ),
             _ => format!("too few frames received ({})", recs.len()),
         },
-        bound: if bounded {
-            "+-1 %".into()
-        } else {
-            "none".into()
-        },
-        pass: bounded.then(|| err_pct.is_some_and(|e| e.abs() <= 1.0)),
+        bound: bound_pct.map_or("none".into(), |b| format!("+-{b} %")),
+        pass: bound_pct.map(|b| err_pct.is_some_and(|e| e.abs() <= b)),
         values: json!({
             "requested_bps": rate,
             "achieved_bps": achieved,
             "error_pct": err_pct,
             "frames": recs.len(),
+            "socket_drops": socket_drops,
             "wire_achieved_bps": out.wire.rate.achieved_bps,
             "wire_error_pct": wire_err,
             "sent": out.log.sent_ok(),
-            "wire_drops_queue": out.wire.drops.queue,
+            "wire_drops_queue": out.wire.drops.queue, "wire_rx": out.wire.rx_frames, "wire_tx": out.wire.tx_frames, "wire_delay_err_us": out.wire.delay_error_us.mean, "wire_read_latency_us": out.wire.read_latency_us.mean,
         }),
     })
 }
@@ -632,13 +662,16 @@ pub fn run(stop: &AtomicBool) -> Result<SelftestReport, SelftestError> {
         "testbed up"
     );
     let mut checks = Vec::new();
-    for (rate, bounded) in [
-        (1_000_000, true),
-        (10_000_000, true),
-        (100_000_000, true),
-        (1_000_000_000, false),
+    // 1 and 3 Gbit/s of full-size frames need the batched wire (and a
+    // batching sender): one system call per frame topped out near 1.7.
+    for (rate, bound_pct) in [
+        (1_000_000, 1.0),
+        (10_000_000, 1.0),
+        (100_000_000, 1.0),
+        (1_000_000_000, 3.0),
+        (3_000_000_000, 3.0),
     ] {
-        let c = rate_check(&bed, rate, bounded, stop)?;
+        let c = rate_check(&bed, rate, Some(bound_pct), stop)?;
         info!(check = %c.name, measured = %c.measured, "done");
         checks.push(c);
     }

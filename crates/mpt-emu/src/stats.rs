@@ -129,8 +129,14 @@ pub struct DirectionReport {
     pub tx_frames: u64,
     pub tx_bytes: u64,
     pub relayed_frames: u64,
-    /// Frames larger than one segment (GRO/GSO aggregates), forwarded as is.
+    /// Frames read that were GSO/GRO aggregates (counted once in `rx_frames`).
     pub gso_frames: u64,
+    /// Segments cut from them in software, each queued, paced and lost as
+    /// a packet of its own (see `gso`).
+    pub gso_segments: u64,
+    /// Aggregates that could not be cut (e.g. VLAN-tagged, UFO), forwarded
+    /// whole and paced as one frame.
+    pub gso_whole: u64,
     pub drops: DropCounts,
     pub rate: RateReport,
     /// Requested one-way holding time (departure - arrival), milliseconds.
@@ -200,8 +206,14 @@ impl DirectionReport {
         );
         if self.gso_frames > 0 {
             s += &format!(
-                "  note     {} frames were GSO/GRO aggregates; disable TSO/GSO on the endpoints for per-packet accuracy\n",
-                self.gso_frames
+                "  gso      {} frames were GSO/GRO aggregates, cut into {} segments in software\n",
+                self.gso_frames, self.gso_segments
+            );
+        }
+        if self.gso_whole > 0 {
+            s += &format!(
+                "  note     {} aggregates could not be cut and went whole; disable TSO/GSO on the endpoints for per-packet accuracy\n",
+                self.gso_whole
             );
         }
         s

@@ -42,20 +42,14 @@ use super::units;
 /// Presets shipped in `conf/links/` and compiled in, so `--profile lte` works
 /// from any directory.
 pub const PRESETS: &[(&str, &str)] = &[
-    (
-        "geo-sat",
-        include_str!("../../../../conf/links/geo-sat.toml"),
-    ),
-    ("lte", include_str!("../../../../conf/links/lte.toml")),
-    ("wifi", include_str!("../../../../conf/links/wifi.toml")),
+    ("geo-sat", include_str!("../../../conf/links/geo-sat.toml")),
+    ("lte", include_str!("../../../conf/links/lte.toml")),
+    ("wifi", include_str!("../../../conf/links/wifi.toml")),
     (
         "ethernet-100m",
-        include_str!("../../../../conf/links/ethernet-100m.toml"),
+        include_str!("../../../conf/links/ethernet-100m.toml"),
     ),
-    (
-        "dtn-hop",
-        include_str!("../../../../conf/links/dtn-hop.toml"),
-    ),
+    ("dtn-hop", include_str!("../../../conf/links/dtn-hop.toml")),
 ];
 
 /// Configuration errors; all of them are usage errors (exit code 2).
