@@ -90,28 +90,32 @@ fn adaptive_per_packet(c: &mut Criterion) {
         let mut realtime = RealtimeFlows::new();
         let mut now = 1_000_000_000u64;
         let mut k = 0u32;
-        g.bench_with_input(BenchmarkId::new("bulk1400", format!("{n}paths")), &n, |b, _| {
-            b.iter(|| {
-                now += 1_000;
-                k = k.wrapping_add(1);
-                let hash = (k % 16).wrapping_mul(0x9e37_79b9);
-                let current = flowlets.current(hash, now, gap);
-                let p = s.pick_in_flowlet(
-                    black_box(&paths),
-                    black_box(mask),
-                    1400,
-                    false,
-                    now,
-                    200_000_000,
-                    current,
-                );
-                if let Some(p) = p {
-                    flowlets.record(hash, p, now);
-                }
-                let copy = realtime.wants_copy(Redundancy::Auto, hash, black_box(&packet), now);
-                black_box((p, copy))
-            })
-        });
+        g.bench_with_input(
+            BenchmarkId::new("bulk1400", format!("{n}paths")),
+            &n,
+            |b, _| {
+                b.iter(|| {
+                    now += 1_000;
+                    k = k.wrapping_add(1);
+                    let hash = (k % 16).wrapping_mul(0x9e37_79b9);
+                    let current = flowlets.current(hash, now, gap);
+                    let p = s.pick_in_flowlet(
+                        black_box(&paths),
+                        black_box(mask),
+                        1400,
+                        false,
+                        now,
+                        200_000_000,
+                        current,
+                    );
+                    if let Some(p) = p {
+                        flowlets.record(hash, p, now);
+                    }
+                    let copy = realtime.wants_copy(Redundancy::Auto, hash, black_box(&packet), now);
+                    black_box((p, copy))
+                })
+            },
+        );
     }
     g.finish();
 }
