@@ -165,8 +165,13 @@ fn metrics_endpoint_serves_the_documented_series() {
     bed.restart_daemon(Side::A, Some(&with_metrics))
         .expect("restart with metrics");
     bed.wait_all_up(Duration::from_secs(5)).expect("paths up");
-    bed.transfer(Side::A, Family::V4, 2 << 20)
-        .expect("some traffic");
+    // Paced over about a second, so the peer's feedback (every quarter
+    // RTT, at least 10 ms apart) yields delivery-rate samples on both
+    // paths; an unpaced 2 MB on loopback is over in a few milliseconds.
+    let t = bed
+        .start_transfer(Side::A, Family::V4, 8 << 20, Some(8 << 20))
+        .expect("start transfer");
+    t.finish(transfer_timeout(8 << 20)).expect("some traffic");
     let page = bed
         .ns(Side::A)
         .run_in("scrape metrics", Duration::from_secs(5), || {
