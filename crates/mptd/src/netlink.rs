@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::socket::{
-    bind, recv, send, setsockopt, socket, sockopt, AddressFamily, MsgFlags, NetlinkAddr,
-    SockFlag, SockProtocol, SockType,
+    bind, recv, send, setsockopt, socket, sockopt, AddressFamily, MsgFlags, NetlinkAddr, SockFlag,
+    SockProtocol, SockType,
 };
 
 use crate::state::Counter;
@@ -222,14 +222,18 @@ fn parse_addr(kind: u16, body: &[u8]) -> Option<Option<NetEvent>> {
     let (mut local, mut address) = (None, None);
     let mut bad = false;
     attrs(&body[IFADDR_LEN..], |t, v| match t {
-        IFA_LOCAL => local = ip_from(family, v).or_else(|| {
-            bad = true;
-            None
-        }),
-        IFA_ADDRESS => address = ip_from(family, v).or_else(|| {
-            bad = true;
-            None
-        }),
+        IFA_LOCAL => {
+            local = ip_from(family, v).or_else(|| {
+                bad = true;
+                None
+            })
+        }
+        IFA_ADDRESS => {
+            address = ip_from(family, v).or_else(|| {
+                bad = true;
+                None
+            })
+        }
         IFA_FLAGS => match u32_at(v, 0) {
             Some(f) => flags = f,
             None => bad = true,
@@ -465,12 +469,7 @@ impl Listener {
     /// Returns when the receiver is gone too. A socket error other than a
     /// timeout or a lost notification ends the listener (logged): the
     /// paths then follow their timers only.
-    pub fn run(
-        mut self,
-        events: Sender<NetEvent>,
-        wake: impl Fn(),
-        shutdown: Arc<AtomicBool>,
-    ) {
+    pub fn run(mut self, events: Sender<NetEvent>, wake: impl Fn(), shutdown: Arc<AtomicBool>) {
         let mut buf = vec![0u8; RECV_LEN];
         let receiver_gone = std::cell::Cell::new(false);
         let mut out = |e: NetEvent| {

@@ -101,7 +101,10 @@ fn addresses_prefer_ifa_local_and_read_flags() {
             0,
             &[
                 attr(IFA_ADDRESS, &v6.octets()),
-                attr(IFA_FLAGS, &(IFA_F_TENTATIVE | IFA_F_DEPRECATED).to_ne_bytes()),
+                attr(
+                    IFA_FLAGS,
+                    &(IFA_F_TENTATIVE | IFA_F_DEPRECATED).to_ne_bytes(),
+                ),
             ],
         ),
     ));
@@ -200,7 +203,11 @@ fn arbitrary_bytes_never_panic() {
         x ^= x << 17;
         x
     };
-    let good = msg(RTM_NEWADDR, 0, &addr_body(AF_INET6, 1, 0, &[attr(IFA_ADDRESS, &[0; 16])]));
+    let good = msg(
+        RTM_NEWADDR,
+        0,
+        &addr_body(AF_INET6, 1, 0, &[attr(IFA_ADDRESS, &[0; 16])]),
+    );
     for i in 0..20_000 {
         let len = (next() % 96) as usize;
         let mut buf: Vec<u8> = (0..len).map(|_| next() as u8).collect();
