@@ -106,7 +106,12 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         for (pi, p) in c.paths.iter().enumerate() {
             let local = match (p.local, &p.interface) {
                 (Some(ip), _) => SocketAddr::new(ip, c.port),
-                (None, Some(dev)) => crate::links::initial_local(dev, p.remote, c.port),
+                (None, Some(dev)) => {
+                    if c.key_file.is_none() {
+                        tracing::warn!(conn = %c.name, path = %p.name, ifname = %dev, "interface-only path without key_file: the peer cannot learn its new address when it changes (it only takes cleartext from its configured remote)");
+                    }
+                    crate::links::initial_local(dev, p.remote, c.port)
+                }
                 // Config validation requires one of them.
                 (None, None) => bail!("connection {} path {}: no local address", c.name, p.name),
             };
