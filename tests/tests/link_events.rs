@@ -101,8 +101,9 @@ fn link_down_takes_the_path_down_at_once_and_back_up_fast() {
     let (before, _) = data_counts(&bed, Side::A, &victim);
     assert!(before > 0, "{victim} carried no data before the failure");
 
-    bed.set_path_link(VICTIM, false).expect("link down");
+    // Timed from before the `ip` command (which takes a few ms itself).
     let down_at = Instant::now();
+    bed.set_path_link(VICTIM, false).expect("link down");
     let mut took = [Duration::ZERO; 2];
     for side in [Side::A, Side::B] {
         took[side.index()] = bed
@@ -135,8 +136,8 @@ fn link_down_takes_the_path_down_at_once_and_back_up_fast() {
         later - at_down
     );
 
-    bed.set_path_link(VICTIM, true).expect("link up");
     let up_at = Instant::now();
+    bed.set_path_link(VICTIM, true).expect("link up");
     for side in [Side::A, Side::B] {
         took[side.index()] = bed
             .wait_path_state(side, VICTIM, "up", up_at, Duration::from_secs(3))
@@ -162,6 +163,14 @@ fn link_down_takes_the_path_down_at_once_and_back_up_fast() {
         "{} pings lost across the link change:\n{text}",
         tx - rx
     );
+    // The events were counted, and none was malformed.
+    let st = bed.daemon(Side::A).status().expect("status");
+    let nl = &st["netlink"];
+    assert!(
+        nl["events"].as_u64().unwrap_or(0) >= 2,
+        "netlink counters: {nl}"
+    );
+    assert_eq!(nl["malformed"].as_u64(), Some(0), "netlink counters: {nl}");
     bed.shutdown().expect("clean shutdown");
 }
 

@@ -226,8 +226,10 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     // (and wakes it, so a link lost is acted on at once, not at its next
     // tick). Without netlink the paths follow their timers only.
     let (net_tx, net_rx) = std::sync::mpsc::channel();
+    let mut netlink_stats = None;
     let links = match crate::netlink::Listener::open() {
         Ok(listener) => {
+            netlink_stats = Some(listener.stats.clone());
             let wake_tx = control_tx.clone();
             let stop = shutdown.clone();
             handles.push(spawn(
@@ -317,6 +319,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         tun_name: tun.name.clone(),
         started: now,
         commands: command_tx.clone(),
+        netlink: netlink_stats,
     };
     let metrics = match config.daemon.metrics.as_str() {
         "" => None,
