@@ -287,6 +287,10 @@ pub struct Links {
     /// Interface-only paths whose rebind failed, by (connection, path
     /// id): when to try again.
     retry: BTreeMap<(usize, usize), Instant>,
+    /// The connections' path-table generations when the paths were last
+    /// brought in line: with no event since and no new table, there is
+    /// nothing to do (a server may have thousands of paths).
+    generations: Vec<u64>,
 }
 
 impl Links {
@@ -297,6 +301,7 @@ impl Links {
             table: NetTable::default(),
             synced: false,
             retry: BTreeMap::new(),
+            generations: Vec::new(),
         }
     }
 
@@ -308,7 +313,9 @@ impl Links {
         setups: &[ConnSetup],
         now: Instant,
     ) {
+        let mut changed = false;
         while let Ok(e) = self.events.try_recv() {
+            changed = true;
             match e {
                 NetEvent::DumpStart => self.synced = false,
                 NetEvent::DumpDone => self.synced = true,
@@ -317,6 +324,15 @@ impl Links {
             self.table.apply(&e);
         }
         if !self.synced {
+            return;
+        }
+        let tables_changed = self.generations.len() != conns.len()
+            || conns
+                .iter()
+                .zip(&self.generations)
+                .any(|(c, g)| c.paths_generation() != *g);
+        let retry_due = self.retry.values().any(|t| now >= *t);
+        if !(changed || tables_changed || retry_due) {
             return;
         }
         for (ci, (conn, session)) in conns.iter().zip(sessions.iter_mut()).enumerate() {
@@ -328,6 +344,16 @@ impl Links {
                 self.hold(ci, conn, session, setup, path, now);
             }
         }
+        self.retry.retain(|(ci, id), _| {
+            conns
+                .get(*ci)
+                .is_some_and(|c| c.paths().get(*id).is_some_and(|p| !p.is_removed()))
+        });
+        // After the loop: a rebind above made a new table, which is in
+        // line already.
+        self.generations.clear();
+        self.generations
+            .extend(conns.iter().map(|c| c.paths_generation()));
     }
 
     /// Brings one path in line with the table.
@@ -346,7 +372,11 @@ impl Links {
         let (verdict, ifname, want) = judge(&self.table, path);
         let ifname = ifname.as_deref().unwrap_or("-");
         let mut up = verdict == LinkVerdict::Ok;
-        if let Some(addr) = want.filter(|a| *a != path.local.ip()) {
+        let want = want.filter(|a| *a != path.local.ip());
+        if want.is_none() {
+            self.retry.remove(&(ci, path.id));
+        }
+        if let Some(addr) = want {
             let key = (ci, path.id);
             if self.retry.get(&key).is_some_and(|t| now < *t) {
                 up = false;
