@@ -346,6 +346,8 @@ pub struct Listener {
     fd: OwnedFd,
     seq: u32,
     phase: Phase,
+    /// Notifications were lost while a dump ran: dump again after it.
+    lost_in_dump: bool,
     /// Counters, shared with whoever reports them.
     pub stats: Arc<NetlinkStats>,
 }
@@ -369,6 +371,7 @@ impl Listener {
             fd,
             seq: 0,
             phase: Phase::Live,
+            lost_in_dump: false,
             stats: Arc::new(NetlinkStats::default()),
         };
         l.start_dump()?;
@@ -402,10 +405,13 @@ impl Listener {
             Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return Ok(()),
             Err(nix::errno::Errno::ENOBUFS) => {
                 self.stats.overruns.add(1);
-                // A dump already running would be answered by EBUSY.
+                // A dump already running would be answered by EBUSY:
+                // the next one starts when it ends.
                 if self.phase == Phase::Live {
                     out(NetEvent::DumpStart);
                     self.start_dump()?;
+                } else {
+                    self.lost_in_dump = true;
                 }
                 return Ok(());
             }
@@ -458,6 +464,10 @@ impl Listener {
             Some(_) => {
                 self.phase = Phase::Live;
                 out(NetEvent::DumpDone);
+                if std::mem::take(&mut self.lost_in_dump) {
+                    out(NetEvent::DumpStart);
+                    self.start_dump()?;
+                }
             }
             None => {}
         }
