@@ -17,7 +17,12 @@
 //! `event = "silent"`, the default. With `event = "link-down"` the wire
 //! stays as it is and A's WiFi interface itself goes down for the same
 //! window (`ip link set va0 down`, then up): mptd in A learns of it from
-//! netlink at once; B, whose own interface stays up, learns nothing.
+//! netlink at once; B, whose own interface stays up, learns nothing. With
+//! `event = "addr-change"` A's WiFi path names only its interface (no
+//! `local`; both sides get a key and B learns A's address), and at the
+//! handover A's WiFi interface trades its address for another of the same
+//! subnet for good (a DHCP renew, a new network): A's path moves to it and
+//! B learns it from A's authenticated datagrams.
 //!
 //! Timeline: the wires start (epoch), the testbed comes up, the measurement
 //! starts at epoch + [`SETUP_ALLOWANCE`] (or at once if setup took longer),
@@ -95,6 +100,9 @@ pub enum LteEvent {
     Silent,
     /// A's WiFi interface goes down (a netlink event in A).
     LinkDown,
+    /// A's WiFi interface gets a new address (netlink events in A, roaming
+    /// for B).
+    AddrChange,
 }
 
 impl LteEvent {
@@ -102,6 +110,7 @@ impl LteEvent {
         match self {
             LteEvent::Silent => "silent",
             LteEvent::LinkDown => "link-down",
+            LteEvent::AddrChange => "addr-change",
         }
     }
 }
@@ -159,10 +168,13 @@ impl LteDef {
             event: match self.event.as_deref() {
                 None | Some("silent") => LteEvent::Silent,
                 Some("link-down") => LteEvent::LinkDown,
+                Some("addr-change") => LteEvent::AddrChange,
                 Some(other) => {
                     return Err(invalid(
                         origin,
-                        format!("lte.event: `{other}` is not \"silent\" or \"link-down\""),
+                        format!(
+                        "lte.event: `{other}` is not \"silent\", \"link-down\" or \"addr-change\""
+                    ),
                     ))
                 }
             },
@@ -207,7 +219,7 @@ pub struct LteResult {
     pub wifi_mbps: f64,
     pub lte_mbps: f64,
     pub gtp_factor: f64,
-    /// How the WiFi link failed: "silent" or "link-down".
+    /// How the WiFi link failed: "silent", "link-down" or "addr-change".
     pub event: &'static str,
     /// VoIP per-packet timeline: (s since start, one-way delay ms; null = lost).
     pub timeline: Vec<(f64, Option<f64>)>,
@@ -228,6 +240,7 @@ pub fn run_case(
         bail!("lte-gateway needs a WiFi [link] and an LTE [extra_link] (extra = [true])");
     }
     let mut case = case.clone();
+    case.roaming_path0 = p.event == LteEvent::AddrChange;
     let start_at = SETUP_ALLOWANCE + p.handover_at;
     // WiFi (path 0): dark in both directions for handover_len (silent), or
     // left alone while A's interface goes down (link-down, below).
@@ -329,16 +342,33 @@ pub fn run_case(
     };
     let receiver = voip::Receiver::start(tb.b.name(), bind)?;
     // link-down: A's WiFi interface (path 0's veth in A) down for the
-    // outage window, then up again.
-    let link_flap = (p.event == LteEvent::LinkDown).then(|| {
+    // outage window, then up again. addr-change: its address replaced by
+    // another of the same subnet at the start of the window, for good.
+    let link_flap = (p.event != LteEvent::Silent).then(|| {
         let ns = tb.a.name().to_string();
         let len = p.handover_len;
+        let event = p.event;
+        let len_bits = plan.outer_prefix();
+        let (old, new) = (plan.outer(0, 1), plan.outer(0, 111));
         std::thread::spawn(move || -> anyhow::Result<()> {
+            let ip = |args: &[&str]| crate::emu::netns::ip(args);
             std::thread::sleep(outage_start.saturating_duration_since(Instant::now()));
-            crate::emu::netns::ip(&["-n", &ns, "link", "set", "dev", "va0", "down"])
+            if event == LteEvent::AddrChange {
+                let (old, new) = (format!("{old}/{len_bits}"), format!("{new}/{len_bits}"));
+                ip(&["-n", &ns, "addr", "del", &old, "dev", "va0"])
+                    .context("removing A's WiFi address")?;
+                // nodad: an IPv6 address usable at once, like the testbed's.
+                let mut add = vec!["-n", &ns, "addr", "add", &new, "dev", "va0"];
+                if new.contains(':') {
+                    add.push("nodad");
+                }
+                ip(&add).context("giving A's WiFi interface a new address")?;
+                return Ok(());
+            }
+            ip(&["-n", &ns, "link", "set", "dev", "va0", "down"])
                 .context("taking A's WiFi interface down")?;
             std::thread::sleep(len);
-            crate::emu::netns::ip(&["-n", &ns, "link", "set", "dev", "va0", "up"])
+            ip(&["-n", &ns, "link", "set", "dev", "va0", "up"])
                 .context("bringing A's WiFi interface up")?;
             Ok(())
         })
@@ -643,6 +673,7 @@ mod tests {
         assert_eq!(ev(None).ok(), Some(LteEvent::Silent));
         assert_eq!(ev(Some("silent")).ok(), Some(LteEvent::Silent));
         assert_eq!(ev(Some("link-down")).ok(), Some(LteEvent::LinkDown));
+        assert_eq!(ev(Some("addr-change")).ok(), Some(LteEvent::AddrChange));
         let e = ev(Some("unplugged")).err().map(|e| e.to_string());
         assert!(
             e.as_deref().is_some_and(|m| m.contains("lte.event")),
