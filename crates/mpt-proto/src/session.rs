@@ -714,6 +714,20 @@ impl Session {
             .ok_or(SessionError::UnknownPath(path))
     }
 
+    /// Tells the session that path `path`'s local link (interface or
+    /// address) went down or came back (see [`Path::set_link`]): down, it
+    /// carries nothing from now on; up, it probes at the next
+    /// [`Session::handle_timeout`]. Returns whether anything changed.
+    pub fn set_path_link(
+        &mut self,
+        path: usize,
+        up: bool,
+        now: Instant,
+    ) -> Result<bool, SessionError> {
+        self.with_path(path, |p| p.set_link(up, now))
+            .ok_or(SessionError::UnknownPath(path))
+    }
+
     /// The next time [`Session::handle_timeout`] must run.
     pub fn poll_timeout(&self) -> Option<Timer> {
         let control = self.control.next_timer().map(|at| Timer {

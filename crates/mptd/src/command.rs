@@ -238,6 +238,7 @@ impl ControlLoop {
             remote: remote.map(|r| SocketAddr::new(r, setup.remote_port)),
             remote_fixed: remote.is_some(),
             interface,
+            follow: false,
             from_config: false,
             params: PathParams {
                 keepalive: setup.keepalive,
@@ -409,9 +410,14 @@ impl ControlLoop {
                         )),
                     },
                     Some(p) => {
-                        let local = SocketAddr::new(p.local, setup.port);
                         let remote = p.remote.map(|r| SocketAddr::new(r, setup.remote_port));
-                        let moved = local != s.local
+                        // An interface-only path is where its interface
+                        // has it: only a change of interface moves it.
+                        let local_moved = match p.local {
+                            Some(ip) => SocketAddr::new(ip, setup.port) != s.local || s.follow,
+                            None => !s.follow,
+                        };
+                        let moved = local_moved
                             || (p.remote.is_some() || s.remote_fixed)
                                 && remote != s.remote().map(|(a, _)| a)
                             || p.interface != s.interface;
@@ -457,10 +463,23 @@ impl ControlLoop {
                             .map_or("added", |(_, how)| *how);
                         let new = NewPath {
                             name: p.name.clone(),
-                            local: SocketAddr::new(p.local, setup.port),
+                            local: match (p.local, &p.interface) {
+                                (Some(ip), _) => SocketAddr::new(ip, setup.port),
+                                (None, Some(dev)) => {
+                                    crate::links::initial_local(dev, p.remote, setup.port)
+                                }
+                                (None, None) => {
+                                    not_applied.push(format!(
+                                        "connection {} path {}: neither local nor interface",
+                                        c.name, p.name
+                                    ));
+                                    continue;
+                                }
+                            },
                             remote: p.remote.map(|r| SocketAddr::new(r, setup.remote_port)),
                             remote_fixed: p.remote.is_some(),
                             interface: p.interface.clone(),
+                            follow: p.local.is_none(),
                             from_config: true,
                             params,
                         };

@@ -45,6 +45,8 @@ pub struct StatusSource {
     pub started: Instant,
     /// Where runtime changes go (the control loop).
     pub commands: SyncSender<Request>,
+    /// The netlink listener's counters (`None`: not listening).
+    pub netlink: Option<Arc<crate::netlink::NetlinkStats>>,
 }
 
 /// Binds the socket (mode 0600), replacing a stale socket file.
@@ -414,6 +416,12 @@ pub fn status(source: &StatusSource) -> Value {
             "no_route": source.tx.no_route.get(),
             "tun_read_errors": source.tx.tun_errors.get(),
         },
+        "netlink": source.netlink.as_ref().map(|n| json!({
+            "events": n.events.get(),
+            "malformed": n.malformed.get(),
+            "overruns": n.overruns.get(),
+            "errors": n.errors.get(),
+        })),
         "connections": conns,
     })
 }

@@ -147,6 +147,8 @@ pub struct ControlLoop {
     pub readiness: Option<Readiness>,
     /// Scratch space for the sessions' path models.
     pub models: Vec<(mpt_proto::sched::PathModel, Duration)>,
+    /// Link and address events (`None`: netlink unavailable).
+    pub links: Option<crate::links::Links>,
 }
 
 /// An operator command waiting for the peer's answer to a control message.
@@ -233,6 +235,9 @@ impl ControlLoop {
             }
             let now = Instant::now();
             self.finish_drains(now);
+            if let Some(links) = &mut self.links {
+                links.poll(&self.conns, &mut self.sessions, &self.setups, now);
+            }
             self.round(now, &mut buf);
             // Answer after the round published the new state, so a status
             // request right after the answer already shows the change.
@@ -391,6 +396,7 @@ impl ControlLoop {
                 remote: Some(add.sender_local),
                 remote_fixed: false,
                 interface: None,
+                follow: false,
                 from_config: false,
                 params,
             };

@@ -104,7 +104,17 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         let mut paths = Vec::new();
         let mut params = Vec::new();
         for (pi, p) in c.paths.iter().enumerate() {
-            let local = SocketAddr::new(p.local, c.port);
+            let local = match (p.local, &p.interface) {
+                (Some(ip), _) => SocketAddr::new(ip, c.port),
+                (None, Some(dev)) => {
+                    if c.key_file.is_none() {
+                        tracing::warn!(conn = %c.name, path = %p.name, ifname = %dev, "interface-only path without key_file: the peer cannot learn its new address when it changes (it only takes cleartext from its configured remote)");
+                    }
+                    crate::links::initial_local(dev, p.remote, c.port)
+                }
+                // Config validation requires one of them.
+                (None, None) => bail!("connection {} path {}: no local address", c.name, p.name),
+            };
             let socket = PathSocket::bind(local, p.interface.as_deref()).with_context(|| {
                 format!(
                     "connection {} path {}: binding {local}{}",
@@ -124,6 +134,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             let mut shared =
                 PathShared::new(pi, p.name.clone(), socket, remote, sched, p.weight_in, now);
             shared.interface = p.interface.clone();
+            shared.follow = p.local.is_none();
             shared.from_config = true;
             paths.push(shared);
             params.push(PathParams {
@@ -225,6 +236,40 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         .collect::<Result<Vec<_>, _>>()
         .context("setting up key exchange")?;
     let (command_tx, command_rx) = sync_channel(16);
+    // Link and address events: a listener thread feeds the control loop
+    // (and wakes it, so a link lost is acted on at once, not at its next
+    // tick). Without netlink the paths follow their timers only.
+    let (net_tx, net_rx) = std::sync::mpsc::channel();
+    let mut netlink_stats = None;
+    let links = match crate::netlink::Listener::open() {
+        Ok(listener) => {
+            netlink_stats = Some(listener.stats.clone());
+            let wake_tx = control_tx.clone();
+            let stop = shutdown.clone();
+            handles.push(spawn(
+                "netlink".into(),
+                Box::new(move || {
+                    let wake = move || {
+                        let _full_queue_wakes_it_anyway =
+                            wake_tx.try_send(crate::rx::ControlDatagram {
+                                conn: crate::links::WAKE_CONN,
+                                path: 0,
+                                at: Instant::now(),
+                                from: None,
+                                len: 0,
+                                bytes: [0; crate::rx::CONTROL_DATAGRAM_MAX],
+                            });
+                    };
+                    listener.run(net_tx, wake, stop)
+                }),
+            )?);
+            Some(crate::links::Links::new(net_rx))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen to netlink: link and address changes are not followed");
+            None
+        }
+    };
     let control_loop = ControlLoop {
         conns: conns.clone(),
         sessions,
@@ -249,6 +294,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         pending: Vec::new(),
         readiness: Some(Readiness::new(now)),
         models: Vec::new(),
+        links,
     };
     handles.push(spawn(
         "control".into(),
@@ -287,6 +333,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         tun_name: tun.name.clone(),
         started: now,
         commands: command_tx.clone(),
+        netlink: netlink_stats,
     };
     let metrics = match config.daemon.metrics.as_str() {
         "" => None,

@@ -65,6 +65,9 @@ pub struct NewPath {
     pub remote_fixed: bool,
     /// Device to bind to.
     pub interface: Option<String>,
+    /// Interface-only: follows `interface`'s address (see
+    /// [`crate::links`]).
+    pub follow: bool,
     /// It comes from the config file (see [`PathShared::from_config`]).
     pub from_config: bool,
     /// Session parameters.
@@ -164,6 +167,7 @@ pub fn add(
     );
     shared.remote_fixed = new.remote_fixed && new.remote.is_some();
     shared.interface = new.interface;
+    shared.follow = new.follow && shared.interface.is_some();
     shared.from_config = new.from_config;
     let shared = Arc::new(shared);
     let mut next = (*table).clone();
@@ -208,6 +212,32 @@ fn bind_reclaiming(conn: &ConnShared, new: &NewPath) -> std::io::Result<PathSock
         }
     }
     Err(last)
+}
+
+/// Moves path `id` to a new socket bound to `local` (on its interface):
+/// an interface-only path whose address changed. The new table replaces
+/// the old at once; the workers let go of the old socket (and the receive
+/// worker of what the resequencer knew of the path) at their next batch.
+pub fn rebind(
+    conn: &ConnShared,
+    id: usize,
+    local: SocketAddr,
+) -> Result<Arc<PathShared>, AddError> {
+    let table = conn.paths();
+    let Some(old) = table.get(id) else {
+        return Err(AddError::IdInUse(id));
+    };
+    let socket =
+        PathSocket::bind(local, old.interface.as_deref()).map_err(|source| AddError::Bind {
+            local,
+            interface: old.interface.clone(),
+            source,
+        })?;
+    let moved = Arc::new(old.moved(socket));
+    let mut next = (*table).clone();
+    next.insert(moved.clone());
+    conn.set_paths(next);
+    Ok(moved)
 }
 
 /// Binds tried while the workers release a drained socket (at most

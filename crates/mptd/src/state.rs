@@ -328,6 +328,9 @@ pub struct PathShared {
     pub remote_fixed: bool,
     /// The device the socket is bound to.
     pub interface: Option<String>,
+    /// Interface-only path: bound to `interface`'s current address, moved
+    /// when it changes (see `crate::links`).
+    pub follow: bool,
     /// The path comes from the config file (at start or by a reload), not
     /// from `mpt path add` or the peer: only such paths does a reload
     /// remove when the file no longer lists them.
@@ -403,6 +406,7 @@ impl PathShared {
             remote: RwLock::new(remote.map(|a| (a, SockAddr::from(a)))),
             remote_fixed: remote.is_some(),
             interface: None,
+            follow: false,
             from_config: false,
             path_seq: AtomicU32::new(1),
             weight_out: AtomicU32::new(sched.weight),
@@ -447,6 +451,43 @@ impl PathShared {
 
     /// Folds a batch's lowest one-way delay into the summary (receive
     /// worker; wrapping µs values compare by their difference).
+    /// The same path on a new socket (an interface-only path whose
+    /// address changed): name, id, remote, weights, sequence numbers and
+    /// counters carry over; the receive summary starts empty.
+    pub fn moved(&self, socket: PathSocket) -> PathShared {
+        let sched = self.sched();
+        let mut p = PathShared::new(
+            self.id,
+            self.name.clone(),
+            socket,
+            self.remote().map(|(a, _)| a),
+            sched,
+            self.weight_in.load(Relaxed).min(u32::from(u16::MAX)) as u16,
+            Instant::now(),
+        );
+        p.remote_fixed = self.remote_fixed;
+        p.interface.clone_from(&self.interface);
+        p.follow = self.follow;
+        p.from_config = self.from_config;
+        p.path_seq.store(self.path_seq.load(Relaxed), Relaxed);
+        for (new, old) in [
+            (&p.tx_packets, &self.tx_packets),
+            (&p.tx_bytes, &self.tx_bytes),
+            (&p.tx_data_packets, &self.tx_data_packets),
+            (&p.rx_packets, &self.rx_packets),
+            (&p.rx_bytes, &self.rx_bytes),
+            (&p.rx_data_packets, &self.rx_data_packets),
+            (&p.state_changes, &self.state_changes),
+        ] {
+            new.add(old.get());
+        }
+        *match p.view.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        } = self.view();
+        p
+    }
+
     pub fn note_owd(&self, owd_us: u32) {
         let _kept_if_not_lower = self.rx_summary_owd.fetch_update(Relaxed, Relaxed, |old| {
             if old == NO_OWD || ((owd_us.wrapping_sub(old as u32)) as i32) < 0 {

@@ -13,7 +13,16 @@
 //! rate (exact for full-size packets; small VoIP packets pay 40 B each in a
 //! real network, about 16 % more than modelled here). The handover is an
 //! outage window on both directions of the WiFi wire, so mptd only learns of
-//! it from missing keepalives (as with a radio that silently disappears).
+//! it from missing keepalives (as with a radio that silently disappears):
+//! `event = "silent"`, the default. With `event = "link-down"` the wire
+//! stays as it is and A's WiFi interface itself goes down for the same
+//! window (`ip link set va0 down`, then up): mptd in A learns of it from
+//! netlink at once; B, whose own interface stays up, learns nothing. With
+//! `event = "addr-change"` A's WiFi path names only its interface (no
+//! `local`; both sides get a key and B learns A's address), and at the
+//! handover A's WiFi interface trades its address for another of the same
+//! subnet for good (a DHCP renew, a new network): A's path moves to it and
+//! B learns it from A's authenticated datagrams.
 //!
 //! Timeline: the wires start (epoch), the testbed comes up, the measurement
 //! starts at epoch + [`SETUP_ALLOWANCE`] (or at once if setup took longer),
@@ -77,8 +86,33 @@ pub struct LteDef {
     /// LTE capacity trace: a file (relative to the working directory or
     /// conf/links/), or the name of the shipped one.
     pub trace: Option<String>,
+    /// How the WiFi link fails: "silent" (the emulated link goes dark;
+    /// the default) or "link-down" (A's WiFi interface goes down).
+    pub event: Option<String>,
     #[serde(default)]
     pub quick: LteQuick,
+}
+
+/// How the WiFi link fails in the handover window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LteEvent {
+    /// The emulated link goes dark: only missing packets tell.
+    Silent,
+    /// A's WiFi interface goes down (a netlink event in A).
+    LinkDown,
+    /// A's WiFi interface gets a new address (netlink events in A, roaming
+    /// for B).
+    AddrChange,
+}
+
+impl LteEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LteEvent::Silent => "silent",
+            LteEvent::LinkDown => "link-down",
+            LteEvent::AddrChange => "addr-change",
+        }
+    }
 }
 
 /// Resolved `[lte]` settings.
@@ -90,6 +124,7 @@ pub struct LteParams {
     pub voip_size: usize,
     pub gtp_overhead: u32,
     pub trace: Option<(String, Trace)>,
+    pub event: LteEvent,
 }
 
 impl LteDef {
@@ -130,6 +165,19 @@ impl LteDef {
             voip_size,
             gtp_overhead: self.gtp_overhead.unwrap_or(40),
             trace,
+            event: match self.event.as_deref() {
+                None | Some("silent") => LteEvent::Silent,
+                Some("link-down") => LteEvent::LinkDown,
+                Some("addr-change") => LteEvent::AddrChange,
+                Some(other) => {
+                    return Err(invalid(
+                        origin,
+                        format!(
+                        "lte.event: `{other}` is not \"silent\", \"link-down\" or \"addr-change\""
+                    ),
+                    ))
+                }
+            },
         })
     }
 }
@@ -171,6 +219,8 @@ pub struct LteResult {
     pub wifi_mbps: f64,
     pub lte_mbps: f64,
     pub gtp_factor: f64,
+    /// How the WiFi link failed: "silent", "link-down" or "addr-change".
+    pub event: &'static str,
     /// VoIP per-packet timeline: (s since start, one-way delay ms; null = lost).
     pub timeline: Vec<(f64, Option<f64>)>,
 }
@@ -190,10 +240,17 @@ pub fn run_case(
         bail!("lte-gateway needs a WiFi [link] and an LTE [extra_link] (extra = [true])");
     }
     let mut case = case.clone();
+    case.roaming_path0 = p.event == LteEvent::AddrChange;
     let start_at = SETUP_ALLOWANCE + p.handover_at;
-    // WiFi (path 0): dark in both directions for handover_len.
+    // WiFi (path 0): dark in both directions for handover_len (silent), or
+    // left alone while A's interface goes down (link-down, below).
     if let Some(Link::Emu { a_to_b, b_to_a, .. }) = case.links.first_mut() {
-        for d in [a_to_b, b_to_a] {
+        let dark = if p.event == LteEvent::Silent {
+            vec![a_to_b, b_to_a]
+        } else {
+            Vec::new()
+        };
+        for d in dark {
             let mut w = d.schedule.windows().to_vec();
             w.push(Window {
                 start: start_at,
@@ -284,6 +341,38 @@ pub fn run_case(
         format!("[::]:{VOIP_PORT}").parse()?
     };
     let receiver = voip::Receiver::start(tb.b.name(), bind)?;
+    // link-down: A's WiFi interface (path 0's veth in A) down for the
+    // outage window, then up again. addr-change: its address replaced by
+    // another of the same subnet at the start of the window, for good.
+    let link_flap = (p.event != LteEvent::Silent).then(|| {
+        let ns = tb.a.name().to_string();
+        let len = p.handover_len;
+        let event = p.event;
+        let len_bits = plan.outer_prefix();
+        let (old, new) = (plan.outer(0, 1), plan.outer(0, 111));
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            let ip = |args: &[&str]| crate::emu::netns::ip(args);
+            std::thread::sleep(outage_start.saturating_duration_since(Instant::now()));
+            if event == LteEvent::AddrChange {
+                let (old, new) = (format!("{old}/{len_bits}"), format!("{new}/{len_bits}"));
+                ip(&["-n", &ns, "addr", "del", &old, "dev", "va0"])
+                    .context("removing A's WiFi address")?;
+                // nodad: an IPv6 address usable at once, like the testbed's.
+                let mut add = vec!["-n", &ns, "addr", "add", &new, "dev", "va0"];
+                if new.contains(':') {
+                    add.push("nodad");
+                }
+                ip(&add).context("giving A's WiFi interface a new address")?;
+                return Ok(());
+            }
+            ip(&["-n", &ns, "link", "set", "dev", "va0", "down"])
+                .context("taking A's WiFi interface down")?;
+            std::thread::sleep(len);
+            ip(&["-n", &ns, "link", "set", "dev", "va0", "up"])
+                .context("bringing A's WiFi interface up")?;
+            Ok(())
+        })
+    });
     let sender_stop = Arc::new(AtomicBool::new(false));
     let sender = voip::spawn_sender(
         tb.a.name(),
@@ -343,6 +432,12 @@ pub fn run_case(
     };
     testbed::sleep(Duration::from_secs(1), stop)?;
     let rx = receiver.finish()?;
+    if let Some(h) = link_flap {
+        match h.join() {
+            Ok(r) => r?,
+            Err(_) => bail!("the link-down thread panicked"),
+        }
+    }
     let (cpu_a, cpu_b) = {
         let wall = c0.2.elapsed().as_secs_f64().max(1e-9);
         let pct = |a: Option<Duration>, b: Option<Duration>| match (a, b) {
@@ -370,13 +465,15 @@ pub fn run_case(
     let log_path = work.join(format!("voip-{k}.csv"));
     std::fs::write(&log_path, log).with_context(|| format!("writing {}", log_path.display()))?;
     println!(
-        "    VoIP: delay p50 {} ms, p99 {} ms, loss {:.2} % ({} of {}), switch-over {} ms; bulk {}",
+        "    WiFi {}: VoIP delay p50 {} ms, p99 {} ms, loss {:.2} % ({} of {}), switch-over {} ms, longest gap {:.0} ms; bulk {}",
+        p.event.as_str(),
         fmt(st.delay_p50_ms, 1),
         fmt(st.delay_p99_ms, 1),
         st.loss_pct,
         st.sent - st.received,
         st.sent,
         fmt(st.switch_ms, 0),
+        st.longest_gap_ms,
         bulk_m
             .as_ref()
             .map_or("-".into(), |m| format!("{:.2} Mbit/s", m.mbps))
@@ -417,6 +514,7 @@ pub fn run_case(
         wifi_mbps: rates[0] as f64 / 1e6,
         lte_mbps: rates[last] as f64 / 1e6,
         gtp_factor: factor,
+        event: p.event.as_str(),
         timeline,
     });
     row.finish();
@@ -468,7 +566,8 @@ pub fn table(r: &Report) -> String {
             ),
         );
         s += &format!(
-            "WiFi outage at {:.1} s for {:.1} s; VoIP {} packets sent, {} received; longest loss gap {:.0} ms\n",
+            "WiFi outage ({}) at {:.1} s for {:.1} s; VoIP {} packets sent, {} received; longest loss gap {:.0} ms\n",
+            l.event,
             l.handover_at_s, l.handover_len_s, l.voip.sent, l.voip.received, l.voip.longest_gap_ms
         );
     }
@@ -482,13 +581,13 @@ pub fn csv(r: &Report) -> String {
     let mut s = String::from(
         "combo,wifi_mbps,lte_mbps,gtp_factor,voip_sent,voip_received,voip_loss_pct,voip_p50_ms,\
          voip_p99_ms,voip_max_ms,lost_in_outage,longest_gap_ms,switch_ms,switch_back_ms,\
-         handover_at_s,handover_len_s,bulk_mbps,bulk_retransmits,cpu_a_pct,cpu_b_pct\n",
+         handover_at_s,handover_len_s,bulk_mbps,bulk_retransmits,cpu_a_pct,cpu_b_pct,event\n",
     );
     let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
     for row in &r.rows {
         let Some(l) = &row.lte else { continue };
         s += &format!(
-            "{},{:.3},{:.3},{:.4},{},{},{:.3},{},{},{},{},{:.1},{},{},{:.3},{:.3},{},{},{},{}\n",
+            "{},{:.3},{:.3},{:.4},{},{},{:.3},{},{},{},{},{:.1},{},{},{:.3},{:.3},{},{},{},{},{}\n",
             row.combo,
             l.wifi_mbps,
             l.lte_mbps,
@@ -512,6 +611,7 @@ pub fn csv(r: &Report) -> String {
                 .map_or(String::new(), |v| v.to_string()),
             o(row.cpu_a_pct),
             o(row.cpu_b_pct),
+            l.event,
         );
     }
     s
@@ -556,4 +656,29 @@ pub fn svg(r: &Report) -> String {
         ));
     }
     c.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_defaults_to_silent_and_rejects_unknown_values() {
+        let def = |event: Option<&str>| LteDef {
+            handover_at: 3.0,
+            handover_len: 4.0,
+            event: event.map(str::to_owned),
+            ..LteDef::default()
+        };
+        let ev = |e| def(e).resolve("test", false).map(|p| p.event);
+        assert_eq!(ev(None).ok(), Some(LteEvent::Silent));
+        assert_eq!(ev(Some("silent")).ok(), Some(LteEvent::Silent));
+        assert_eq!(ev(Some("link-down")).ok(), Some(LteEvent::LinkDown));
+        assert_eq!(ev(Some("addr-change")).ok(), Some(LteEvent::AddrChange));
+        let e = ev(Some("unplugged")).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|m| m.contains("lte.event")),
+            "{e:?}"
+        );
+    }
 }

@@ -266,6 +266,10 @@ pub struct Case {
     pub daemon_scheduler: bool,
     /// `--scheduler`: asked of mptd in every case, whatever the scenario.
     pub scheduler: Option<String>,
+    /// A's path 0 names only its interface (follows its address), B learns
+    /// A's address on it, and both sides share a fresh key (roaming needs
+    /// one): `lte-gateway` with `event = "addr-change"`.
+    pub roaming_path0: bool,
 }
 
 /// A scenario ready to run.
@@ -474,6 +478,7 @@ pub fn expand(
                             label: None,
                             daemon_scheduler: false,
                             scheduler: None,
+                            roaming_path0: false,
                         });
                     }
                 }

@@ -42,6 +42,25 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 #[error("interrupted")]
 pub struct Interrupted;
 
+/// Writes a fresh pre-shared key (32 random bytes, base64) to `path`,
+/// mode 0600.
+fn write_key(path: &Path) -> anyhow::Result<()> {
+    use ring::rand::SecureRandom;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut key = [0u8; mptd::keys::KEY_LEN];
+    ring::rand::SystemRandom::new()
+        .fill(&mut key)
+        .map_err(|_| anyhow::anyhow!("the system random generator failed"))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    writeln!(f, "{}", mptd::keys::encode(&key))?;
+    Ok(())
+}
+
 pub fn check_stop(stop: &AtomicBool) -> anyhow::Result<()> {
     if stop.load(Ordering::Relaxed) {
         Err(Interrupted.into())
@@ -174,6 +193,11 @@ pub struct Plan {
     pub weights: Vec<u32>,
     /// `scheduler` in the mptd configs; `None` leaves mptd's default.
     pub scheduler: Option<String>,
+    /// Key file of both sides (`None`: cleartext).
+    pub key_file: Option<PathBuf>,
+    /// A's path 0 is interface-only (`interface = "va0"`, no `local`) and
+    /// B's path 0 has no `remote` (learnt): needs `key_file`.
+    pub roaming_path0: bool,
 }
 
 impl Plan {
@@ -187,6 +211,8 @@ impl Plan {
             },
             weights: Vec::new(),
             scheduler: Some("weighted".into()),
+            key_file: None,
+            roaming_path0: false,
         }
     }
 
@@ -199,7 +225,7 @@ impl Plan {
         }
     }
 
-    fn outer_prefix(&self) -> u8 {
+    pub fn outer_prefix(&self) -> u8 {
         if self.combo.outer == 4 {
             24
         } else {
@@ -250,13 +276,25 @@ impl Plan {
         if let Some(sched) = &self.scheduler {
             s += &format!("scheduler = \"{sched}\"\n");
         }
+        if let Some(key) = &self.key_file {
+            s += &format!("key_file = \"{}\"\n", key.display());
+        }
         for i in 0..n {
             let w = self.weights.get(i).copied().unwrap_or(100);
+            let roaming = self.roaming_path0 && i == 0;
+            let local = if roaming && side == 1 {
+                format!("interface = \"va{i}\"\n")
+            } else {
+                format!("local = \"{}\"\n", self.outer(i, side))
+            };
+            let remote = if roaming && side == 2 {
+                String::new()
+            } else {
+                format!("remote = \"{}\"\n", self.outer(i, peer))
+            };
             s += &format!(
-                "\n[[connection.path]]\nname = \"p{i}\"\nlocal = \"{}\"\nremote = \"{}\"\n\
+                "\n[[connection.path]]\nname = \"p{i}\"\n{local}{remote}\
                  weight_out = {w}\nweight_in = {w}\nwindow = 1\nstatus = \"up\"\n",
-                self.outer(i, side),
-                self.outer(i, peer)
             );
         }
         s
@@ -353,6 +391,12 @@ impl Testbed {
         plan.weights = case.weights.clone();
         if case.daemon_scheduler {
             plan.scheduler = None;
+        }
+        if case.roaming_path0 {
+            let key = work.join(format!("bench-{k}.key"));
+            write_key(&key).with_context(|| format!("writing {}", key.display()))?;
+            plan.key_file = Some(key);
+            plan.roaming_path0 = true;
         }
         if let Some(sched) = &case.scheduler {
             plan.scheduler = Some(sched.clone());

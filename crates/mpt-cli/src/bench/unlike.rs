@@ -375,6 +375,7 @@ pub fn expand(
                 label: Some(label.clone()),
                 daemon_scheduler: true,
                 scheduler: None,
+                roaming_path0: false,
             });
             ucases.push(UnlikeCase {
                 name: label,

@@ -8,6 +8,12 @@
 //! load for one small datagram per keepalive, and a down path must keep
 //! probing to be found again).
 //!
+//! The daemon may also know that a path cannot work: its network interface
+//! lost its link or its local address ([`Path::set_link`]). Such a path is
+//! [`Liveness::Down`] at once, sends and accepts nothing, and when the link
+//! returns probes at once and then every [`RELINK_PROBE_INTERVAL`] until it
+//! is usable again (the first probes may be lost while the link settles).
+//!
 //! A path can also fail in one direction only. Every probe and reply
 //! carries the sender's "I hear you" bit; a path whose peer does not hear us
 //! is not used for data even though we hear the peer.
@@ -143,7 +149,20 @@ pub struct Path {
     delivery: DeliveryEstimator,
     /// Receive side of feedback: what we tell the peer about its data.
     fb: FeedbackState,
+    /// The local link or address is gone (see [`Path::set_link`]).
+    link_down: bool,
+    /// Fast probes left after the link came back.
+    relink_probes: u8,
 }
+
+/// Interval of the probes a path sends after its link came back, until it
+/// is usable: short enough to be back well within a second when the first
+/// probe is lost to a link still settling.
+pub const RELINK_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Fast probes after the link came back (with [`RELINK_PROBE_INTERVAL`]:
+/// two seconds), then the keepalive takes over.
+pub const RELINK_PROBES: u8 = 20;
 
 /// What the receiving side gathers for its next feedback on a path.
 #[derive(Debug, Clone, Copy, Default)]
@@ -220,7 +239,40 @@ impl Path {
             unanswered_since: None,
             delivery: DeliveryEstimator::default(),
             fb: FeedbackState::default(),
+            link_down: false,
+            relink_probes: 0,
         }
+    }
+
+    /// The local link (interface up and running, local address present)
+    /// went away (`up == false`) or came back. Down: the path is
+    /// [`Liveness::Down`] at once, stops probing and ignores what is still
+    /// reported received. Up: it starts probing afresh, the first probe at
+    /// `now`. Returns whether anything changed.
+    pub fn set_link(&mut self, up: bool, now: Instant) -> bool {
+        if up != self.link_down {
+            return false;
+        }
+        self.link_down = !up;
+        self.last_change = now;
+        if up {
+            self.liveness = Liveness::Probing;
+            self.probing_since = now;
+            self.relink_probes = RELINK_PROBES;
+            self.next_probe = (self.params.admin != AdminStatus::Down).then_some(now);
+        } else {
+            self.liveness = Liveness::Down;
+            self.peer_hears_us = false;
+            self.relink_probes = 0;
+            self.next_probe = None;
+            self.fb.pending = false;
+        }
+        true
+    }
+
+    /// Whether the local link is down (see [`Path::set_link`]).
+    pub fn link_down(&self) -> bool {
+        self.link_down
     }
 
     /// The configured parameters.
@@ -233,7 +285,7 @@ impl Path {
         let was_off = self.params.admin == AdminStatus::Down;
         self.params = params;
         match (was_off, params.admin == AdminStatus::Down) {
-            (true, false) => self.next_probe = Some(now),
+            (true, false) if !self.link_down => self.next_probe = Some(now),
             (false, true) => self.next_probe = None,
             _ => {}
         }
@@ -267,6 +319,7 @@ impl Path {
         self.liveness == Liveness::Up
             && self.peer_hears_us
             && self.params.admin != AdminStatus::Down
+            && !self.link_down
     }
 
     /// Records that data was sent on the path at `at` (the daemon reports
@@ -429,7 +482,7 @@ impl Path {
 
     /// When the next feedback is due, if data awaits one.
     pub fn feedback_due(&self) -> Option<Instant> {
-        if !self.fb.pending || self.params.admin == AdminStatus::Down {
+        if !self.fb.pending || self.params.admin == AdminStatus::Down || self.link_down {
             return None;
         }
         let newest = self.fb.newest.map(|(at, _)| at)?;
@@ -490,11 +543,11 @@ impl Path {
         if self.unanswered_since.is_some_and(|t| at >= t) {
             self.unanswered_since = None;
         }
-        if self.liveness == Liveness::Suspect {
+        if self.liveness == Liveness::Suspect && !self.link_down {
             // Heard again: back to the keepalive cadence.
             self.next_probe = Some(at + self.params.keepalive);
         }
-        if self.liveness != Liveness::Up {
+        if self.liveness != Liveness::Up && !self.link_down {
             self.liveness = Liveness::Up;
             self.last_change = at;
         }
@@ -557,12 +610,18 @@ impl Path {
         }
         match self.next_probe {
             Some(t) if now >= t => {
-                let interval = if self.liveness == Liveness::Suspect {
+                // After a link came back: fast probes until usable; the
+                // first probe sent while usable tells the peer we hear it.
+                let fast = self.relink_probes > 0 && !self.usable();
+                self.relink_probes = if fast { self.relink_probes - 1 } else { 0 };
+                let wait = if self.liveness == Liveness::Suspect {
                     self.suspect_probe_interval()
+                } else if fast {
+                    RELINK_PROBE_INTERVAL.min(self.params.keepalive)
                 } else {
                     self.params.keepalive
                 };
-                self.next_probe = Some(now + interval);
+                self.next_probe = Some(now + wait);
                 true
             }
             _ => false,

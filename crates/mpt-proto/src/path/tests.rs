@@ -223,3 +223,53 @@ fn an_idle_path_is_never_suspect_and_old_sends_do_not_count() {
     }
     assert_eq!(p.suspect_after(), Duration::from_secs(5));
 }
+
+#[test]
+fn link_down_ignores_late_receive_reports_and_feedback() {
+    let t = t0();
+    let mut p = Path::new(params(), t);
+    p.on_receive(1, 1, t);
+    p.on_report(&hearing(true), t);
+    assert!(p.usable());
+    assert!(p.set_link(false, t));
+    assert_eq!(p.state(), PathState::Down);
+    // Data the data plane counted before the link went.
+    p.on_receive(3, 4, t + Duration::from_millis(1));
+    p.on_report(&hearing(true), t);
+    assert_eq!(p.state(), PathState::Down);
+    assert!(!p.usable());
+    assert_eq!(p.feedback_due(), None);
+    assert_eq!(p.next_timer(), None, "no probe, no dead timer, no feedback");
+    // Switching the path on by hand does not probe a dead link either.
+    let mut on = params();
+    on.admin = AdminStatus::Down;
+    p.set_params(on, t);
+    p.set_params(params(), t);
+    assert_eq!(p.next_timer(), None);
+}
+
+#[test]
+fn link_up_probes_now_then_fast_until_usable_then_at_keepalive() {
+    let t = t0();
+    let mut p = Path::new(params(), t);
+    assert!(p.on_timeout(t));
+    assert!(p.set_link(false, t));
+    let back = t + Duration::from_secs(1);
+    assert!(p.set_link(true, back));
+    assert!(!p.set_link(true, back));
+    assert_eq!(p.state(), PathState::Probing);
+    assert_eq!(p.next_timer(), Some((back, TimerKind::Probe)));
+    assert!(p.on_timeout(back));
+    let second = back + RELINK_PROBE_INTERVAL;
+    assert_eq!(p.next_timer(), Some((second, TimerKind::Probe)));
+    p.on_receive(1, 1, second);
+    p.on_report(&hearing(true), second);
+    assert!(p.usable());
+    // This probe tells the peer we hear it; then the keepalive.
+    assert!(p.on_timeout(second));
+    assert!(p.report().hears_you);
+    assert_eq!(
+        p.next_timer().map(|(at, _)| at),
+        Some(second + Duration::from_secs(2))
+    );
+}

@@ -768,3 +768,65 @@ fn path_slots_are_reused_and_bounded() {
     assert_eq!(s.poll_timeout(), None);
     assert_eq!(s.eligibility().active(), 0);
 }
+
+/// A's local link of path 1 goes down (both directions dead, as when a
+/// cable or WiFi goes): down at once, no data and no probes on it, while
+/// path 0 carries everything; the link comes back: probing at once, fast
+/// probes past a first lost one, usable again within a few hundred ms
+/// although the keepalive is 2 s.
+#[test]
+fn link_events_take_a_path_down_at_once_and_bring_it_back_fast() {
+    let mut w = Pair::new(vec![params(AdminStatus::Up); 2], 5 * MS);
+    w.data_interval = Some(10 * MS);
+    w.run_until(w.at(3.0));
+    assert_eq!(w.state(Side::A, 1), PathState::Up);
+    w.links[1].up_ab = false;
+    w.links[1].up_ba = false;
+    let now = w.now;
+    assert_eq!(w.a.set_path_link(1, false, now), Ok(true));
+    assert_eq!(
+        w.a.set_path_link(1, false, now),
+        Ok(false),
+        "no change twice"
+    );
+    assert_eq!(w.state(Side::A, 1), PathState::Down);
+    assert_eq!(w.a.eligibility().active(), 0b01);
+    let down = w.now - w.start;
+    w.flush(Side::A);
+    assert_eq!(
+        w.first_change_to(Side::A, 1, PathState::Down, down),
+        Some(down),
+        "the transition is one event, at once"
+    );
+    let (sent, probes) = (w.data_sent[1], w.path_seq[0][1]);
+    w.run_until(w.at(13.0));
+    assert_eq!(w.data_sent[1], sent, "no data into a dead link");
+    assert_eq!(w.path_seq[0][1], probes, "no probes into a dead link");
+    assert_eq!(w.state(Side::A, 1), PathState::Down, "not up while down");
+    assert_eq!(w.a.path(1).map(Path::link_down), Some(true));
+
+    // The link comes back, but the first probe is lost (link settling).
+    let back = w.now - w.start;
+    let now = w.now;
+    assert_eq!(w.a.set_path_link(1, true, now), Ok(true));
+    assert_eq!(w.state(Side::A, 1), PathState::Probing);
+    w.run_until(w.at(13.05));
+    w.links[1].up_ab = true;
+    w.links[1].up_ba = true;
+    w.run_until(w.at(15.0));
+    let up = w
+        .first_change_to(Side::A, 1, PathState::Up, back)
+        .expect("A's path 1 back up");
+    assert!(up - back <= 200 * MS, "A back after {:?}", up - back);
+    let b_up = w
+        .first_change_to(Side::B, 1, PathState::Up, back)
+        .expect("B's path 1 back up");
+    assert!(b_up - back <= 300 * MS, "B back after {:?}", b_up - back);
+    let before = w.data_received[1];
+    w.run_until(w.at(16.0));
+    assert!(w.data_received[1] > before, "path 1 carries data again");
+    assert_eq!(
+        w.a.set_path_link(9, true, now),
+        Err(SessionError::UnknownPath(9))
+    );
+}

@@ -101,11 +101,14 @@ impl ConnectionConfig {
     /// The local addresses on which the peer may have paths opened: each
     /// configured path's own address, and `allow_peer_paths`.
     pub fn peer_locals(&self) -> Vec<Prefix> {
+        // An interface-only path's address changes: such addresses belong
+        // in `allow_peer_paths`.
         self.paths
             .iter()
-            .map(|p| Prefix {
-                addr: p.local,
-                len: if p.local.is_ipv4() { 32 } else { 128 },
+            .filter_map(|p| p.local)
+            .map(|local| Prefix {
+                addr: local,
+                len: if local.is_ipv4() { 32 } else { 128 },
             })
             .chain(self.allow_peer_paths.iter().copied())
             .collect()
@@ -119,8 +122,9 @@ pub struct PathConfig {
     pub name: String,
     /// Bind to this device.
     pub interface: Option<String>,
-    /// Local address.
-    pub local: IpAddr,
+    /// Local address; `None`: the interface's current address of the
+    /// remote's family, followed as it changes (then `interface` is set).
+    pub local: Option<IpAddr>,
     /// Remote address (learnt if absent).
     pub remote: Option<IpAddr>,
     /// Outgoing share.
@@ -364,7 +368,7 @@ struct RawConnection {
 struct RawPath {
     name: String,
     interface: Option<String>,
-    local: IpAddr,
+    local: Option<IpAddr>,
     remote: Option<IpAddr>,
     #[serde(default = "default_one_u32")]
     weight_out: u32,
@@ -433,6 +437,17 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         err_at(offset, message)
     })?;
     validate(raw).map_err(|(offset, msg)| err_at(offset, msg))
+}
+
+/// Whether `name` can name a network interface (what the kernel takes:
+/// 1 to 15 bytes, no '/', ':' or whitespace, not "." or "..").
+pub fn is_interface_name(name: &str) -> bool {
+    (1..=15).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -585,17 +600,32 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             if paths.iter().any(|o| o.name == p.name) {
                 return Err(at("key `name`: a path of that name already exists".into()));
             }
-            if paths
-                .iter()
-                .any(|o| o.local == p.local && o.interface == p.interface)
-            {
-                return Err(at(format!("key `local`: {} is used by another path of this connection (each path needs its own local address or interface)", p.local)));
+            if let Some(dev) = &p.interface {
+                if !is_interface_name(dev) {
+                    return Err(at(format!("key `interface`: `{dev}` is not a valid interface name (1-15 characters, no '/', ':' or whitespace, e.g. interface = \"wlan0\")")));
+                }
+            }
+            match (p.local, &p.interface) {
+                (None, None) => return Err(at("no `local` and no `interface`: set `local = \"ADDRESS\"` (e.g. local = \"10.0.0.1\"), or `interface = \"NAME\"` (e.g. interface = \"wlan0\") to use that interface's current address and follow its changes".into())),
+                (None, Some(dev)) => {
+                    if paths.iter().any(|o| o.local.is_none() && o.interface.as_ref() == Some(dev)) {
+                        return Err(at(format!("key `interface`: another path of this connection already follows the address of `{dev}` (give one of them `local = \"ADDRESS\"`)")));
+                    }
+                }
+                (Some(local), _) => {
+                    if paths
+                        .iter()
+                        .any(|o| o.local == Some(local) && o.interface == p.interface)
+                    {
+                        return Err(at(format!("key `local`: {local} is used by another path of this connection (each path needs its own local address or interface)")));
+                    }
+                }
             }
             if p.remote.is_none() && c.key_file.is_none() {
                 return Err(at("key `remote` is missing: without `key_file` nothing authenticates the peer, so its address is never learnt from its packets; set `remote`, or give the connection a `key_file`".into()));
             }
-            if let Some(r) = p.remote {
-                if r.is_ipv4() != p.local.is_ipv4() {
+            if let (Some(r), Some(local)) = (p.remote, p.local) {
+                if r.is_ipv4() != local.is_ipv4() {
                     return Err(at(
                         "key `remote`: address family differs from `local`".into()
                     ));

@@ -205,3 +205,43 @@ fn shipped_example_configs_are_valid() {
     }
     assert!(checked >= 6, "only {checked} example configs found");
 }
+
+#[test]
+fn interface_only_paths() {
+    let text = GOOD.replace(
+        "name = \"v6\"\nlocal = \"fd77::1\"",
+        "name = \"wifi\"\ninterface = \"wlan0\"\nremote = \"10.0.0.9\"",
+    );
+    let c = parse(&text, "good.toml").expect("interface-only path is valid");
+    let p = &c.connections[0].paths[1];
+    assert_eq!((p.local, p.interface.as_deref()), (None, Some("wlan0")));
+    // Its changing address is not among the peer's allowed locals.
+    let locals: Vec<String> = c.connections[0]
+        .peer_locals()
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(locals, ["10.0.0.1/32", "10.30.0.0/24", "fd30::/64"]);
+
+    // Neither local nor interface: the message says what to write.
+    let e = error_of(&GOOD.replace("local = \"fd77::1\"", ""));
+    assert!(
+        e.message.contains("local = \"ADDRESS\"") && e.message.contains("interface = \"NAME\""),
+        "{e}"
+    );
+    assert!(e.message.contains("path `v6`"), "{e}");
+    assert!(e.line > 0, "{e}");
+    for bad in ["", "has space", "a/b", "sixteen-chars-xx", "eth0:1", ".."] {
+        let e = error_of(&text.replace("\"wlan0\"", &format!("{bad:?}")));
+        assert!(
+            e.message.contains("key `interface`") && e.message.contains("interface = \"wlan0\""),
+            "{bad:?}: {e}"
+        );
+    }
+    // Two paths cannot follow one interface's address.
+    let twice = format!(
+        "{text}\n[[connection.path]]\nname = \"wifi2\"\ninterface = \"wlan0\"\nremote = \"10.0.0.10\"\n"
+    );
+    let e = error_of(&twice);
+    assert!(e.message.contains("already follows"), "{e}");
+}
