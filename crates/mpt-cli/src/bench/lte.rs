@@ -351,7 +351,7 @@ pub fn run_case(
         let len_bits = plan.outer_prefix();
         let (old, new) = (plan.outer(0, 1), plan.outer(0, 111));
         std::thread::spawn(move || -> anyhow::Result<()> {
-            let ip = |args: &[&str]| crate::emu::netns::ip(args);
+            let ip = |args: &[&str]| mpt_emu::netns::ip(args);
             std::thread::sleep(outage_start.saturating_duration_since(Instant::now()));
             if event == LteEvent::AddrChange {
                 let (old, new) = (format!("{old}/{len_bits}"), format!("{new}/{len_bits}"));
