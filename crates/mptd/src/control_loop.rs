@@ -98,11 +98,16 @@ pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
 /// the slowest of the paths that brought data within the last second
 /// (µs, wrapping, with the clock offset), when it exceeds the fastest by
 /// at least [`crate::equalize::MIN_HOLD`].
-pub fn equalize_target(session: &Session, now: Instant) -> Option<u32> {
+pub fn equalize_target(
+    session: &Session,
+    now: Instant,
+    carries: impl Fn(usize) -> bool,
+) -> Option<u32> {
     let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
     let (mut lo, mut hi): (Option<u32>, Option<u32>) = (None, None);
     for (owd, _) in session
         .paths()
+        .filter(|(id, _)| carries(*id))
         .filter_map(|(_, p)| p.rx_owd())
         .filter(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(1))
     {
@@ -114,6 +119,10 @@ pub fn equalize_target(session: &Session, now: Instant) -> Option<u32> {
     (spread >= crate::equalize::MIN_HOLD.as_micros() as u64 && spread < u64::from(u32::MAX / 2))
         .then_some(hi)
 }
+
+/// Smallest share of the received data (smoothed) that lets a path set
+/// the delay the receiver equalises to.
+pub const EQUALIZE_MIN_SHARE: f64 = 0.05;
 
 /// The control loop.
 pub struct ControlLoop {
@@ -768,8 +777,22 @@ impl ControlLoop {
             }
             conn.reseq_timeout_us
                 .store(reorder_timeout(session, now).as_micros() as u64, Relaxed);
+            // Only paths that bring a real share of the data set the delay
+            // to equalise to: a slow path carrying a packet now and then
+            // must not hold everything else back (a BBR flow then meets a
+            // longer RTT than it sized its window for, delivers less,
+            // estimates less, and never finds the fast path's capacity).
+            let carries = |id: usize| {
+                table.get(id).is_some_and(|p| {
+                    let share = match p.view.lock() {
+                        Ok(g) => g.rx_share,
+                        Err(poisoned) => poisoned.into_inner().rx_share,
+                    };
+                    share >= EQUALIZE_MIN_SHARE
+                })
+            };
             conn.equalize_owd_us.store(
-                equalize_target(session, now).map_or(0, |d| (1 << 32) | u64::from(d)),
+                equalize_target(session, now, carries).map_or(0, |d| (1 << 32) | u64::from(d)),
                 Relaxed,
             );
             // Each path's share of the data sent since the last round.
@@ -784,17 +807,37 @@ impl ControlLoop {
                 }
             }
             let total: u64 = sent.iter().sum();
+            // The same for what arrived.
+            let mut got = [0u64; mpt_proto::sched::MAX_PATHS];
+            for (id, _) in session.paths() {
+                if let Some(shared) = table.get(id) {
+                    let before = match shared.view.lock() {
+                        Ok(g) => g.share_rx_bytes,
+                        Err(poisoned) => poisoned.into_inner().share_rx_bytes,
+                    };
+                    got[id] = shared.rx_bytes.get().saturating_sub(before);
+                }
+            }
+            let got_total: u64 = got.iter().sum();
             for (id, p) in session.paths() {
                 let Some(shared) = table.get(id) else {
                     continue;
                 };
                 let (model, _) = self.models.get(id).copied().unwrap_or_default();
-                let old = match shared.view.lock() {
-                    Ok(g) => (g.share, g.share_tx_bytes),
+                let (old, old_rx) = match shared.view.lock() {
+                    Ok(g) => ((g.share, g.share_tx_bytes), (g.rx_share, g.share_rx_bytes)),
                     Err(poisoned) => {
                         let g = poisoned.into_inner();
-                        (g.share, g.share_tx_bytes)
+                        ((g.share, g.share_tx_bytes), (g.rx_share, g.share_rx_bytes))
                     }
+                };
+                let (rx_share, share_rx_bytes) = if got_total > 0 {
+                    (
+                        old_rx.0 * 0.9 + 0.1 * got[id] as f64 / got_total as f64,
+                        old_rx.1 + got[id],
+                    )
+                } else {
+                    old_rx
                 };
                 let (share, share_tx_bytes) = if total > 0 {
                     (
@@ -814,6 +857,8 @@ impl ControlLoop {
                     lossy: model.lossy,
                     share,
                     share_tx_bytes,
+                    rx_share,
+                    share_rx_bytes,
                     state: p.state().as_str(),
                     rtt_ms: p.rtt().smoothed().map(|d| d.as_secs_f64() * 1e3),
                     rtt_min_ms: p.rtt().min().map(|d| d.as_secs_f64() * 1e3),

@@ -309,6 +309,10 @@ pub struct PathView {
     pub share: f64,
     /// `tx_bytes` when the share was last updated.
     pub share_tx_bytes: u64,
+    /// Share of the connection's received bytes recently (smoothed).
+    pub rx_share: f64,
+    /// `rx_bytes` when `rx_share` was last updated.
+    pub share_rx_bytes: u64,
 }
 
 /// One path as the workers see it.
@@ -444,6 +448,8 @@ impl PathShared {
                 lossy: false,
                 share: 0.0,
                 share_tx_bytes: 0,
+                rx_share: 0.0,
+                share_rx_bytes: 0,
             }),
             removed: AtomicBool::new(false),
         }
