@@ -2341,3 +2341,37 @@ impl PacketSocket {
         Ok(u64::from(st.tp_drops))
     }
 }
+
+/// `ping` from `from`'s namespace to the other side's inner IPv4 address:
+/// `n` echo requests `interval` seconds apart (as `ping -i` takes it).
+pub fn start_ping(bed: &TestBed, from: Side, interval: &str, n: u32) -> Child {
+    let to = inner_addr(Family::V4, from.other()).to_string();
+    Command::new("ip")
+        .args(["netns", "exec", bed.ns(from).name(), "ping", "-n", "-q"])
+        .args(["-i", interval, "-W", "2", "-c", &n.to_string(), &to])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ping (iputils-ping installed?)")
+}
+
+/// (transmitted, received, output) of a finished [`start_ping`].
+pub fn ping_result(child: Child) -> (u64, u64, String) {
+    let out = child.wait_with_output().expect("ping output");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    // "600 packets transmitted, 600 received, 0% packet loss, time 6000ms"
+    let line = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_else(|| panic!("no ping summary in: {text}"));
+    let parts: Vec<&str> = line.split([',', ' ']).filter(|s| !s.is_empty()).collect();
+    let num = |word: &str| -> u64 {
+        let i = parts
+            .iter()
+            .position(|w| *w == word)
+            .unwrap_or_else(|| panic!("no {word} in {line}"));
+        parts[i - 1].parse().expect("count")
+    };
+    (num("packets"), num("received"), text)
+}

@@ -9,7 +9,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mpt_e2e::*;
@@ -78,39 +77,6 @@ fn count(p: &Value, field: &str) -> u64 {
     p[field].as_u64().unwrap_or(0)
 }
 
-/// `ping` from `from`'s namespace to the other side's inner IPv4 address:
-/// `n` echo requests 10 ms apart. Returns (transmitted, received).
-fn start_ping(bed: &TestBed, from: Side, n: u32) -> std::process::Child {
-    let to = inner_addr(Family::V4, from.other()).to_string();
-    Command::new("ip")
-        .args(["netns", "exec", bed.ns(from).name(), "ping", "-n", "-q"])
-        .args(["-i", "0.01", "-W", "2", "-c", &n.to_string(), &to])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ping (iputils-ping installed?)")
-}
-
-fn ping_result(child: std::process::Child) -> (u64, u64, String) {
-    let out = child.wait_with_output().expect("ping output");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    // "600 packets transmitted, 600 received, 0% packet loss, time 6000ms"
-    let line = text
-        .lines()
-        .find(|l| l.contains("packets transmitted"))
-        .unwrap_or_else(|| panic!("no ping summary in: {text}"));
-    let num = |word: &str| -> u64 {
-        let parts: Vec<&str> = line.split([',', ' ']).filter(|s| !s.is_empty()).collect();
-        let i = parts
-            .iter()
-            .position(|w| *w == word)
-            .unwrap_or_else(|| panic!("no {word} in {line}"));
-        parts[i - 1].parse().expect("count")
-    };
-    (num("packets"), num("received"), text)
-}
-
 #[test]
 fn path_add_then_remove_hands_over_without_losing_a_ping() {
     let spec = keyed_spec();
@@ -125,7 +91,7 @@ fn path_add_then_remove_hands_over_without_losing_a_ping() {
 
     // 800 pings at 100/s (8 s) and a TCP transfer paced over ~7 s run
     // across both changes.
-    let ping = start_ping(&bed, Side::A, 800);
+    let ping = start_ping(&bed, Side::A, "0.01", 800);
     let transfer = bed
         .start_transfer(Side::A, Family::V4, 28 << 20, Some(4 << 20))
         .expect("start transfer");

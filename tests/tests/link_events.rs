@@ -12,7 +12,6 @@
 //! The tests run one at a time (timings on a 2-core machine).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -31,39 +30,6 @@ const DEAD_TIMER: Duration = Duration::from_secs(5);
 
 /// Ping interval: 50 packets/s, like a VoIP flow.
 const PING_INTERVAL: &str = "0.02";
-
-/// `ping` from `from`'s namespace to the other side's inner IPv4 address,
-/// `n` echo requests [`PING_INTERVAL`] apart.
-fn start_ping(bed: &TestBed, from: Side, n: u32) -> std::process::Child {
-    let to = inner_addr(Family::V4, from.other()).to_string();
-    Command::new("ip")
-        .args(["netns", "exec", bed.ns(from).name(), "ping", "-n", "-q"])
-        .args(["-i", PING_INTERVAL, "-W", "2", "-c", &n.to_string(), &to])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ping (iputils-ping installed?)")
-}
-
-/// (transmitted, received, output) of a finished ping.
-fn ping_result(child: std::process::Child) -> (u64, u64, String) {
-    let out = child.wait_with_output().expect("ping output");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let line = text
-        .lines()
-        .find(|l| l.contains("packets transmitted"))
-        .unwrap_or_else(|| panic!("no ping summary in: {text}"));
-    let parts: Vec<&str> = line.split([',', ' ']).filter(|s| !s.is_empty()).collect();
-    let num = |word: &str| -> u64 {
-        let i = parts
-            .iter()
-            .position(|w| *w == word)
-            .unwrap_or_else(|| panic!("no {word} in {line}"));
-        parts[i - 1].parse().expect("count")
-    };
-    (num("packets"), num("received"), text)
-}
 
 fn spec(n: usize) -> BedSpec {
     let mut s = BedSpec::keyed(n);
@@ -96,7 +62,7 @@ fn link_down_takes_the_path_down_at_once_and_back_up_fast() {
     let mut bed = TestBed::new(spec(2)).expect("test bed");
     let victim = path_name(VICTIM);
     // 6 s of pings: ~1.5 s before, 2 s down, the rest after.
-    let ping = start_ping(&bed, Side::A, 300);
+    let ping = start_ping(&bed, Side::A, PING_INTERVAL, 300);
     std::thread::sleep(Duration::from_millis(1500));
     let (before, _) = data_counts(&bed, Side::A, &victim);
     assert!(before > 0, "{victim} carried no data before the failure");
@@ -212,7 +178,7 @@ fn interface_only_path_follows_a_new_address() {
         }
         IpAddr::V6(_) => unreachable!("IPv4 bed"),
     };
-    let ping = start_ping(&bed, Side::A, 200);
+    let ping = start_ping(&bed, Side::A, PING_INTERVAL, 200);
     std::thread::sleep(Duration::from_millis(1000));
     let moved_at = Instant::now();
     bed.a
