@@ -46,6 +46,7 @@ fn doc(paths: Vec<Value>) -> Value {
                       "handshake_rate_limited": 0},
             "reorder": {"in_order": 5, "held": 0, "late": 0},
             "repair": {"enabled": true, "requested": 4, "received": 3, "missed": 0},
+            "handover": {"count": 2, "last": {"from": "wifi", "to": "lte", "gap_ms": 84.4, "ms_ago": 12_345.0}},
             "session": {"encrypted": true, "established": true, "handshakes": 2},
             "paths": paths,
         }],
@@ -112,6 +113,10 @@ fn twelve_paths_fit_80_columns_with_rates() {
     assert!(text.contains("site-b (id 7): session established, encrypted (2 handshakes)"));
     assert!(text.contains("drops: auth 2, replay 1\n"), "{text}");
     assert!(text.contains("repair: received 3, requested 4\n"), "{text}");
+    assert!(
+        text.contains("handover: 2, last wifi -> lte, gap 84 ms, 12.3 s ago\n"),
+        "{text}"
+    );
     assert!(!text.contains("malformed"), "zero counters are left out");
     assert!(!text.contains("tun_read_errors"));
 }

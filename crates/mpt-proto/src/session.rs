@@ -29,6 +29,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+mod handover;
+
+pub use handover::{Handover, HandoverTracker};
+
 use crate::control::{ControlChannel, ControlError, Due, Incoming};
 use crate::error::{DecodeError, EncodeError};
 pub use crate::path::DataSummary;
@@ -160,6 +164,8 @@ pub enum Event {
         /// Our message.
         msg: ControlMsg,
     },
+    /// Data moved off a path that left service (see [`HandoverTracker`]).
+    Handover(Handover),
 }
 
 /// The body of a datagram the session wants sent.
@@ -247,6 +253,7 @@ pub struct Session {
     dropped_transmits: u64,
     /// Loss (percent) above which a path is lossy for the scheduler.
     lossy_pct: f64,
+    handovers: HandoverTracker,
 }
 
 impl Session {
@@ -268,6 +275,7 @@ impl Session {
             events: VecDeque::new(),
             dropped_transmits: 0,
             lossy_pct: LOSSY_PCT,
+            handovers: HandoverTracker::default(),
         })
     }
 
@@ -337,6 +345,7 @@ impl Session {
             .get_mut(id)
             .and_then(Option::take)
             .ok_or(SessionError::UnknownPath(id))?;
+        self.handovers.path_removed(id);
         while self.paths.last().is_some_and(Option::is_none) {
             self.paths.pop();
         }
@@ -471,11 +480,27 @@ impl Session {
     fn with_path<R>(&mut self, i: usize, f: impl FnOnce(&mut Path) -> R) -> Option<R> {
         let path = self.paths.get_mut(i)?.as_mut()?;
         let from = path.state();
+        let was_usable = path.usable();
         let r = f(path);
         let to = path.state();
         if from != to {
             self.events
                 .push_back(Event::PathStateChanged { path: i, from, to });
+        }
+        match (was_usable, path.usable()) {
+            (true, false) => {
+                let left_at = path.last_change();
+                // Only a path that was carrying data hands anything over.
+                let carried = path
+                    .last_data_sent()
+                    .is_some_and(|t| t + path.params().dead_timer >= left_at);
+                if carried {
+                    let last_heard = path.last_rx().unwrap_or(left_at);
+                    self.handovers.path_left(i, last_heard, left_at);
+                }
+            }
+            (false, true) => self.handovers.path_back(i),
+            _ => {}
         }
         Some(r)
     }
@@ -779,7 +804,22 @@ impl Session {
     /// answer, and a path that stays silent becomes suspect (see
     /// [`crate::path`]). Unknown paths are ignored.
     pub fn on_data_sent(&mut self, path: usize, at: Instant) {
-        self.with_path(path, |p| p.on_data_sent(at));
+        if self.with_path(path, |p| p.on_data_sent(at)).is_none() {
+            return;
+        }
+        if let Some(h) = self.handovers.data_sent(path, at) {
+            self.events.push_back(Event::Handover(h));
+        }
+    }
+
+    /// The latest completed handover (see [`HandoverTracker`]).
+    pub fn last_handover(&self) -> Option<Handover> {
+        self.handovers.last()
+    }
+
+    /// Handovers completed so far.
+    pub fn handovers(&self) -> u64 {
+        self.handovers.count()
     }
 
     /// Queues a probe on `path` now, besides the timer's: the daemon sends

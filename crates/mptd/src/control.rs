@@ -367,6 +367,15 @@ pub fn status(source: &StatusSource) -> Value {
                     "copies_first": c.copies.first.get(),
                     "duplicates": c.copies.duplicates.get(),
                 },
+                "handover": {
+                    "count": c.handovers.count.get(),
+                    "last": c.handovers.last().map(|h| json!({
+                        "from": h.from,
+                        "to": h.to,
+                        "gap_ms": ms(h.gap),
+                        "ms_ago": ms(now.saturating_duration_since(h.at)),
+                    })),
+                },
                 "repair": {
                     "enabled": c.repair.load(Relaxed),
                     "requested": c.repairs.requested.get(),

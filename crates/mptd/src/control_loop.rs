@@ -32,7 +32,7 @@ use crate::config::{Prefix, MAX_WEIGHT, MAX_WINDOW};
 use crate::handshake::{ChallengeOutcome, InitOutcome, KeyExchange};
 use crate::pathset::{self, AddError, ConnSetup, Draining, NewPath};
 use crate::rx::ControlDatagram;
-use crate::state::{ConnShared, PathShared, PathView};
+use crate::state::{ConnShared, LastHandover, PathShared, PathView};
 
 /// Longest sleep of the loop: bounds how stale receive summaries and the
 /// published status get (and adds at most this to dead-path detection of a
@@ -584,6 +584,24 @@ impl ControlLoop {
                 Event::ControlGaveUp { msg } => {
                     tracing::warn!(conn = %conn.name, id = msg.path_id, "the peer never answered a path change");
                     self.answer_pending(ci, msg.id, Err("the peer never answered".into()));
+                }
+                Event::Handover(h) => {
+                    let table = conn.paths();
+                    let name = |i: usize| table.get(i).map_or("?".to_string(), |p| p.name.clone());
+                    let (from, to) = (name(h.from), name(h.to));
+                    tracing::info!(
+                        conn = %conn.name,
+                        from = %from,
+                        to = %to,
+                        gap_ms = h.gap.as_millis() as u64,
+                        "traffic handed over"
+                    );
+                    conn.handovers.record(LastHandover {
+                        from,
+                        to,
+                        gap: h.gap,
+                        at: h.at,
+                    });
                 }
             }
         }

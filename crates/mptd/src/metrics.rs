@@ -72,6 +72,7 @@ pub fn render(source: &StatusSource) -> String {
     let (mut lossy, mut share) = (Vec::new(), Vec::new());
     let (mut held_now, mut longest, mut holds) = (Vec::new(), Vec::new(), Vec::new());
     let (mut repairs, mut copies, mut copy_bytes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut handovers, mut handover_gap) = (Vec::new(), Vec::new());
     let now = Instant::now();
     for c in source.conns.iter() {
         for p in c.paths().iter().filter(|p| !p.is_removed()) {
@@ -179,6 +180,21 @@ pub fn render(source: &StatusSource) -> String {
             format!("conn=\"{}\"", esc(&c.name)),
             k.sent_bytes.get() as f64,
         ));
+        handovers.push((
+            format!("conn=\"{}\"", esc(&c.name)),
+            c.handovers.count.get() as f64,
+        ));
+        if let Some(h) = c.handovers.last() {
+            handover_gap.push((
+                format!(
+                    "conn=\"{}\",from=\"{}\",to=\"{}\"",
+                    esc(&c.name),
+                    esc(&h.from),
+                    esc(&h.to)
+                ),
+                h.gap.as_secs_f64(),
+            ));
+        }
         if let Some(k) = &c.crypto {
             sessions.push((
                 format!("conn=\"{}\"", esc(&c.name)),
@@ -323,6 +339,18 @@ pub fn render(source: &StatusSource) -> String {
         "counter",
         "Bytes sent as redundancy copies (UDP payload).",
         copy_bytes,
+    );
+    family(
+        "mpt_handovers_total",
+        "counter",
+        "Times our traffic moved off a path that left service (suspect, down or link gone).",
+        handovers,
+    );
+    family(
+        "mpt_handover_gap_seconds",
+        "gauge",
+        "The latest handover's gap: from the last packet heard on the old path to the first data sent on the new one.",
+        handover_gap,
     );
     hold_histogram(&mut out, &holds);
     out

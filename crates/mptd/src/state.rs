@@ -696,6 +696,44 @@ pub struct ConnShared {
     pub silent_paths: AtomicU64,
     /// What loss repair did.
     pub repairs: RepairCounters,
+    /// Handovers of our traffic off failed paths.
+    pub handovers: HandoverRecord,
+}
+
+/// Handovers of a connection's outgoing traffic (see
+/// `mpt_proto::session::HandoverTracker`), as the control loop saw them.
+#[derive(Debug, Default)]
+pub struct HandoverRecord {
+    /// Handovers completed.
+    pub count: Counter,
+    last: Mutex<Option<LastHandover>>,
+}
+
+/// The latest handover, with path names as they were then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastHandover {
+    /// The path that left service.
+    pub from: String,
+    /// The path that carried data next.
+    pub to: String,
+    /// From the last packet heard on `from` to the first data on `to`.
+    pub gap: std::time::Duration,
+    /// When it completed.
+    pub at: Instant,
+}
+
+impl HandoverRecord {
+    /// Records a completed handover.
+    pub fn record(&self, last: LastHandover) {
+        self.count.add(1);
+        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        *g = Some(last);
+    }
+
+    /// The latest handover, if any.
+    pub fn last(&self) -> Option<LastHandover> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// Redundancy counters of a connection: second copies of real-time
@@ -787,6 +825,7 @@ impl ConnShared {
             redundancy: std::sync::atomic::AtomicU8::new(0),
             copies: CopyCounters::default(),
             repairs: RepairCounters::default(),
+            handovers: HandoverRecord::default(),
         }
     }
 

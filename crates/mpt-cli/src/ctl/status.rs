@@ -72,6 +72,29 @@ pub fn render(status: &Value, traffic: Traffic<'_>, width: usize) -> String {
     out
 }
 
+/// "handover: 2, last wifi -> lte, gap 84 ms, 12.3 s ago" (none: no line).
+fn handover_line(h: Option<&Value>) -> Option<String> {
+    let h = h?;
+    let count = h.get("count").and_then(Value::as_u64).filter(|&n| n > 0)?;
+    let mut line = format!("handover: {count}");
+    if let Some(last) = h.get("last").filter(|v| v.is_object()) {
+        let f = |k: &str| last.get(k).and_then(Value::as_f64);
+        let _ = write!(
+            line,
+            ", last {} -> {}",
+            text(last.get("from")),
+            text(last.get("to"))
+        );
+        if let Some(gap) = f("gap_ms") {
+            let _ = write!(line, ", gap {gap:.0} ms");
+        }
+        if let Some(ago) = f("ms_ago") {
+            let _ = write!(line, ", {:.1} s ago", ago / 1000.0);
+        }
+    }
+    Some(line)
+}
+
 fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usize) {
     let name = text(conn.get("name"));
     let mut head = name.clone();
@@ -93,6 +116,9 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
             INDENT,
             width,
         );
+    }
+    if let Some(line) = handover_line(conn.get("handover")) {
+        push_wrapped(out, &line, INDENT, width);
     }
     let copies = nonzero(conn.get("redundancy"));
     if !copies.is_empty() {

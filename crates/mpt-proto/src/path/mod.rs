@@ -146,6 +146,8 @@ pub struct Path {
     /// First data sent after the last thing received: from then on the
     /// peer owes us an answer.
     unanswered_since: Option<Instant>,
+    /// The latest data send the daemon reported.
+    last_data_sent: Option<Instant>,
     delivery: DeliveryEstimator,
     /// Receive side of feedback: what we tell the peer about its data.
     fb: FeedbackState,
@@ -237,6 +239,7 @@ impl Path {
             rx_owd: None,
             last_queue: None,
             unanswered_since: None,
+            last_data_sent: None,
             delivery: DeliveryEstimator::default(),
             fb: FeedbackState::default(),
             link_down: false,
@@ -326,6 +329,9 @@ impl Path {
     /// it once per round): if nothing was received since, the peer owes an
     /// answer from then on.
     pub fn on_data_sent(&mut self, at: Instant) {
+        if self.last_data_sent.is_none_or(|t| at > t) {
+            self.last_data_sent = Some(at);
+        }
         if self.unanswered_since.is_none() && self.last_rx.is_none_or(|rx| at > rx) {
             self.unanswered_since = Some(at);
         }
@@ -367,6 +373,11 @@ impl Path {
     /// When anything was last received.
     pub fn last_rx(&self) -> Option<Instant> {
         self.last_rx
+    }
+
+    /// The latest data send reported with [`Path::on_data_sent`].
+    pub fn last_data_sent(&self) -> Option<Instant> {
+        self.last_data_sent
     }
 
     /// RTT estimator.

@@ -1,6 +1,7 @@
 //! Two sessions joined by simulated links, in virtual time.
 
 use super::*;
+use crate::path::SUSPECT_MIN;
 use crate::sched::{SchedPath, Scheduler, Weighted};
 
 const MS: Duration = Duration::from_millis(1);
@@ -213,6 +214,8 @@ impl Pair {
             return;
         };
         self.data_sent[path] += 1;
+        let now = self.now;
+        self.a.on_data_sent(path, now);
         let (seq, path_seq) = self.next_seqs(Side::A, path);
         let header = Header {
             msg_type: MsgType::Data,
@@ -829,4 +832,79 @@ fn link_events_take_a_path_down_at_once_and_bring_it_back_fast() {
         w.a.set_path_link(9, true, now),
         Err(SessionError::UnknownPath(9))
     );
+}
+
+fn handovers(w: &Pair) -> Vec<(Duration, Handover)> {
+    w.events
+        .iter()
+        .filter_map(|(t, s, e)| match e {
+            Event::Handover(h) if *s == Side::A => Some((*t, *h)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn silent_striped_path_hands_over_within_a_few_rtts() {
+    let mut w = Pair::new(vec![params(AdminStatus::Up); 2], 5 * MS);
+    w.data_interval = Some(10 * MS);
+    w.run_until(w.at(5.0));
+    assert!(handovers(&w).is_empty(), "none while healthy");
+    w.links[0].up_ab = false;
+    w.links[0].up_ba = false;
+    let cut = w.now - w.start;
+    w.run_until(w.at(8.0));
+    let hs = handovers(&w);
+    assert_eq!(hs.len(), 1, "{hs:?}");
+    let (t, h) = hs[0];
+    assert_eq!((h.from, h.to), (0, 1));
+    // Heard last just before the cut; moved once suspect (3 srtt + 4
+    // rttvar + feedback, at least 60 ms) plus a data interval.
+    assert!(h.gap >= SUSPECT_MIN, "gap {:?}", h.gap);
+    assert!(h.gap <= 120 * MS, "gap {:?}", h.gap);
+    assert!(t >= cut && t <= cut + 150 * MS, "at {t:?}, cut {cut:?}");
+    assert_eq!(w.a.handovers(), 1);
+    assert_eq!(w.a.last_handover(), Some(h));
+    // The dead timer later adds no second handover.
+    w.run_until(w.at(15.0));
+    assert_eq!(handovers(&w).len(), 1);
+}
+
+#[test]
+fn backup_handover_gap_is_detection_time_not_dead_timer() {
+    let mut w = Pair::new(
+        vec![params(AdminStatus::Up), params(AdminStatus::Backup)],
+        5 * MS,
+    );
+    w.data_interval = Some(10 * MS);
+    w.run_until(w.at(3.0));
+    w.links[0].up_ab = false;
+    w.links[0].up_ba = false;
+    w.run_until(w.at(6.0));
+    let hs = handovers(&w);
+    assert_eq!(hs.len(), 1, "{hs:?}");
+    let h = hs[0].1;
+    assert_eq!((h.from, h.to), (0, 1));
+    assert!(h.gap < 150 * MS, "gap {:?}", h.gap);
+}
+
+#[test]
+fn idle_or_recovering_paths_make_no_handover() {
+    // No data: a path going silent hands nothing over.
+    let mut w = Pair::new(vec![params(AdminStatus::Up); 2], 5 * MS);
+    w.run_until(w.at(3.0));
+    w.links[0].up_ab = false;
+    w.links[0].up_ba = false;
+    w.run_until(w.at(12.0));
+    assert_eq!(w.state(Side::A, 0), PathState::Down);
+    assert!(handovers(&w).is_empty());
+    // A link that goes down and comes back before any data moved.
+    let mut w = Pair::new(vec![params(AdminStatus::Up)], 5 * MS);
+    w.data_interval = Some(10 * MS);
+    w.run_until(w.at(3.0));
+    let now = w.now;
+    w.a.set_path_link(0, false, now).unwrap();
+    w.a.set_path_link(0, true, now + MS).unwrap();
+    w.run_until(w.at(6.0));
+    assert!(handovers(&w).is_empty(), "{:?}", handovers(&w));
 }
