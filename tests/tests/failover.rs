@@ -106,6 +106,18 @@ fn path_down_mid_transfer_is_detected_and_comes_back() {
         .tx_data();
     std::thread::sleep(Duration::from_millis(500));
     let later = bed.snap(Side::A).expect("status");
+    // A's traffic moved off the victim, and status says how fast.
+    let handover = &later.raw["handover"];
+    assert!(
+        handover["count"].as_u64().is_some_and(|n| n >= 1),
+        "no handover recorded: {handover}"
+    );
+    assert_eq!(handover["last"]["from"], victim.as_str(), "{handover}");
+    let gap_ms = handover["last"]["gap_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(
+        gap_ms <= bound.as_secs_f64() * 1e3,
+        "handover gap {gap_ms} ms, bound {bound:?}"
+    );
     let p = later.path(&victim).expect("path");
     assert_eq!(
         p.state, "down",
