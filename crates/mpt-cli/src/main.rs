@@ -304,7 +304,8 @@ enum ConfigCommand {
 }
 
 const BENCH_HELP: &str = "\
-SCENARIO is a preset (ethernet, satellite, lte-gateway, dtn-relay, unlike) or a
+SCENARIO is a preset (ethernet, satellite, lte-gateway, handover, dtn-relay,
+unlike) or a
 scenario TOML file (see conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
 joined by the case's paths (tbf-shaped veths, or veths through the link
 emulator in a middle namespace), runs mptd on both sides and measures with
@@ -326,11 +327,12 @@ Examples:
   sudo mpt bench ethernet --paths 4 --combos all
   sudo mpt bench satellite --quick
   sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths vs tunnel
+  sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
   sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32";
 
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// Scenario preset (ethernet, satellite, lte-gateway, dtn-relay, unlike) or TOML file.
+    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike) or TOML file.
     scenario: String,
     /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
     #[arg(long, value_name = "LIST", value_delimiter = ',',

@@ -493,7 +493,7 @@ impl RxWorker {
                     // The hole shows at the resequencer only once this
                     // datagram leaves the delay line: wait from there.
                     let equalized = match (equalize_to, &verdict) {
-                        (Some(d), Verdict::Data(..)) => {
+                        (Some(d), Verdict::Data(..)) if !has_copy(dgram) => {
                             let hold_us = (d.wrapping_sub(owd) as i32).max(0) as u32;
                             Duration::from_micros(u64::from(hold_us)).min(MAX_HOLD)
                         }
@@ -557,8 +557,14 @@ impl RxWorker {
                             Some(_) => &dgram[HEADER_LEN + FLOW_PREFIX_LEN..],
                             None => &dgram[HEADER_LEN..],
                         };
-                        // Hold until the slowest path's delay (see equalize).
-                        let hold_us = equalize_to.map_or(0, |d| d.wrapping_sub(owd) as i32);
+                        // Hold until the slowest path's delay (see equalize),
+                        // except real-time packets sent twice: they are
+                        // there for their delay, and leave at once unless
+                        // the path holds data ahead of them.
+                        let hold_us = match equalize_to {
+                            Some(d) if !has_copy(dgram) => d.wrapping_sub(owd) as i32,
+                            _ => 0,
+                        };
                         let hold = Duration::from_micros(u64::from(hold_us.max(0) as u32));
                         let release = if hold >= MIN_HOLD {
                             now + hold.min(MAX_HOLD)
@@ -1030,6 +1036,12 @@ fn path_seq_of(dgram: &[u8]) -> u32 {
         Some(b) => u32::from_be_bytes(b),
         None => 0,
     }
+}
+
+/// Whether a datagram already checked to have a header says a copy of it
+/// went on another path (redundancy for real-time flows).
+fn has_copy(dgram: &[u8]) -> bool {
+    dgram.get(1).is_some_and(|&f| f & Flags::COPY.bits() != 0)
 }
 
 /// The sender timestamp of a datagram already checked to have a header.

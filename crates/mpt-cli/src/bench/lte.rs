@@ -40,7 +40,8 @@ use serde::{Deserialize, Serialize};
 use super::iperf::{self, Measurement};
 use super::plot::{Chart, Series};
 use super::report::{Report, Row};
-use super::scenario::{invalid, Case, Link, Scenario, ScenarioError, TestKind};
+use super::scenario::{invalid, Case, Link, Scenario, ScenarioError};
+use super::stall::{self, StallStats};
 use super::testbed::{self, check_stop, Testbed};
 use super::voip::{self, VoipStats};
 use super::{progress, Options};
@@ -67,6 +68,8 @@ const BUILTIN_TRACE: (&str, &str) = (
 pub struct LteQuick {
     pub handover_at: Option<f64>,
     pub handover_len: Option<f64>,
+    /// Run only the first this many variants.
+    pub variants: Option<usize>,
 }
 
 /// The `[lte]` table of a scenario file.
@@ -86,11 +89,36 @@ pub struct LteDef {
     /// LTE capacity trace: a file (relative to the working directory or
     /// conf/links/), or the name of the shipped one.
     pub trace: Option<String>,
-    /// How the WiFi link fails: "silent" (the emulated link goes dark;
-    /// the default) or "link-down" (A's WiFi interface goes down).
+    /// How the WiFi link fails when no `[[lte.variant]]` is given.
     pub event: Option<String>,
+    /// mptd as a new user runs it: its default scheduler, keepalive and
+    /// dead timer, equal weights (otherwise the bench's faster timers,
+    /// `weighted` with weights proportional to the link rates).
+    #[serde(default)]
+    pub mptd_defaults: bool,
+    /// One case each; without any, one from `event` and `tests`.
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<VariantDef>,
     #[serde(default)]
     pub quick: LteQuick,
+}
+
+/// One `[[lte.variant]]`: how WiFi fails, how the VoIP flow is marked,
+/// LTE's role and the bulk traffic beside.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantDef {
+    /// "silent" (default), "link-down" or "addr-change".
+    pub event: Option<String>,
+    /// DSCP of the VoIP packets: "none" (default), "ef", or 0..=63.
+    pub dscp: Option<toml::Value>,
+    /// LTE path status: "up" (default) or "backup".
+    pub lte: Option<String>,
+    /// Bulk TCP beside the VoIP flow: "none", "iperf3" (default when the
+    /// scenario's tests hold "tcp"), or one stream of our own with the
+    /// given congestion control ("cubic", "bbr", "default") whose longest
+    /// stall is measured.
+    pub bulk: Option<String>,
 }
 
 /// How the WiFi link fails in the handover window.
@@ -113,6 +141,112 @@ impl LteEvent {
             LteEvent::AddrChange => "addr-change",
         }
     }
+
+    fn parse(origin: &str, v: Option<&str>) -> Result<LteEvent, ScenarioError> {
+        match v {
+            None | Some("silent") => Ok(LteEvent::Silent),
+            Some("link-down") => Ok(LteEvent::LinkDown),
+            Some("addr-change") => Ok(LteEvent::AddrChange),
+            Some(other) => Err(invalid(
+                origin,
+                format!("lte.event: `{other}` is not \"silent\", \"link-down\" or \"addr-change\""),
+            )),
+        }
+    }
+}
+
+/// Bulk traffic beside the VoIP flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bulk {
+    None,
+    /// iperf3 (goodput and retransmits).
+    Iperf3,
+    /// One stream of our own (see [`super::stall`]); empty: the system's
+    /// default congestion control.
+    Stream(String),
+}
+
+/// One resolved variant.
+#[derive(Debug, Clone)]
+pub struct LteVariant {
+    pub event: LteEvent,
+    /// DSCP of the VoIP packets (0: unmarked).
+    pub dscp: u8,
+    pub lte_backup: bool,
+    pub bulk: Bulk,
+}
+
+/// DSCP Expedited Forwarding (RFC 3246), what VoIP media is marked with.
+pub const DSCP_EF: u8 = 46;
+
+impl LteVariant {
+    /// "silent, EF, LTE backup, bulk cubic".
+    pub fn label(&self) -> String {
+        let mut l = format!("WiFi {}", self.event.as_str());
+        match self.dscp {
+            0 => l += ", VoIP unmarked",
+            DSCP_EF => l += ", VoIP EF",
+            d => l += &format!(", VoIP DSCP {d}"),
+        }
+        if self.lte_backup {
+            l += ", LTE backup";
+        }
+        match &self.bulk {
+            Bulk::None => {}
+            Bulk::Iperf3 => l += ", bulk iperf3",
+            Bulk::Stream(cc) if cc.is_empty() => l += ", bulk TCP",
+            Bulk::Stream(cc) => l += &format!(", bulk {cc}"),
+        }
+        l
+    }
+}
+
+impl VariantDef {
+    fn resolve(&self, origin: &str, tcp_test: bool) -> Result<LteVariant, ScenarioError> {
+        let dscp = match &self.dscp {
+            None => 0,
+            Some(toml::Value::String(s)) if s == "none" => 0,
+            Some(toml::Value::String(s)) if s.eq_ignore_ascii_case("ef") => DSCP_EF,
+            Some(toml::Value::Integer(n)) if (0..=63).contains(n) => *n as u8,
+            Some(v) => {
+                return Err(invalid(
+                    origin,
+                    format!("lte.variant.dscp: {v} is not \"none\", \"ef\" or 0..=63"),
+                ))
+            }
+        };
+        let lte_backup = match self.lte.as_deref() {
+            None | Some("up") => false,
+            Some("backup") => true,
+            Some(o) => {
+                return Err(invalid(
+                    origin,
+                    format!("lte.variant.lte: `{o}` is not \"up\" or \"backup\""),
+                ))
+            }
+        };
+        let bulk = match self.bulk.as_deref() {
+            None if tcp_test => Bulk::Iperf3,
+            None | Some("none") => Bulk::None,
+            Some("iperf3") => Bulk::Iperf3,
+            Some("default") => Bulk::Stream(String::new()),
+            Some(cc) if !cc.is_empty() && cc.len() < 16 && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
+                Bulk::Stream(cc.to_string())
+            }
+            Some(o) => {
+                return Err(invalid(
+                    origin,
+                    format!("lte.variant.bulk: `{o}` is not \"none\", \"iperf3\", \"default\" or a congestion control name"),
+                ))
+            }
+        };
+        Ok(LteVariant {
+            event: LteEvent::parse(origin, self.event.as_deref())?,
+            dscp,
+            lte_backup,
+            bulk,
+        })
+    }
 }
 
 /// Resolved `[lte]` settings.
@@ -124,11 +258,19 @@ pub struct LteParams {
     pub voip_size: usize,
     pub gtp_overhead: u32,
     pub trace: Option<(String, Trace)>,
-    pub event: LteEvent,
+    pub mptd_defaults: bool,
+    pub variants: Vec<LteVariant>,
 }
 
 impl LteDef {
-    pub fn resolve(&self, origin: &str, quick: bool) -> Result<LteParams, ScenarioError> {
+    /// `tcp_test`: the scenario's `tests` hold "tcp" (bulk iperf3 beside
+    /// VoIP unless a variant says otherwise).
+    pub fn resolve(
+        &self,
+        origin: &str,
+        quick: bool,
+        tcp_test: bool,
+    ) -> Result<LteParams, ScenarioError> {
         let (mut at, mut len) = (self.handover_at, self.handover_len);
         if quick {
             at = self.quick.handover_at.unwrap_or(at);
@@ -158,6 +300,29 @@ impl LteDef {
             .map(|t| load_trace(t).map(|tr| (t.to_string(), tr)))
             .transpose()
             .map_err(|e| invalid(origin, e))?;
+        if self.event.is_some() && !self.variants.is_empty() {
+            return Err(invalid(
+                origin,
+                "lte: give either `event` or [[lte.variant]] tables, not both",
+            ));
+        }
+        let mut variants = if self.variants.is_empty() {
+            vec![VariantDef {
+                event: self.event.clone(),
+                ..VariantDef::default()
+            }
+            .resolve(origin, tcp_test)?]
+        } else {
+            self.variants
+                .iter()
+                .map(|v| v.resolve(origin, tcp_test))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        if quick {
+            if let Some(n) = self.quick.variants {
+                variants.truncate(n.max(1));
+            }
+        }
         Ok(LteParams {
             handover_at: Duration::from_secs_f64(at),
             handover_len: Duration::from_secs_f64(len),
@@ -165,19 +330,8 @@ impl LteDef {
             voip_size,
             gtp_overhead: self.gtp_overhead.unwrap_or(40),
             trace,
-            event: match self.event.as_deref() {
-                None | Some("silent") => LteEvent::Silent,
-                Some("link-down") => LteEvent::LinkDown,
-                Some("addr-change") => LteEvent::AddrChange,
-                Some(other) => {
-                    return Err(invalid(
-                        origin,
-                        format!(
-                        "lte.event: `{other}` is not \"silent\", \"link-down\" or \"addr-change\""
-                    ),
-                    ))
-                }
-            },
+            mptd_defaults: self.mptd_defaults,
+            variants,
         })
     }
 }
@@ -210,20 +364,51 @@ fn scale_trace(t: &Trace, f: f64) -> Trace {
 /// Results of one `lte-gateway` case.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct LteResult {
+    /// The variant, as in the progress lines.
+    pub variant: String,
     pub voip: VoipStats,
-    /// Bulk TCP (iperf3) through the tunnel over the same time.
+    /// DSCP the VoIP packets carried (0: unmarked).
+    pub dscp: u8,
+    /// The LTE path was a backup.
+    pub lte_backup: bool,
+    /// Bulk TCP through the tunnel over the same time.
     pub bulk: Option<Measurement>,
+    /// Bulk TCP of our own: goodput and the longest stall.
+    pub stall: Option<StallStats>,
     /// Seconds from the measurement start to the WiFi outage (as it happened).
     pub handover_at_s: f64,
     pub handover_len_s: f64,
     pub wifi_mbps: f64,
     pub lte_mbps: f64,
     pub gtp_factor: f64,
+    /// The LTE link's configured one-way delay (A to B), ms.
+    pub lte_owd_ms: f64,
+    /// Highest VoIP one-way delay above the LTE link's, ms: the longest
+    /// any packet waited beyond the slower path.
+    pub excess_max_ms: Option<f64>,
+    /// mptd A's handovers and the latest one's gap (its status).
+    pub handovers: u64,
+    pub handover_gap_ms: Option<f64>,
+    /// link-down: from the link coming back, addr-change: from the new
+    /// address, until the WiFi path carries data again (A sends on it and
+    /// B receives; addr-change: B from A's new address), ms.
+    pub path_back_ms: Option<f64>,
     /// How the WiFi link failed: "silent", "link-down" or "addr-change".
     pub event: &'static str,
+    /// The issue's target for this variant and whether it was met.
+    pub target: Option<String>,
+    pub pass: Option<bool>,
     /// VoIP per-packet timeline: (s since start, one-way delay ms; null = lost).
     pub timeline: Vec<(f64, Option<f64>)>,
 }
+
+/// TCP port of our own bulk stream in B.
+const STALL_PORT: u16 = 5005;
+
+/// How often the WiFi path's return is polled.
+const BACK_POLL: Duration = Duration::from_millis(20);
+/// Longest wait for the WiFi path to carry data again.
+const BACK_TIMEOUT: Duration = Duration::from_secs(8);
 
 pub fn run_case(
     k: usize,
@@ -239,13 +424,18 @@ pub fn run_case(
     if case.links.len() < 2 {
         bail!("lte-gateway needs a WiFi [link] and an LTE [extra_link] (extra = [true])");
     }
+    let v = p
+        .variants
+        .get(case.lte_variant)
+        .context("lte-gateway: no such variant")?
+        .clone();
     let mut case = case.clone();
-    case.roaming_path0 = p.event == LteEvent::AddrChange;
+    case.roaming_path0 = v.event == LteEvent::AddrChange;
     let start_at = SETUP_ALLOWANCE + p.handover_at;
     // WiFi (path 0): dark in both directions for handover_len (silent), or
     // left alone while A's interface goes down (link-down, below).
     if let Some(Link::Emu { a_to_b, b_to_a, .. }) = case.links.first_mut() {
-        let dark = if p.event == LteEvent::Silent {
+        let dark = if v.event == LteEvent::Silent {
             vec![a_to_b, b_to_a]
         } else {
             Vec::new()
@@ -263,36 +453,52 @@ pub fn run_case(
     }
     let factor = FULL_FRAME / (FULL_FRAME + f64::from(p.gtp_overhead));
     let last = case.links.len() - 1;
-    if let Some(Link::Emu { a_to_b, b_to_a, .. }) = case.links.get_mut(last) {
+    let lte_owd_ms = if let Some(Link::Emu { a_to_b, b_to_a, .. }) = case.links.get_mut(last) {
+        let owd = a_to_b.delay.as_secs_f64() * 1e3;
         for d in [a_to_b, b_to_a] {
             d.rate = d.rate.map(|r| (r as f64 * factor) as u64);
             if let Some((_, t)) = &p.trace {
                 d.trace = Some(scale_trace(t, factor));
             }
         }
+        owd
     } else {
         bail!("lte-gateway: the LTE [extra_link] must use shaper = \"emu\"");
-    }
+    };
     let rates: Vec<u64> = case
         .links
         .iter()
         .map(|l| l.rate_bps().unwrap_or(100_000_000))
         .collect();
-    case.weights = rates
-        .iter()
-        .map(|r| ((r / 1_000_000) as u32).clamp(1, 1000))
-        .collect();
+    if p.mptd_defaults {
+        case.default_timers = true;
+        case.daemon_scheduler = true;
+        case.weights = Vec::new();
+    } else {
+        case.weights = rates
+            .iter()
+            .map(|r| ((r / 1_000_000) as u32).clamp(1, 1000))
+            .collect();
+    }
+    if v.lte_backup {
+        case.backup_paths = vec![last];
+    }
     progress(
         k,
         total,
         &case,
         &format!(
-            "building testbed (WiFi {:.0} Mbit/s + LTE {:.1} Mbit/s after GTP overhead{})",
+            "building testbed (WiFi {:.0} Mbit/s + LTE {:.1} Mbit/s after GTP overhead{}; mptd {})",
             rates[0] as f64 / 1e6,
             rates[last] as f64 / 1e6,
             p.trace
                 .as_ref()
-                .map_or(String::new(), |(n, _)| format!(", capacity trace {n}"))
+                .map_or(String::new(), |(n, _)| format!(", capacity trace {n}")),
+            if p.mptd_defaults {
+                "defaults"
+            } else {
+                "weighted, keepalive 500 ms, dead timer 3 s"
+            }
         ),
     );
     let mut tb = Testbed::build(k, &case, work, &opts.mptd, stop)
@@ -318,59 +524,89 @@ pub fn run_case(
     let t_start = Instant::now();
     let until = t_start + s.duration;
     let handover_at_s = (outage_start - t_start).as_secs_f64();
-    let bulk = s.tests.contains(&TestKind::Tcp);
+    let bulk_label = match &v.bulk {
+        Bulk::None => String::new(),
+        Bulk::Iperf3 => " + bulk TCP (iperf3)".into(),
+        Bulk::Stream(cc) => format!(
+            " + bulk TCP ({})",
+            if cc.is_empty() { "default cc" } else { cc }
+        ),
+    };
     progress(
         k,
         total,
         &case,
         &format!(
-            "VoIP {} B every {} ms{} for {} s; WiFi outage at {:.1} s for {} s",
+            "VoIP {} B every {} ms{bulk_label} for {} s; WiFi {} at {:.1} s{}",
             p.voip_size,
             p.voip_interval.as_millis(),
-            if bulk { " + bulk TCP (iperf3)" } else { "" },
             s.duration.as_secs(),
+            v.event.as_str(),
             handover_at_s,
-            p.handover_len.as_secs_f64()
+            if v.event == LteEvent::AddrChange {
+                String::new()
+            } else {
+                format!(" for {} s", p.handover_len.as_secs_f64())
+            }
         ),
     );
     let plan = tb.plan.clone();
     let target = plan.inner_sockaddr(VOIP_PORT)?;
-    let bind: SocketAddr = if target.is_ipv4() {
-        format!("0.0.0.0:{VOIP_PORT}").parse()?
-    } else {
-        format!("[::]:{VOIP_PORT}").parse()?
+    let any = |port: u16| -> anyhow::Result<SocketAddr> {
+        Ok(if target.is_ipv4() {
+            format!("0.0.0.0:{port}").parse()?
+        } else {
+            format!("[::]:{port}").parse()?
+        })
     };
-    let receiver = voip::Receiver::start(tb.b.name(), bind)?;
+    let receiver = voip::Receiver::start(tb.b.name(), any(VOIP_PORT)?)?;
     // link-down: A's WiFi interface (path 0's veth in A) down for the
     // outage window, then up again. addr-change: its address replaced by
     // another of the same subnet at the start of the window, for good.
-    let link_flap = (p.event != LteEvent::Silent).then(|| {
+    // Either way, then watch for the path to carry data again.
+    let link_flap = (v.event != LteEvent::Silent).then(|| {
         let ns = tb.a.name().to_string();
         let len = p.handover_len;
-        let event = p.event;
+        let event = v.event;
         let len_bits = plan.outer_prefix();
         let (old, new) = (plan.outer(0, 1), plan.outer(0, 111));
-        std::thread::spawn(move || -> anyhow::Result<()> {
+        let (control_a, control_b) = (tb.control_a.clone(), tb.control_b.clone());
+        std::thread::spawn(move || -> anyhow::Result<Option<Duration>> {
             let ip = |args: &[&str]| mpt_emu::netns::ip(args);
             std::thread::sleep(outage_start.saturating_duration_since(Instant::now()));
             if event == LteEvent::AddrChange {
-                let (old, new) = (format!("{old}/{len_bits}"), format!("{new}/{len_bits}"));
+                let (old, new_cidr) = (format!("{old}/{len_bits}"), format!("{new}/{len_bits}"));
+                let base = wifi_counters(&control_a, &control_b);
                 ip(&["-n", &ns, "addr", "del", &old, "dev", "va0"])
                     .context("removing A's WiFi address")?;
+                let changed = Instant::now();
                 // nodad: an IPv6 address usable at once, like the testbed's.
-                let mut add = vec!["-n", &ns, "addr", "add", &new, "dev", "va0"];
-                if new.contains(':') {
+                let mut add = vec!["-n", &ns, "addr", "add", &new_cidr, "dev", "va0"];
+                if new_cidr.contains(':') {
                     add.push("nodad");
                 }
                 ip(&add).context("giving A's WiFi interface a new address")?;
-                return Ok(());
+                return Ok(wait_wifi_back(
+                    &control_a,
+                    &control_b,
+                    base,
+                    Some(&new),
+                    changed,
+                ));
             }
             ip(&["-n", &ns, "link", "set", "dev", "va0", "down"])
                 .context("taking A's WiFi interface down")?;
             std::thread::sleep(len);
+            let base = wifi_counters(&control_a, &control_b);
             ip(&["-n", &ns, "link", "set", "dev", "va0", "up"])
                 .context("bringing A's WiFi interface up")?;
-            Ok(())
+            Ok(wait_wifi_back(
+                &control_a,
+                &control_b,
+                base,
+                None,
+                Instant::now(),
+            ))
         })
     });
     let sender_stop = Arc::new(AtomicBool::new(false));
@@ -379,45 +615,83 @@ pub fn run_case(
         target,
         p.voip_size,
         p.voip_interval,
+        v.dscp,
         until,
         sender_stop.clone(),
     );
+    let stop_sender = |sender: std::thread::JoinHandle<_>| {
+        sender_stop.store(true, Ordering::Relaxed);
+        let _ = sender.join();
+    };
     let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
     let self0 = testbed::cpu_time(std::process::id());
     let tun_target = plan.inner(2);
-    let bulk_m = if bulk {
-        let json = work.join(format!("iperf3-{k}-bulk.json"));
-        let r = iperf::run(
-            &iperf::Run {
-                ns: tb.a.name(),
-                server_ns: tb.b.name(),
-                target: &tun_target,
-                duration: s.duration,
-                udp: None,
-                json_out: &json,
-                cc: None,
-                omit: Duration::ZERO,
-                streams: 1,
-            },
-            stop,
-        );
-        match r {
-            Ok(m) => Some(m),
-            Err(e) => {
-                sender_stop.store(true, Ordering::Relaxed);
-                let _ = sender.join();
-                return Err(e.context(format!("case {}: bulk TCP", k + 1)));
+    let mut stall = None;
+    let bulk_m = match &v.bulk {
+        Bulk::Iperf3 => {
+            let json = work.join(format!("iperf3-{k}-bulk.json"));
+            let r = iperf::run(
+                &iperf::Run {
+                    ns: tb.a.name(),
+                    server_ns: tb.b.name(),
+                    target: &tun_target,
+                    duration: s.duration,
+                    udp: None,
+                    json_out: &json,
+                    cc: None,
+                    omit: Duration::ZERO,
+                    streams: 1,
+                },
+                stop,
+            );
+            match r {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    stop_sender(sender);
+                    return Err(e.context(format!("case {}: bulk TCP", k + 1)));
+                }
             }
         }
-    } else {
-        while Instant::now() < until {
-            if let Err(e) = testbed::sleep(Duration::from_millis(200), stop) {
-                sender_stop.store(true, Ordering::Relaxed);
-                let _ = sender.join();
-                return Err(e);
+        Bulk::Stream(cc) => {
+            let r = (|| -> anyhow::Result<StallStats> {
+                let sink = stall::Sink::start(tb.b.name(), any(STALL_PORT)?)?;
+                let to = plan.inner_sockaddr(STALL_PORT)?;
+                let source = stall::spawn_source(tb.a.name(), to, cc, until, sender_stop.clone());
+                let sent = match source.join() {
+                    Ok(r) => r.context("bulk TCP source")?,
+                    Err(_) => bail!("bulk TCP source panicked"),
+                };
+                let st = sink.finish(if cc.is_empty() { "default" } else { cc })?;
+                if sent == 0 {
+                    bail!("bulk TCP source sent nothing");
+                }
+                Ok(st)
+            })();
+            match r {
+                Ok(st) => {
+                    let m = Measurement {
+                        mbps: st.mbps,
+                        seconds: s.duration.as_secs_f64(),
+                        ..Measurement::default()
+                    };
+                    stall = Some(st);
+                    Some(m)
+                }
+                Err(e) => {
+                    stop_sender(sender);
+                    return Err(e.context(format!("case {}: bulk TCP", k + 1)));
+                }
             }
         }
-        None
+        Bulk::None => {
+            while Instant::now() < until {
+                if let Err(e) = testbed::sleep(Duration::from_millis(200), stop) {
+                    stop_sender(sender);
+                    return Err(e);
+                }
+            }
+            None
+        }
     };
     // Wait for the sender, then for late packets (queues drain).
     while !sender.is_finished() {
@@ -432,12 +706,11 @@ pub fn run_case(
     };
     testbed::sleep(Duration::from_secs(1), stop)?;
     let rx = receiver.finish()?;
-    if let Some(h) = link_flap {
-        match h.join() {
-            Ok(r) => r?,
-            Err(_) => bail!("the link-down thread panicked"),
-        }
-    }
+    let path_back = match link_flap.map(std::thread::JoinHandle::join) {
+        None => None,
+        Some(Ok(r)) => r?,
+        Some(Err(_)) => bail!("the link-down thread panicked"),
+    };
     let (cpu_a, cpu_b) = {
         let wall = c0.2.elapsed().as_secs_f64().max(1e-9);
         let pct = |a: Option<Duration>, b: Option<Duration>| match (a, b) {
@@ -464,20 +737,6 @@ pub fn run_case(
     }
     let log_path = work.join(format!("voip-{k}.csv"));
     std::fs::write(&log_path, log).with_context(|| format!("writing {}", log_path.display()))?;
-    println!(
-        "    WiFi {}: VoIP delay p50 {} ms, p99 {} ms, loss {:.2} % ({} of {}), switch-over {} ms, longest gap {:.0} ms; bulk {}",
-        p.event.as_str(),
-        fmt(st.delay_p50_ms, 1),
-        fmt(st.delay_p99_ms, 1),
-        st.loss_pct,
-        st.sent - st.received,
-        st.sent,
-        fmt(st.switch_ms, 0),
-        st.longest_gap_ms,
-        bulk_m
-            .as_ref()
-            .map_or("-".into(), |m| format!("{:.2} Mbit/s", m.mbps))
-    );
     for p in [&mut tb.mptd_a, &mut tb.mptd_b] {
         if let Some(st) = p.exited() {
             bail!(
@@ -505,22 +764,176 @@ pub fn run_case(
     };
     row.mptd_status_a = testbed::mptd_status(&tb.control_a).ok();
     row.tunnel_rtt_ms = super::report::mean_path_rtt(row.mptd_status_a.as_ref());
+    let handover = row
+        .mptd_status_a
+        .as_ref()
+        .map(|s| s["connections"][0]["handover"].clone())
+        .unwrap_or_default();
     row.wires = tb.stop_wires();
-    row.lte = Some(LteResult {
+    let mut result = LteResult {
+        variant: v.label(),
+        excess_max_ms: st.delay_max_ms.map(|d| (d - lte_owd_ms).max(0.0)),
         voip: st,
+        dscp: v.dscp,
+        lte_backup: v.lte_backup,
         bulk: bulk_m,
+        stall,
         handover_at_s,
         handover_len_s: p.handover_len.as_secs_f64(),
         wifi_mbps: rates[0] as f64 / 1e6,
         lte_mbps: rates[last] as f64 / 1e6,
         gtp_factor: factor,
-        event: p.event.as_str(),
+        lte_owd_ms,
+        handovers: handover["count"].as_u64().unwrap_or(0),
+        handover_gap_ms: handover["last"]["gap_ms"].as_f64(),
+        path_back_ms: path_back.map(|d| d.as_secs_f64() * 1e3),
+        event: v.event.as_str(),
+        target: None,
+        pass: None,
         timeline,
-    });
+    };
+    if let Some((target, pass)) = check_target(&v, &result) {
+        result.target = Some(target);
+        result.pass = Some(pass);
+    }
+    println!("    {}", summary(&result));
+    row.lte = Some(result);
     row.finish();
     progress(k, total, &case, "tearing down");
     drop(tb);
     Ok(row)
+}
+
+/// One line of what a case measured.
+fn summary(l: &LteResult) -> String {
+    let mut s = format!(
+        "WiFi {}: VoIP delay p50 {} ms, p99 {} ms, max {} ms (LTE {:.0} ms); lost {} of {}; \
+         longest silence {:.0} ms",
+        l.event,
+        fmt(l.voip.delay_p50_ms, 1),
+        fmt(l.voip.delay_p99_ms, 1),
+        fmt(l.voip.delay_max_ms, 1),
+        l.lte_owd_ms,
+        l.voip.sent - l.voip.received,
+        l.voip.sent,
+        l.voip.longest_silence_ms,
+    );
+    if let Some(g) = l.handover_gap_ms {
+        s += &format!("; mptd handover gap {g:.0} ms ({} handovers)", l.handovers);
+    }
+    if let Some(b) = l.path_back_ms {
+        s += &format!("; WiFi carries data again after {b:.0} ms");
+    } else if l.event != "silent" {
+        s += "; WiFi did not carry data again";
+    }
+    if let Some(m) = &l.bulk {
+        s += &format!("; bulk {:.2} Mbit/s", m.mbps);
+    }
+    if let Some(st) = &l.stall {
+        s += &format!(" ({}, longest stall {:.0} ms)", st.cc, st.longest_stall_ms);
+    }
+    if let (Some(t), Some(p)) = (&l.target, l.pass) {
+        s += &format!("; target {t}: {}", if p { "PASS" } else { "FAIL" });
+    }
+    s
+}
+
+/// The targets of the failover work (VoIP alone, except the stall of a
+/// bulk stream), as text, and whether `l` meets its variant's.
+fn check_target(v: &LteVariant, l: &LteResult) -> Option<(String, bool)> {
+    let lost = l.voip.sent - l.voip.received;
+    match &v.bulk {
+        Bulk::Stream(_) => {
+            let stall = l.stall.as_ref()?.longest_stall_ms;
+            return Some(("TCP stall <= 500 ms".into(), stall <= 500.0));
+        }
+        Bulk::Iperf3 => return None,
+        Bulk::None => {}
+    }
+    Some(match (v.event, v.lte_backup, v.dscp) {
+        (LteEvent::Silent, true, _) => (
+            "longest silence <= 300 ms".into(),
+            l.voip.longest_silence_ms <= 300.0,
+        ),
+        (LteEvent::Silent, false, DSCP_EF) => {
+            let limit = l.lte_owd_ms + 20.0;
+            (
+                format!("0 lost, p99 <= {limit:.0} ms"),
+                lost == 0 && l.voip.delay_p99_ms.is_some_and(|d| d <= limit),
+            )
+        }
+        (LteEvent::Silent, false, _) => (
+            "<= 5 lost, none held > 100 ms".into(),
+            lost <= 5 && l.excess_max_ms.is_some_and(|e| e <= 100.0),
+        ),
+        (LteEvent::LinkDown, _, _) => (
+            "<= 2 lost, WiFi back <= 1 s".into(),
+            lost <= 2 && l.path_back_ms.is_some_and(|b| b <= 1000.0),
+        ),
+        (LteEvent::AddrChange, _, _) => (
+            "<= 5 lost, WiFi back from its new address".into(),
+            lost <= 5 && l.path_back_ms.is_some(),
+        ),
+    })
+}
+
+/// A's data sent and B's data received on the WiFi path (`p0`), and B's
+/// remote address for it, from the daemons' status.
+#[derive(Debug, Clone, Default)]
+struct WifiCounters {
+    a_tx: u64,
+    b_rx: u64,
+    a_up: bool,
+    b_remote: Option<String>,
+}
+
+fn wifi_counters(control_a: &Path, control_b: &Path) -> WifiCounters {
+    let path = |control: &Path| -> Option<serde_json::Value> {
+        let st = testbed::mptd_status(control).ok()?;
+        st["connections"][0]["paths"]
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == "p0")
+            .cloned()
+    };
+    let (a, b) = (path(control_a), path(control_b));
+    WifiCounters {
+        a_tx: a
+            .as_ref()
+            .and_then(|p| p["tx_data_packets"].as_u64())
+            .unwrap_or(0),
+        a_up: a.as_ref().is_some_and(|p| p["state"] == "up"),
+        b_rx: b
+            .as_ref()
+            .and_then(|p| p["rx_data_packets"].as_u64())
+            .unwrap_or(0),
+        b_remote: b.and_then(|p| p["remote"].as_str().map(str::to_owned)),
+    }
+}
+
+/// Polls until the WiFi path is up in A, A sent data on it and B received
+/// data on it since `base` (and, with `new_addr`, B sends to that address);
+/// the time from `since`, or `None` after [`BACK_TIMEOUT`].
+fn wait_wifi_back(
+    control_a: &Path,
+    control_b: &Path,
+    base: WifiCounters,
+    new_addr: Option<&str>,
+    since: Instant,
+) -> Option<Duration> {
+    while since.elapsed() < BACK_TIMEOUT {
+        let now = wifi_counters(control_a, control_b);
+        let moved = new_addr.is_none_or(|a| {
+            now.b_remote
+                .as_deref()
+                .is_some_and(|r| r.trim_start_matches('[').starts_with(a))
+        });
+        if now.a_up && now.a_tx > base.a_tx && now.b_rx > base.b_rx && moved {
+            return Some(since.elapsed());
+        }
+        std::thread::sleep(BACK_POLL);
+    }
+    None
 }
 
 fn fmt(v: Option<f64>, prec: usize) -> String {
@@ -529,68 +942,69 @@ fn fmt(v: Option<f64>, prec: usize) -> String {
 
 pub fn table(r: &Report) -> String {
     let mut s = format!(
-        "{:<8} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
-        "combo",
-        "WiFi",
-        "LTE",
-        "VoIP p50",
-        "VoIP p99",
-        "VoIP max",
-        "loss %",
-        "lost/out",
-        "switch ms",
-        "back ms",
-        "bulk TCP",
-        "CPU A/B/emu %"
+        "{:<44} {:>6} {:>6} {:>6} {:>8} {:>7} {:>7} {:>6} {:>8} {:>6}\n",
+        "variant", "p50", "p99", "max", "lost", "silent", "mptd", "back", "bulk", "stall"
     );
+    let mut checks = String::new();
     for row in &r.rows {
         let Some(l) = &row.lte else { continue };
         s += &format!(
-            "{:<8} {:>6.1} {:>6.1} {:>9} {:>9} {:>9} {:>7.2} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
-            row.combo,
-            l.wifi_mbps,
-            l.lte_mbps,
+            "{:<44} {:>6} {:>6} {:>6} {:>8} {:>7.0} {:>7} {:>6} {:>8} {:>6}\n",
+            l.variant,
             fmt(l.voip.delay_p50_ms, 1),
             fmt(l.voip.delay_p99_ms, 1),
             fmt(l.voip.delay_max_ms, 1),
-            l.voip.loss_pct,
-            l.voip.lost_in_outage,
-            fmt(l.voip.switch_ms, 0),
-            fmt(l.voip.switch_back_ms, 0),
+            format!("{}/{}", l.voip.sent - l.voip.received, l.voip.sent),
+            l.voip.longest_silence_ms,
+            fmt(l.handover_gap_ms, 0),
+            fmt(l.path_back_ms, 0),
             fmt(l.bulk.as_ref().map(|m| m.mbps), 2),
-            format!(
-                "{}/{}/{}",
-                fmt(row.cpu_a_pct, 0),
-                fmt(row.cpu_b_pct, 0),
-                fmt(row.emu_cpu_pct, 0)
-            ),
+            fmt(l.stall.as_ref().map(|st| st.longest_stall_ms), 0),
         );
+        if let (Some(t), Some(p)) = (&l.target, l.pass) {
+            checks += &format!(
+                "  {}: {t}: {}\n",
+                l.variant,
+                if p { "PASS" } else { "FAIL" }
+            );
+        }
+    }
+    if let Some(l) = r.rows.iter().find_map(|row| row.lte.as_ref()) {
         s += &format!(
-            "WiFi outage ({}) at {:.1} s for {:.1} s; VoIP {} packets sent, {} received; longest loss gap {:.0} ms\n",
-            l.event,
-            l.handover_at_s, l.handover_len_s, l.voip.sent, l.voip.received, l.voip.longest_gap_ms
+            "WiFi {:.0} Mbit/s, LTE {:.1} Mbit/s one-way {:.0} ms; WiFi fails at {:.1} s (for {:.1} s unless addr-change)\n",
+            l.wifi_mbps, l.lte_mbps, l.lte_owd_ms, l.handover_at_s, l.handover_len_s
         );
     }
-    s += "link rates Mbit/s (LTE after GTP overhead, start of trace aside); VoIP one-way delay ms; \
-          lost/out = VoIP packets lost in the outage; switch = outage start until a loss-free second of VoIP begins; \
-          back = the same after WiFi returns; bulk = iperf3 TCP goodput Mbit/s\n";
+    s += "VoIP one-way delay ms (p50, p99, max); lost = VoIP packets lost/sent; silent = longest time without a VoIP packet \
+          arriving, ms; mptd = A's last handover gap (last packet heard on WiFi to first data on LTE), ms; back = WiFi \
+          carries data again after the link came back / the new address, ms; bulk = TCP goodput Mbit/s; stall = longest \
+          time without TCP data arriving, ms\n";
+    if !checks.is_empty() {
+        s += "targets:\n";
+        s += &checks;
+    }
     s
 }
 
 pub fn csv(r: &Report) -> String {
     let mut s = String::from(
-        "combo,wifi_mbps,lte_mbps,gtp_factor,voip_sent,voip_received,voip_loss_pct,voip_p50_ms,\
-         voip_p99_ms,voip_max_ms,lost_in_outage,longest_gap_ms,switch_ms,switch_back_ms,\
-         handover_at_s,handover_len_s,bulk_mbps,bulk_retransmits,cpu_a_pct,cpu_b_pct,event\n",
+        "variant,event,dscp,lte_backup,wifi_mbps,lte_mbps,lte_owd_ms,gtp_factor,voip_sent,voip_received,voip_loss_pct,\
+         voip_p50_ms,voip_p99_ms,voip_max_ms,excess_max_ms,lost_in_outage,longest_gap_ms,longest_silence_ms,\
+         switch_ms,switch_back_ms,handovers,handover_gap_ms,path_back_ms,handover_at_s,handover_len_s,\
+         bulk_mbps,bulk_retransmits,bulk_cc,longest_stall_ms,cpu_a_pct,cpu_b_pct,target,pass\n",
     );
     let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
     for row in &r.rows {
         let Some(l) = &row.lte else { continue };
         s += &format!(
-            "{},{:.3},{:.3},{:.4},{},{},{:.3},{},{},{},{},{:.1},{},{},{:.3},{:.3},{},{},{},{},{}\n",
-            row.combo,
+            "\"{}\",{},{},{},{:.3},{:.3},{:.3},{:.4},{},{},{:.3},{},{},{},{},{},{:.1},{:.1},{},{},{},{},{},{:.3},{:.3},{},{},{},{},{},{},\"{}\",{}\n",
+            l.variant,
+            l.event,
+            l.dscp,
+            l.lte_backup,
             l.wifi_mbps,
             l.lte_mbps,
+            l.lte_owd_ms,
             l.gtp_factor,
             l.voip.sent,
             l.voip.received,
@@ -598,10 +1012,15 @@ pub fn csv(r: &Report) -> String {
             o(l.voip.delay_p50_ms),
             o(l.voip.delay_p99_ms),
             o(l.voip.delay_max_ms),
+            o(l.excess_max_ms),
             l.voip.lost_in_outage,
             l.voip.longest_gap_ms,
+            l.voip.longest_silence_ms,
             o(l.voip.switch_ms),
             o(l.voip.switch_back_ms),
+            l.handovers,
+            o(l.handover_gap_ms),
+            o(l.path_back_ms),
             l.handover_at_s,
             l.handover_len_s,
             o(l.bulk.as_ref().map(|m| m.mbps)),
@@ -609,9 +1028,12 @@ pub fn csv(r: &Report) -> String {
                 .as_ref()
                 .and_then(|m| m.retransmits)
                 .map_or(String::new(), |v| v.to_string()),
+            l.stall.as_ref().map_or("", |st| st.cc.as_str()),
+            o(l.stall.as_ref().map(|st| st.longest_stall_ms)),
             o(row.cpu_a_pct),
             o(row.cpu_b_pct),
-            l.event,
+            l.target.as_deref().unwrap_or(""),
+            l.pass.map_or(String::new(), |p| p.to_string()),
         );
     }
     s
@@ -629,7 +1051,7 @@ pub fn svg(r: &Report) -> String {
     for row in &r.rows {
         let Some(l) = &row.lte else { continue };
         c.series.push(Series {
-            label: format!("{} VoIP delay", row.combo),
+            label: format!("{}: VoIP delay", l.variant),
             points: l
                 .timeline
                 .iter()
@@ -639,7 +1061,7 @@ pub fn svg(r: &Report) -> String {
             ..Series::default()
         });
         c.series.push(Series {
-            label: format!("{} VoIP lost", row.combo),
+            label: format!("{}: VoIP lost", l.variant),
             points: l
                 .timeline
                 .iter()
@@ -670,7 +1092,11 @@ mod tests {
             event: event.map(str::to_owned),
             ..LteDef::default()
         };
-        let ev = |e| def(e).resolve("test", false).map(|p| p.event);
+        let ev = |e| {
+            def(e)
+                .resolve("test", false, false)
+                .map(|p| p.variants[0].event)
+        };
         assert_eq!(ev(None).ok(), Some(LteEvent::Silent));
         assert_eq!(ev(Some("silent")).ok(), Some(LteEvent::Silent));
         assert_eq!(ev(Some("link-down")).ok(), Some(LteEvent::LinkDown));
@@ -680,5 +1106,64 @@ mod tests {
             e.as_deref().is_some_and(|m| m.contains("lte.event")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn variants_resolve_and_bad_values_are_named() {
+        let text = r#"
+            handover_at = 3
+            handover_len = 4
+            mptd_defaults = true
+            [[variant]]
+            event = "silent"
+            dscp = "ef"
+            [[variant]]
+            lte = "backup"
+            [[variant]]
+            event = "link-down"
+            dscp = 34
+            bulk = "cubic"
+            [quick]
+            variants = 2
+        "#;
+        let def: LteDef = toml::from_str(text).expect("parses");
+        let p = def.resolve("test", false, true).expect("resolves");
+        assert!(p.mptd_defaults);
+        assert_eq!(p.variants.len(), 3);
+        assert_eq!(p.variants[0].dscp, DSCP_EF);
+        assert_eq!(p.variants[0].bulk, Bulk::Iperf3, "tests = [\"tcp\"]");
+        assert!(p.variants[1].lte_backup);
+        assert_eq!(p.variants[1].event, LteEvent::Silent);
+        assert_eq!(p.variants[2].dscp, 34);
+        assert_eq!(p.variants[2].bulk, Bulk::Stream("cubic".into()));
+        assert_eq!(
+            p.variants[2].label(),
+            "WiFi link-down, VoIP DSCP 34, bulk cubic"
+        );
+        assert_eq!(def.resolve("test", true, false).unwrap().variants.len(), 2);
+        let p = def.resolve("test", false, false).unwrap();
+        assert_eq!(p.variants[0].bulk, Bulk::None);
+        for (bad, key) in [
+            ("dscp = 64", "dscp"),
+            ("dscp = \"af99\"", "dscp"),
+            ("lte = \"primary\"", "lte.variant.lte"),
+            ("bulk = \"no such cc!\"", "bulk"),
+            ("event = \"unplugged\"", "lte.event"),
+        ] {
+            let text = format!("handover_at = 3\nhandover_len = 4\n[[variant]]\n{bad}\n");
+            let def: LteDef = toml::from_str(&text).expect("parses");
+            let e = def
+                .resolve("test", false, false)
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|m| m.contains(key)),
+                "{bad}: {e:?}"
+            );
+        }
+        // `event` and variants together are ambiguous.
+        let text = "handover_at = 3\nhandover_len = 4\nevent = \"silent\"\n[[variant]]\n";
+        let def: LteDef = toml::from_str(text).expect("parses");
+        assert!(def.resolve("test", false, false).is_err());
     }
 }

@@ -17,6 +17,7 @@ pub mod lte;
 pub mod plot;
 pub mod report;
 pub mod scenario;
+pub mod stall;
 pub mod testbed;
 pub mod unlike;
 pub mod voip;

@@ -25,6 +25,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../../../conf/scenarios/lte-gateway.toml"),
     ),
     (
+        "handover",
+        include_str!("../../../../conf/scenarios/handover.toml"),
+    ),
+    (
         "dtn-relay",
         include_str!("../../../../conf/scenarios/dtn-relay.toml"),
     ),
@@ -270,6 +274,12 @@ pub struct Case {
     /// A's address on it, and both sides share a fresh key (roaming needs
     /// one): `lte-gateway` with `event = "addr-change"`.
     pub roaming_path0: bool,
+    /// mptd's own keepalive and dead timer (not the bench's faster ones).
+    pub default_timers: bool,
+    /// Paths configured `status = "backup"`.
+    pub backup_paths: Vec<usize>,
+    /// `lte-gateway`: which of the scenario's variants this case runs.
+    pub lte_variant: usize,
 }
 
 /// A scenario ready to run.
@@ -371,10 +381,11 @@ pub fn expand(
         // One path per link role (WiFi + LTE; the relayed path).
         f.paths = vec![1];
     }
+    let tcp_test = f.tests.contains(&TestKind::Tcp);
     let lte = f
         .lte
         .as_ref()
-        .map(|d| d.resolve(origin, ov.quick))
+        .map(|d| d.resolve(origin, ov.quick, tcp_test))
         .transpose()?;
     let dtn = f
         .dtn
@@ -400,7 +411,8 @@ pub fn expand(
     if !(f.duration.is_finite() && (1.0..=3600.0).contains(&f.duration)) {
         return Err(invalid(origin, "duration: must be 1..3600 seconds"));
     }
-    if f.tests.is_empty() {
+    // lte-gateway: the VoIP flow is the test; bulk traffic is optional.
+    if f.tests.is_empty() && lte.is_none() {
         return Err(invalid(origin, "tests: at least one test"));
     }
     if !(f.udp_overload.is_finite() && (0.1..=10.0).contains(&f.udp_overload)) {
@@ -479,11 +491,27 @@ pub fn expand(
                             daemon_scheduler: false,
                             scheduler: None,
                             roaming_path0: false,
+                            default_timers: false,
+                            backup_paths: Vec::new(),
+                            lte_variant: 0,
                         });
                     }
                 }
             }
         }
+    }
+    if let Some(l) = &lte {
+        // One case per variant (how WiFi fails, VoIP marking, LTE's role).
+        cases = cases
+            .into_iter()
+            .flat_map(|c| {
+                l.variants.iter().enumerate().map(move |(i, v)| Case {
+                    lte_variant: i,
+                    label: Some(v.label()),
+                    ..c.clone()
+                })
+            })
+            .collect();
     }
     Ok(Scenario {
         name: name.to_string(),

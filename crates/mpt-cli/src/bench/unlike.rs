@@ -376,6 +376,9 @@ pub fn expand(
                 daemon_scheduler: true,
                 scheduler: None,
                 roaming_path0: false,
+                default_timers: false,
+                backup_paths: Vec::new(),
+                lte_variant: 0,
             });
             ucases.push(UnlikeCase {
                 name: label,

@@ -135,14 +135,16 @@ impl Drop for Receiver {
     }
 }
 
-/// Sends `size`-byte packets every `interval` until `until` or `stop`;
-/// returns the send times (ns, CLOCK_MONOTONIC) indexed by sequence number.
-/// Packets the kernel refused (e.g. no route for a moment) count as sent.
+/// Sends `size`-byte packets every `interval` until `until` or `stop`,
+/// marked with `dscp` (0: unmarked); returns the send times (ns,
+/// CLOCK_MONOTONIC) indexed by sequence number. Packets the kernel refused
+/// (e.g. no route for a moment) count as sent.
 pub fn spawn_sender(
     ns: &str,
     target: SocketAddr,
     size: usize,
     interval: Duration,
+    dscp: u8,
     until: Instant,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<io::Result<Vec<u64>>> {
@@ -155,6 +157,9 @@ pub fn spawn_sender(
             "[::]:0".parse().map_err(io::Error::other)?
         };
         let sock = UdpSocket::bind(bind)?;
+        if dscp != 0 {
+            set_dscp(&sock, target.is_ipv6(), dscp)?;
+        }
         let mut buf = vec![0u8; size.max(HEADER)];
         let mut sent = Vec::new();
         let start = Instant::now();
@@ -179,6 +184,32 @@ pub fn spawn_sender(
     })
 }
 
+/// Marks the socket's packets with `dscp` (the upper six bits of the IPv4
+/// TOS or IPv6 traffic class byte).
+fn set_dscp(sock: &UdpSocket, v6: bool, dscp: u8) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value: libc::c_int = libc::c_int::from(dscp) << 2;
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_TOS)
+    };
+    // SAFETY: a valid socket and an int option of the right size.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// What the flow saw.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct VoipStats {
@@ -190,6 +221,9 @@ pub struct VoipStats {
     pub delay_max_ms: Option<f64>,
     /// Longest stretch of consecutive lost packets, in ms of send time.
     pub longest_gap_ms: f64,
+    /// Longest time without any packet arriving, ms (receiver clock): the
+    /// gap a listener hears.
+    pub longest_silence_ms: f64,
     /// Packets lost whose send time falls in the outage window.
     pub lost_in_outage: u64,
     /// Outage start until VoIP flows again without loss: from the outage
@@ -248,6 +282,12 @@ pub fn analyse(sent: &[u64], rx: &[Rx], outage: Option<(u64, u64)>) -> (VoipStat
     if let (Some(s), Some(&last)) = (run_start, sent.last()) {
         st.longest_gap_ms = st.longest_gap_ms.max((last - sent[s]) as f64 / 1e6);
     }
+    let mut arrivals: Vec<u64> = rx.iter().map(|r| r.recv_ns).collect();
+    arrivals.sort_unstable();
+    st.longest_silence_ms = arrivals
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as f64 / 1e6)
+        .fold(0.0, f64::max);
     if let Some((o0, o1)) = outage {
         // First send time at or after `from` that starts a loss-free second
         // (every packet sent in [t, t + 1 s) received), minus `from`.
@@ -299,6 +339,8 @@ mod tests {
         assert_eq!(st.switch_back_ms, Some(0.0));
         assert_eq!(st.delay_p50_ms, Some(30.0));
         assert_eq!(st.longest_gap_ms, 300.0);
+        // Seq 9 arrived at +210 ms, seq 25 at +530 ms.
+        assert_eq!(st.longest_silence_ms, 320.0);
         assert_eq!(tl.len(), 200);
         assert!(mono_ns() > 0);
     }

@@ -117,9 +117,15 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// Virtual time starts at an arbitrary instant; only differences count.
+    #[allow(clippy::disallowed_methods)]
+    fn start() -> Instant {
+        Instant::now()
+    }
+
     #[test]
     fn gap_runs_from_last_heard_on_the_old_path_to_first_send_on_the_new() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut h = HandoverTracker::default();
         h.path_left(0, t0 + ms(100), t0 + ms(180));
         assert!(h.is_open());
@@ -140,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_path_that_comes_back_before_anything_moved_is_no_handover() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut h = HandoverTracker::default();
         h.path_left(0, t0, t0 + ms(60));
         h.path_back(0);
@@ -151,7 +157,7 @@ mod tests {
 
     #[test]
     fn the_first_failure_of_several_is_followed() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut h = HandoverTracker::default();
         h.path_left(0, t0, t0 + ms(60));
         h.path_left(1, t0 + ms(50), t0 + ms(110));
@@ -163,7 +169,7 @@ mod tests {
 
     #[test]
     fn last_heard_after_leaving_is_clamped() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut h = HandoverTracker::default();
         // A link-down event right after a packet was heard: no negative gap.
         h.path_left(0, t0 + ms(10), t0 + ms(5));
@@ -173,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_removed_path_ends_its_open_handover() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut h = HandoverTracker::default();
         h.path_left(3, t0, t0 + ms(60));
         h.path_removed(3);
