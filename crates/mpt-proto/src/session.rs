@@ -539,6 +539,8 @@ impl Session {
             }
             MsgType::Probe | MsgType::ProbeReply => {
                 let body = Keepalive::parse(payload)?;
+                let owd = timestamp_us(self.epoch, now).wrapping_sub(header.timestamp_us);
+                self.with_path(path, |p| p.on_control_owd(owd, now));
                 if header.msg_type == MsgType::Probe {
                     self.on_probe(path, header, &body, now);
                     Received::Probe
@@ -554,6 +556,7 @@ impl Session {
                 self.with_path(path, |p| {
                     p.on_receive(1, header.path_seq, now);
                     p.on_feedback(&body, now_us, now);
+                    p.on_control_owd(now_us.wrapping_sub(header.timestamp_us), now);
                 });
                 Received::Feedback
             }

@@ -313,6 +313,10 @@ pub struct PathView {
     pub rx_share: f64,
     /// `rx_bytes` when `rx_share` was last updated.
     pub share_rx_bytes: u64,
+    /// When `share` and `rx_share` were last updated (they are smoothed
+    /// over time, not over control rounds, which come as often as
+    /// datagrams for the control loop do).
+    pub share_at: Option<Instant>,
 }
 
 /// One path as the workers see it.
@@ -450,6 +454,7 @@ impl PathShared {
                 share_tx_bytes: 0,
                 rx_share: 0.0,
                 share_rx_bytes: 0,
+                share_at: None,
             }),
             removed: AtomicBool::new(false),
         }

@@ -475,6 +475,20 @@ impl Path {
         fb.pending = true;
     }
 
+    /// Takes the one-way delay of a probe, reply or feedback from the peer
+    /// (`owd_us` as for data): a path that carries no data still has a
+    /// delay to equalise to, so that the tunnel shows one delay whether or
+    /// not the slow path is in use at the moment. Data's own samples, when
+    /// recent, take precedence.
+    pub fn on_control_owd(&mut self, owd_us: u32, now: Instant) {
+        let data_recent = self
+            .rx_owd
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) < Duration::from_secs(1));
+        if !data_recent {
+            self.rx_owd = Some((owd_us, now));
+        }
+    }
+
     /// The latest one-way delay of the peer's data on this path, as
     /// received here (µs, wrapping, with an offset common to the
     /// connection's paths), and when it was measured. The spread of these

@@ -273,3 +273,29 @@ fn link_up_probes_now_then_fast_until_usable_then_at_keepalive() {
         Some(second + Duration::from_secs(2))
     );
 }
+
+#[test]
+fn control_owd_fills_in_for_an_idle_path_but_not_over_recent_data() {
+    let t = t0();
+    let ms = Duration::from_millis;
+    let mut p = Path::new(params(), t);
+    assert_eq!(p.rx_owd(), None);
+    // A probe on a path without data gives it a delay.
+    p.on_control_owd(30_000, t);
+    assert_eq!(p.rx_owd(), Some((30_000, t)));
+    // Data's own sample wins while it is recent.
+    let summary = DataSummary {
+        packets: 1,
+        highest_path_seq: 1,
+        bytes: 100,
+        last_rx: t + ms(10),
+        last_timestamp_us: 0,
+        owd_min_us: Some(35_000),
+    };
+    p.on_data(&summary);
+    p.on_control_owd(31_000, t + ms(500));
+    assert_eq!(p.rx_owd(), Some((35_000, t + ms(10))));
+    // Once the path carried nothing for a second, probes take over again.
+    p.on_control_owd(31_000, t + ms(1_100));
+    assert_eq!(p.rx_owd(), Some((31_000, t + ms(1_100))));
+}
