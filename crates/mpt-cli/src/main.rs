@@ -1080,6 +1080,9 @@ fn pubkey(file: &std::path::Path) -> Result<String, Failure> {
 fn config_check(file: &std::path::Path) -> Result<u8, Failure> {
     match mptd::config::load(file) {
         Ok(c) => {
+            for w in c.identity_warnings() {
+                eprintln!("warning: {w}");
+            }
             let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
             println!(
                 "{}: ok ({} connection(s), {} path(s))",
