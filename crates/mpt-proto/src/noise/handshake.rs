@@ -311,13 +311,14 @@ impl Initiator {
     ) -> Result<usize, NoiseError> {
         let mut seed = [0u8; KEY_LEN];
         o.entropy.fill(&mut seed);
+        // The buffer first: no Diffie-Hellman for a message that cannot go.
+        let out = o.start(MsgType::NoiseInitiation, 0, INITIATION_LEN)?;
         let psk = self.psk.as_ref().map_or(&NO_PSK, |p| p.as_bytes());
         let mut hs = self.identity.handshake(Some(&self.peer), psk, seed)?;
         let timestamp = match self.last_timestamp {
             Some(last) if wall <= last => last.successor(),
             _ => wall,
         };
-        let out = o.start(MsgType::NoiseInitiation, 0, INITIATION_LEN)?;
         out[I_SENDER..I_NOISE].copy_from_slice(&local_index.to_be_bytes());
         let n = hs.write_message(&timestamp.to_bytes(), &mut out[I_NOISE..I_MAC1])?;
         if n != NOISE_INITIATION_LEN {

@@ -972,3 +972,26 @@ fn counters_add_up() {
     assert_eq!(total.completed, 4);
     assert_eq!((total.refused.replay, total.refused.mac1), (2, 2));
 }
+
+#[test]
+fn initiating_into_a_small_buffer_is_an_error_and_changes_nothing() {
+    let now = base();
+    let mut rng = TestRng(24);
+    let mut c = client(None);
+    let mut tiny = [0u8; INITIATION_LEN - 1];
+    let e = c
+        .initiate(
+            1,
+            wall(0),
+            now,
+            Outgoing {
+                template: template(),
+                entropy: &mut rng,
+                out: &mut tiny,
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(e, NoiseError::Encode(_)), "{e:?}");
+    assert_eq!(c.pending_index(), None);
+    assert_eq!(c.counters().initiations_sent, 0);
+}
