@@ -21,7 +21,8 @@ fi
 
 export RUSTC_BOOTSTRAP=1
 if [ "${#targets[@]}" -eq 0 ]; then
-    # Every [[bin]] of Cargo.toml: decode session handshake open reorder_flow.
+    # Every [[bin]] of Cargo.toml: decode session handshake open reorder_flow
+    # noise_responder.
     mapfile -t targets < <(cargo fuzz list)
 fi
 for t in "${targets[@]}"; do

@@ -113,6 +113,21 @@ enum Command {
         /// Write the key to this new file (mode 0600) instead of stdout.
         file: Option<PathBuf>,
     },
+    /// Write a new X25519 private key to FILE (mode 0600) and print its public key.
+    #[command(after_help = KEYPAIR_HELP)]
+    Keypair {
+        /// The new private key file ([daemon] private_key_file).
+        file: PathBuf,
+        /// Replace FILE if it exists (the old key is lost).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the public key (base64) of a private key file.
+    #[command(after_help = PUBKEY_HELP)]
+    Pubkey {
+        /// A private key file written by `mpt keypair`.
+        file: PathBuf,
+    },
     /// Configuration files.
     Config {
         #[command(subcommand)]
@@ -292,6 +307,26 @@ refuses key files that group or others can read.
 Examples:
   mpt genkey > /etc/mpt/site-b.key
   mpt genkey /etc/mpt/site-b.key";
+
+const KEYPAIR_HELP: &str = "\
+Each daemon has one key pair. The private key stays on its host, in FILE
+(mode 0600; mptd refuses a key file that group or others can read); the
+public key printed on stdout goes into the peer's config, as that
+connection's `public_key`. The key comes from the system's CSPRNG. FILE is
+written atomically and never overwritten without --force.
+
+Examples:
+  mpt keypair /etc/mpt/private.key        # then, in mptd.toml:
+                                          # [daemon] private_key_file = \"/etc/mpt/private.key\"
+  mpt pubkey /etc/mpt/private.key         # the public key again, for the peer";
+
+const PUBKEY_HELP: &str = "\
+Reads a private key file written by `mpt keypair` (it must not be readable
+by group or others) and prints its public key in base64: the value the
+peer's config needs as this host's `public_key`.
+
+Example:
+  mpt pubkey /etc/mpt/private.key";
 
 #[derive(Subcommand, Debug)]
 enum ConfigCommand {
@@ -532,6 +567,7 @@ struct RunArgs {
 }
 
 /// An error with the exit code it maps to.
+#[derive(Debug)]
 struct Failure {
     code: u8,
     err: anyhow::Error,
@@ -559,7 +595,11 @@ fn main() -> ExitCode {
             | Command::Path(_)
             | Command::Reload
             | Command::Completions { .. } => "warn",
-            Command::Emu { .. } | Command::Genkey { .. } | Command::Config { .. } => "info",
+            Command::Emu { .. }
+            | Command::Genkey { .. }
+            | Command::Keypair { .. }
+            | Command::Pubkey { .. }
+            | Command::Config { .. } => "info",
         }
         .to_string()
     });
@@ -591,6 +631,8 @@ fn main() -> ExitCode {
         },
         Command::Bench(args) => bench(args),
         Command::Genkey { file } => genkey(file),
+        Command::Keypair { file, force } => keypair(&file, force).map(print_key),
+        Command::Pubkey { file } => pubkey(&file).map(print_key),
         Command::Config {
             cmd: ConfigCommand::Check { file },
         } => config_check(&file),
@@ -1004,10 +1046,43 @@ fn genkey(file: Option<PathBuf>) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// Prints a base64 public key on its own line; exit code 0.
+fn print_key(public: String) -> u8 {
+    println!("{public}");
+    0
+}
+
+/// `mpt keypair FILE`: a new private key in FILE (0600, atomic); returns
+/// the public key in base64.
+fn keypair(file: &std::path::Path, force: bool) -> Result<String, Failure> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; mpt_proto::noise::KEY_LEN];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| runtime(anyhow::anyhow!("the system random generator failed")))?;
+    let secret = mpt_proto::noise::StaticSecret::from_bytes(bytes);
+    mptd::keys::write_private(file, &secret, force).map_err(|e| match e {
+        // The user's choice of FILE, not a failure of the machine.
+        mptd::keys::KeyError::Exists { .. } => usage(e),
+        _ => runtime(e),
+    })?;
+    tracing::info!(file = %file.display(), "wrote a new private key");
+    Ok(mptd::keys::encode_public(&secret.public_key()))
+}
+
+/// `mpt pubkey FILE`: the public key of a private key file, in base64.
+fn pubkey(file: &std::path::Path) -> Result<String, Failure> {
+    let secret = mptd::keys::load_private(file).map_err(usage)?;
+    Ok(mptd::keys::encode_public(&secret.public_key()))
+}
+
 /// `mpt config check FILE`: the daemon's own validation.
 fn config_check(file: &std::path::Path) -> Result<u8, Failure> {
     match mptd::config::load(file) {
         Ok(c) => {
+            for w in c.identity_warnings() {
+                eprintln!("warning: {w}");
+            }
             let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
             println!(
                 "{}: ok ({} connection(s), {} path(s))",
@@ -1021,5 +1096,102 @@ fn config_check(file: &std::path::Path) -> Result<u8, Failure> {
             code: EXIT_USAGE,
             err: e.into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("mpt-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d); // a leftover from an earlier run
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn keypair_then_pubkey_agree() {
+        let d = tempdir("keypair");
+        let file = d.join("private.key");
+        let cli = Cli::try_parse_from(["mpt", "keypair", file.to_str().unwrap()]).unwrap();
+        let Command::Keypair { file: f, force } = cli.cmd else {
+            panic!("parsed as {:?}", cli.cmd)
+        };
+        assert!(!force);
+        let printed = keypair(&f, force).unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // 32 bytes in base64, and `mpt pubkey` prints the same.
+        assert_eq!(
+            mptd::keys::decode_public(&printed)
+                .unwrap()
+                .as_bytes()
+                .len(),
+            32
+        );
+        assert_eq!(pubkey(&file).unwrap(), printed);
+
+        // No overwrite without --force (a usage error), a new key with it.
+        let e = keypair(&file, false).unwrap_err();
+        assert_eq!(e.code, EXIT_USAGE);
+        assert!(format!("{:#}", e.err).contains("--force"), "{:#}", e.err);
+        assert_eq!(pubkey(&file).unwrap(), printed);
+        let cli =
+            Cli::try_parse_from(["mpt", "keypair", "--force", file.to_str().unwrap()]).unwrap();
+        assert!(matches!(cli.cmd, Command::Keypair { force: true, .. }));
+        let replaced = keypair(&file, true).unwrap();
+        assert_ne!(replaced, printed);
+        assert_eq!(pubkey(&file).unwrap(), replaced);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn pubkey_refuses_bad_files() {
+        let d = tempdir("pubkey");
+        let err = |path: &std::path::Path| format!("{:#}", pubkey(path).unwrap_err().err);
+        assert!(err(&d.join("missing.key")).contains("No such file"));
+
+        let short = d.join("short.key");
+        std::fs::write(&short, "AAAA\n").unwrap();
+        std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = err(&short);
+        assert!(
+            e.contains("found 3 bytes") && e.contains("mpt keypair"),
+            "{e}"
+        );
+
+        let open = d.join("open.key");
+        std::fs::write(&open, format!("{}\n", mptd::keys::encode(&[7; 32]))).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = err(&open);
+        assert!(e.contains("chmod 600"), "{e}");
+
+        // Unreadable: a directory in place of the file.
+        let e = err(&d);
+        assert!(e.contains("key file"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn help_explains_keypair_and_pubkey() {
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("keypair")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains("public_key") && help.contains("--force"),
+            "{help}"
+        );
+        let help = cmd
+            .find_subcommand_mut("pubkey")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("mpt keypair"), "{help}");
+        assert!(Cli::try_parse_from(["mpt", "keypair"]).is_err());
     }
 }

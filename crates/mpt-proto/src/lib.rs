@@ -28,6 +28,7 @@ pub mod control;
 pub mod crypto;
 pub mod error;
 pub mod flow;
+pub mod noise;
 pub mod path;
 pub mod reorder;
 pub mod repair;

@@ -571,6 +571,9 @@ impl Session {
             t @ (MsgType::HandshakeInit
             | MsgType::HandshakeResponse
             | MsgType::HandshakeChallenge
+            | MsgType::NoiseInitiation
+            | MsgType::NoiseResponse
+            | MsgType::NoiseCookieReply
             | MsgType::Nack
             | MsgType::Repair) => return Err(DropReason::Unsupported(t)),
         };

@@ -540,6 +540,12 @@ impl ControlLoop {
                 self.on_handshake(&conn, d, &header, out);
                 return;
             }
+            // The public-key handshake is not wired into the daemon yet;
+            // the receive workers drop these before they get here.
+            MsgType::NoiseInitiation | MsgType::NoiseResponse | MsgType::NoiseCookieReply => {
+                conn.drops.unsupported.add(1);
+                return;
+            }
             MsgType::Data
             | MsgType::Probe
             | MsgType::ProbeReply

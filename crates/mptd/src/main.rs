@@ -31,6 +31,9 @@ fn main() -> ExitCode {
     if let Some(file) = args.check {
         return match mptd::config::load(&file) {
             Ok(c) => {
+                for w in c.identity_warnings() {
+                    eprintln!("warning: {w}");
+                }
                 let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
                 println!(
                     "{}: ok ({} connection(s), {} path(s))",
@@ -67,6 +70,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    for w in config.identity_warnings() {
+        tracing::warn!(config = %file.display(), "{w}");
+    }
     match mptd::daemon::run(config, file) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

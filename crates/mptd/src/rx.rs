@@ -774,6 +774,12 @@ impl RxWorker {
                 conn.drops.unsupported.add(1);
                 Verdict::Skip(header.seq)
             }
+            // The public-key handshake is not wired into the daemon yet:
+            // dropped without touching the resequencer.
+            MsgType::NoiseInitiation | MsgType::NoiseResponse | MsgType::NoiseCookieReply => {
+                conn.drops.unsupported.add(1);
+                Verdict::Drop
+            }
         };
         (verdict, dgram)
     }

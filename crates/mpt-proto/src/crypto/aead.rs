@@ -139,6 +139,23 @@ impl SessionKeys {
         Ok(SessionKeys { role, send, recv })
     }
 
+    /// The keys of a session from the two raw directional keys another
+    /// handshake produced (the Noise IK handshake's split, see
+    /// [`crate::noise`]), for the party playing `role`.
+    pub(crate) fn from_raw(
+        i2r: &[u8; kdf::KEY_LEN],
+        r2i: &[u8; kdf::KEY_LEN],
+        role: Role,
+    ) -> Result<SessionKeys, Unspecified> {
+        let i2r = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, i2r)?);
+        let r2i = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, r2i)?);
+        let (send, recv) = match role {
+            Role::Initiator => (i2r, r2i),
+            Role::Responder => (r2i, i2r),
+        };
+        Ok(SessionKeys { role, send, recv })
+    }
+
     /// Which end of the handshake these keys belong to.
     pub fn role(&self) -> Role {
         self.role

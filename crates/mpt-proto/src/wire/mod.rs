@@ -85,6 +85,14 @@ pub enum MsgType {
     /// A copy of a lost data datagram under a new sequence number
     /// ([`Repair`]).
     Repair,
+    /// First message of the public-key handshake (Noise IK), see
+    /// [`crate::noise`].
+    NoiseInitiation,
+    /// Answer to a [`MsgType::NoiseInitiation`], completing the handshake.
+    NoiseResponse,
+    /// Answer to a [`MsgType::NoiseInitiation`] from a responder under
+    /// load: an encrypted cookie to prove the source address with.
+    NoiseCookieReply,
 }
 
 impl MsgType {
@@ -101,6 +109,9 @@ impl MsgType {
             MsgType::Feedback => 8,
             MsgType::Nack => 9,
             MsgType::Repair => 10,
+            MsgType::NoiseInitiation => 11,
+            MsgType::NoiseResponse => 12,
+            MsgType::NoiseCookieReply => 13,
         }
     }
 
@@ -117,6 +128,9 @@ impl MsgType {
             8 => Some(MsgType::Feedback),
             9 => Some(MsgType::Nack),
             10 => Some(MsgType::Repair),
+            11 => Some(MsgType::NoiseInitiation),
+            12 => Some(MsgType::NoiseResponse),
+            13 => Some(MsgType::NoiseCookieReply),
             _ => None,
         }
     }

@@ -157,7 +157,10 @@ fn every_type_code_round_trips() {
     assert_eq!(MsgType::from_code(8), Some(MsgType::Feedback));
     assert_eq!(MsgType::from_code(9), Some(MsgType::Nack));
     assert_eq!(MsgType::from_code(10), Some(MsgType::Repair));
-    assert_eq!(MsgType::from_code(11), None);
+    assert_eq!(MsgType::from_code(11), Some(MsgType::NoiseInitiation));
+    assert_eq!(MsgType::from_code(12), Some(MsgType::NoiseResponse));
+    assert_eq!(MsgType::from_code(13), Some(MsgType::NoiseCookieReply));
+    assert_eq!(MsgType::from_code(14), None);
 }
 
 fn ipv4_packet(len: usize) -> Vec<u8> {

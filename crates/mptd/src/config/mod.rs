@@ -8,12 +8,19 @@
 //! limits) and reports the position of the table at fault. Every error
 //! names the file, line, column and key: a config is either wholly right or
 //! the daemon does not start.
+//!
+//! Identities: `[daemon] private_key_file` (X25519, written by `mpt
+//! keypair`) is read during validation, because two checks need our own
+//! public key: no connection may name it as its peer's, and no two
+//! connections may name the same peer key. The public-key handshake is not
+//! yet wired into the data plane; [`Config::identity_warnings`] says so.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mpt_proto::noise::PublicKey;
 use mpt_proto::path::AdminStatus;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -45,6 +52,11 @@ pub struct DaemonConfig {
     pub metrics: String,
     /// Log filter.
     pub log: String,
+    /// Our X25519 private key file (`mpt keypair` writes it).
+    pub private_key_file: Option<PathBuf>,
+    /// Our public key, derived from `private_key_file` when the config was
+    /// validated.
+    pub public_key: Option<PublicKey>,
 }
 
 /// `[tunnel]` section.
@@ -90,6 +102,8 @@ pub struct ConnectionConfig {
     pub redundancy: mpt_proto::sched::Redundancy,
     /// Pre-shared key file.
     pub key_file: Option<PathBuf>,
+    /// The peer's X25519 public key (needs `[daemon] private_key_file`).
+    pub public_key: Option<PublicKey>,
     /// Further local prefixes on which the peer may open paths (besides
     /// the configured paths' own addresses).
     pub allow_peer_paths: Vec<Prefix>,
@@ -320,6 +334,8 @@ struct RawDaemon {
     metrics: String,
     #[serde(default = "default_log")]
     log: String,
+    #[serde(default)]
+    private_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -357,6 +373,7 @@ struct RawConnection {
     #[serde(default)]
     redundancy: Option<RawRedundancy>,
     key_file: Option<PathBuf>,
+    public_key: Option<Spanned<String>>,
     #[serde(default)]
     allow_peer_paths: Vec<Prefix>,
     #[serde(default)]
@@ -403,6 +420,32 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Largest path window accepted.
 pub const MAX_WINDOW: u32 = 1024;
 
+impl Config {
+    /// Warnings about identity settings the daemon does not act on yet:
+    /// the public-key (Noise IK) handshake exists in `mpt_proto::noise` but
+    /// the data plane still runs the PSK handshake (or cleartext). Printed
+    /// by `mptd --check` and logged at start-up, so that nobody believes a
+    /// connection has forward secrecy when it has not.
+    pub fn identity_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in self.connections.iter().filter(|c| c.public_key.is_some()) {
+            let fallback = if c.key_file.is_some() {
+                "it uses the pre-shared-key handshake of its `key_file`"
+            } else {
+                "without `key_file` it runs unencrypted"
+            };
+            out.push(format!(
+                "connection `{}`: `public_key` is checked but public-key handshakes are not yet used by the data plane; {fallback}",
+                c.name
+            ));
+        }
+        if out.is_empty() && self.daemon.private_key_file.is_some() {
+            out.push("[daemon] `private_key_file` is loaded but public-key handshakes are not yet used by the data plane".into());
+        }
+        out
+    }
+}
+
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
@@ -415,7 +458,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 }
 
 /// Parses and validates config text; `file` names it in errors.
+/// `[daemon] private_key_file` is read from the file system.
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+    parse_with(text, file, &load_own_key)
+}
+
+/// [`parse`], with `own_key` in place of reading the private key file.
+fn parse_with(
+    text: &str,
+    file: &str,
+    own_key: &dyn Fn(&Path) -> Result<PublicKey, String>,
+) -> Result<Config, ConfigError> {
     let err_at = |offset: usize, message: String| {
         let (line, column) = line_col(text, offset);
         ConfigError {
@@ -436,7 +489,14 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         };
         err_at(offset, message)
     })?;
-    validate(raw).map_err(|(offset, msg)| err_at(offset, msg))
+    validate(raw, own_key).map_err(|(offset, msg)| err_at(offset, msg))
+}
+
+/// Reads `[daemon] private_key_file` and gives our public key.
+fn load_own_key(path: &Path) -> Result<PublicKey, String> {
+    crate::keys::load_private(path)
+        .map(|secret| secret.public_key())
+        .map_err(|e| e.to_string())
 }
 
 /// Whether `name` can name a network interface (what the kernel takes:
@@ -473,11 +533,25 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
 
 type Invalid = (usize, String);
 
-fn validate(raw: RawConfig) -> Result<Config, Invalid> {
+/// Checks what spans several keys. `own_key` reads the private key file
+/// and derives our public key (a parameter so that tests need no file).
+fn validate(
+    raw: RawConfig,
+    own_key: &dyn Fn(&Path) -> Result<PublicKey, String>,
+) -> Result<Config, Invalid> {
     let daemon = match raw.daemon {
         Some(d) => {
             let span = d.span().start;
             let d = d.into_inner();
+            // `private_key_file = ""` (as in the spec's example) means none.
+            let private_key_file = d.private_key_file.filter(|p| !p.as_os_str().is_empty());
+            let public_key = match &private_key_file {
+                Some(file) => Some(
+                    own_key(file)
+                        .map_err(|e| (span, format!("[daemon] key `private_key_file`: {e}")))?,
+                ),
+                None => None,
+            };
             if !d.metrics.is_empty() && d.metrics.parse::<std::net::SocketAddr>().is_err() {
                 return Err((span, format!("[daemon] key `metrics`: `{}` is not ADDRESS:PORT (e.g. \"127.0.0.1:9469\")", d.metrics)));
             }
@@ -494,6 +568,8 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                 threads: d.threads,
                 metrics: d.metrics,
                 log: d.log,
+                private_key_file,
+                public_key,
             }
         }
         None => DaemonConfig {
@@ -503,6 +579,8 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
             threads: 0,
             metrics: String::new(),
             log: default_log(),
+            private_key_file: None,
+            public_key: None,
         },
     };
     let tspan = raw.tunnel.span().start;
@@ -581,6 +659,38 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                 mpt_proto::sched::MAX_PATHS
             )));
         }
+        let public_key = match &c.public_key {
+            None => None,
+            Some(text) => {
+                let at = |msg: String| {
+                    (
+                        text.span().start,
+                        format!("connection `{}` key `public_key`: {msg}", c.name),
+                    )
+                };
+                let key = crate::keys::decode_public(text.get_ref().trim()).map_err(|e| {
+                    at(format!(
+                        "expected the peer's X25519 public key, 32 bytes in base64 (what `mpt pubkey` prints), {e}"
+                    ))
+                })?;
+                let Some(ours) = daemon.public_key else {
+                    return Err(here("key `public_key` needs `[daemon] private_key_file` (our own key pair, from `mpt keypair FILE`)".into()));
+                };
+                if key == ours {
+                    return Err(at("is our own public key (that of [daemon] private_key_file); give the peer's, which `mpt pubkey` prints on the peer".into()));
+                }
+                if key.is_zero() {
+                    return Err(at("all zero bytes is not a public key".into()));
+                }
+                if let Some(other) = connections.iter().find(|o| o.public_key == Some(key)) {
+                    return Err(at(format!(
+                        "connection `{}` has the same public key; each peer has its own key pair",
+                        other.name
+                    )));
+                }
+                Some(key)
+            }
+        };
         let mut paths: Vec<PathConfig> = Vec::new();
         for p in c.path {
             let pspan = p.span().start;
@@ -682,6 +792,7 @@ fn validate(raw: RawConfig) -> Result<Config, Invalid> {
                 RawRedundancy::All => mpt_proto::sched::Redundancy::All,
             },
             key_file: c.key_file,
+            public_key,
             allow_peer_paths: c.allow_peer_paths,
             paths,
         });

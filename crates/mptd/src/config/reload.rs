@@ -24,6 +24,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
         ("threads", d.0.threads != d.1.threads),
         ("metrics", d.0.metrics != d.1.metrics),
         ("log", d.0.log != d.1.log),
+        (
+            "private_key_file",
+            (&d.0.private_key_file, d.0.public_key) != (&d.1.private_key_file, d.1.public_key),
+        ),
     ];
     for (key, changed) in daemon_keys {
         if changed {
@@ -62,6 +66,7 @@ fn connection(old: &ConnectionConfig, new: &ConnectionConfig, out: &mut Vec<Stri
         ),
         ("scheduler", old.scheduler != new.scheduler),
         ("key_file", old.key_file != new.key_file),
+        ("public_key", old.public_key != new.public_key),
     ];
     for (key, changed) in keys {
         if changed {

@@ -245,3 +245,206 @@ fn interface_only_paths() {
     let e = error_of(&twice);
     assert!(e.message.contains("already follows"), "{e}");
 }
+
+/// Identity tests: our key pair is derived from these bytes instead of a
+/// file, so the tests need no file system.
+const OUR_SECRET: [u8; 32] = [0x11; 32];
+
+fn our_public() -> PublicKey {
+    mpt_proto::noise::StaticSecret::from_bytes(OUR_SECRET).public_key()
+}
+
+fn peer_public(seed: u8) -> String {
+    crate::keys::encode_public(&mpt_proto::noise::StaticSecret::from_bytes([seed; 32]).public_key())
+}
+
+fn parse_ids(text: &str) -> Result<Config, ConfigError> {
+    parse_with(text, "ids.toml", &|path: &Path| {
+        if path == Path::new("/etc/mpt/private.key") {
+            Ok(our_public())
+        } else {
+            Err(format!(
+                "key file {}: No such file or directory",
+                path.display()
+            ))
+        }
+    })
+}
+
+/// GOOD with `[daemon] private_key_file` and the first connection's
+/// `public_key`.
+fn with_identity(public_key: &str) -> String {
+    GOOD.replace(
+        "control = \"/tmp/x.sock\"",
+        "control = \"/tmp/x.sock\"\nprivate_key_file = \"/etc/mpt/private.key\"",
+    )
+    .replace(
+        "key_file = \"/etc/mpt/site-b.key\"",
+        &format!("key_file = \"/etc/mpt/site-b.key\"\npublic_key = \"{public_key}\""),
+    )
+}
+
+/// A second connection with `public_key`, appended to a config.
+fn second_connection(public_key: &str) -> String {
+    format!(
+        r#"
+[[connection]]
+name = "site-c"
+id = 2
+peer_ipv4 = "192.168.200.3"
+port = 65023
+key_file = "/etc/mpt/site-c.key"
+public_key = "{public_key}"
+
+[[connection.path]]
+name = "eth1"
+local = "10.0.1.1"
+"#
+    )
+}
+
+#[test]
+fn identities_parse_and_are_stored() {
+    let peer = peer_public(0x22);
+    let c = parse_ids(&with_identity(&peer)).expect("valid");
+    assert_eq!(
+        c.daemon.private_key_file.as_deref(),
+        Some(Path::new("/etc/mpt/private.key"))
+    );
+    assert_eq!(c.daemon.public_key, Some(our_public()));
+    assert_eq!(
+        c.connections[0].public_key,
+        Some(crate::keys::decode_public(&peer).unwrap())
+    );
+    // The daemon does not use them yet, and says so.
+    let w = c.identity_warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("site-b") && w[0].contains("not yet used by the data plane"));
+    assert!(w[0].contains("key_file"), "{w:?}");
+
+    // Two connections with different peer keys are fine.
+    let two = with_identity(&peer) + &second_connection(&peer_public(0x33));
+    assert_eq!(parse_ids(&two).expect("valid").identity_warnings().len(), 2);
+}
+
+#[test]
+fn configs_without_identities_are_unchanged() {
+    let c = parse_ids(GOOD).expect("valid");
+    assert_eq!(c.daemon.private_key_file, None);
+    assert_eq!(c.daemon.public_key, None);
+    assert_eq!(c.connections[0].public_key, None);
+    assert!(c.identity_warnings().is_empty());
+    // The spec's example writes an empty string for "none".
+    let empty = GOOD.replace(
+        "control = \"/tmp/x.sock\"",
+        "control = \"/tmp/x.sock\"\nprivate_key_file = \"\"",
+    );
+    assert_eq!(
+        parse_ids(&empty).expect("valid").daemon.private_key_file,
+        None
+    );
+    // A key pair without any peer key: loaded, and the warning says so.
+    let only_ours = GOOD.replace(
+        "control = \"/tmp/x.sock\"",
+        "control = \"/tmp/x.sock\"\nprivate_key_file = \"/etc/mpt/private.key\"",
+    );
+    let w = parse_ids(&only_ours).expect("valid").identity_warnings();
+    assert!(w.len() == 1 && w[0].contains("private_key_file"), "{w:?}");
+}
+
+#[test]
+fn bad_public_keys_are_refused_with_position() {
+    let line_of = |text: &str| {
+        text.lines()
+            .position(|l| l.starts_with("public_key"))
+            .expect("line")
+            + 1
+    };
+    for (bad, expect) in [
+        ("not base64!", "not base64"),
+        ("AAAA", "found 3 bytes"),
+        (
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+            "found 50 bytes",
+        ),
+        (
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+            "all zero bytes",
+        ),
+    ] {
+        let text = with_identity(bad);
+        let e = parse_ids(&text).expect_err(bad);
+        assert!(
+            e.message.contains("key `public_key`") && e.message.contains(expect),
+            "{bad}: {e}"
+        );
+        assert_eq!(e.line, line_of(&text), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn public_key_needs_our_private_key() {
+    let text = GOOD.replace(
+        "key_file = \"/etc/mpt/site-b.key\"",
+        &format!(
+            "key_file = \"/etc/mpt/site-b.key\"\npublic_key = \"{}\"",
+            peer_public(0x22)
+        ),
+    );
+    let e = parse_ids(&text).expect_err("no private key");
+    assert!(
+        e.message.contains("needs `[daemon] private_key_file`")
+            && e.message.contains("mpt keypair"),
+        "{e}"
+    );
+}
+
+#[test]
+fn our_own_public_key_is_not_a_peer() {
+    let ours = crate::keys::encode_public(&our_public());
+    let e = parse_ids(&with_identity(&ours)).expect_err("own key");
+    assert!(e.message.contains("our own public key"), "{e}");
+}
+
+#[test]
+fn two_connections_cannot_share_a_peer_key() {
+    let peer = peer_public(0x22);
+    let text = with_identity(&peer) + &second_connection(&peer);
+    let e = parse_ids(&text).expect_err("duplicate");
+    assert!(
+        e.message.contains("site-c")
+            && e.message
+                .contains("connection `site-b` has the same public key"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unreadable_private_key_file_is_a_config_error() {
+    let text =
+        with_identity(&peer_public(0x22)).replace("/etc/mpt/private.key", "/etc/mpt/missing.key");
+    let e = parse_ids(&text).expect_err("missing");
+    assert!(
+        e.message.contains("private_key_file") && e.message.contains("No such file"),
+        "{e}"
+    );
+    // The real loader: a file that does not exist.
+    let e = parse(&text, "real.toml").expect_err("missing");
+    assert!(e.message.contains("/etc/mpt/missing.key"), "{e}");
+}
+
+#[test]
+fn identity_changes_need_a_restart() {
+    let a = parse_ids(&with_identity(&peer_public(0x22))).unwrap();
+    let b = parse_ids(&with_identity(&peer_public(0x33))).unwrap();
+    let lines = reload::needs_restart(&a, &b);
+    assert_eq!(
+        lines,
+        ["connection site-b: public_key changed (restart to apply)"]
+    );
+    let lines = reload::needs_restart(&parse_ids(GOOD).unwrap(), &a);
+    assert!(
+        lines.iter().any(|l| l.contains("private_key_file")),
+        "{lines:?}"
+    );
+}
