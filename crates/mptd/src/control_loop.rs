@@ -95,28 +95,48 @@ pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
 }
 
 /// The one-way delay the receive worker holds data to (see `equalize`):
-/// the slowest of the connection's paths that are up and not backups, by
-/// the last delay measured on each (its data's, or its probes' and
-/// feedback's while it carries none; µs, wrapping, with the clock offset),
-/// when it exceeds the fastest by at least [`crate::equalize::MIN_HOLD`].
+/// the slowest of the connection's paths that are up, not backups, and
+/// either near the fastest in delay or bringing a real share of the data
+/// (`carries`), by the last delay measured on each (its data's, or its
+/// probes' and feedback's while it carries none; µs, wrapping, with the
+/// clock offset), when it exceeds the fastest by at least
+/// [`crate::equalize::MIN_HOLD`].
 ///
-/// Whether a path carries data at the moment does not matter, so that a
-/// flow meets one delay from its first packet to its last. When the set
-/// followed the paths in use (earlier versions), a BBR flow measured the
-/// fast path's RTT while it was slow enough to fit there, sized its window
-/// by it and, once the slow path joined and everything was held to its
-/// delay, was held to a fraction of the summed capacity: bimodal between
-/// 0.44 and 0.98 of the sum over WiFi + LTE in runs of the same build,
-/// 0.91-0.95 with this rule. The price: the tunnel has the delay of its
-/// slowest primary path for every flow; make a path much slower than the
-/// others (a satellite beside fibre) a `backup` when that matters more
-/// than its capacity. Real-time packets sent twice are not held (rx.rs).
-pub fn equalize_target(session: &Session, now: Instant) -> Option<u32> {
+/// A path whose RTT is within [`EQUALIZE_NEAR`] of the fastest counts
+/// whether it carries data at the moment or not, so that a flow meets one
+/// delay from its first packet to its last. When only the paths in use
+/// counted, a BBR flow measured the fast path's RTT while it was slow
+/// enough to fit there, sized its window by it and, once the slow path
+/// joined and everything was held to its delay, was held to a fraction of
+/// the summed capacity: bimodal between 0.44 and 0.98 of the sum over
+/// WiFi + LTE in runs of the same build, 0.91-0.95 with near paths always
+/// counted. A far path (a satellite beside DSL) counts only while it brings
+/// at least [`EQUALIZE_MIN_SHARE`] of the data: holding every flow to its
+/// delay would cost interactive traffic hundreds of milliseconds, and bulk
+/// flows too (measured: CUBIC over GEO + DSL 0.88 of the best path held
+/// always, 1.42 held only while the satellite carried data).
+pub fn equalize_target(
+    session: &Session,
+    now: Instant,
+    carries: impl Fn(usize) -> bool,
+) -> Option<u32> {
+    let primary = |p: &mpt_proto::path::Path| {
+        p.liveness() == Liveness::Up && p.params().admin == AdminStatus::Up
+    };
+    let fastest = session
+        .paths()
+        .filter(|(_, p)| primary(p))
+        .filter_map(|(_, p)| p.rtt().min())
+        .min();
+    let near = |p: &mpt_proto::path::Path| match (fastest, p.rtt().min()) {
+        (Some(f), Some(r)) => r.saturating_sub(f) <= EQUALIZE_NEAR,
+        _ => false,
+    };
     let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
     let (mut lo, mut hi): (Option<u32>, Option<u32>) = (None, None);
     for (owd, _) in session
         .paths()
-        .filter(|(_, p)| p.liveness() == Liveness::Up && p.params().admin == AdminStatus::Up)
+        .filter(|(id, p)| primary(p) && (near(p) || carries(*id)))
         .filter_map(|(_, p)| p.rx_owd())
         .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
     {
@@ -128,6 +148,14 @@ pub fn equalize_target(session: &Session, now: Instant) -> Option<u32> {
     (spread >= crate::equalize::MIN_HOLD.as_micros() as u64 && spread < u64::from(u32::MAX / 2))
         .then_some(hi)
 }
+
+/// RTT above the fastest path's within which a path sets the delay to
+/// equalise to whether or not it carries data (see [`equalize_target`]).
+pub const EQUALIZE_NEAR: Duration = Duration::from_millis(100);
+
+/// Smallest share of the received data (smoothed) that lets a path farther
+/// than [`EQUALIZE_NEAR`] set the delay the receiver equalises to.
+pub const EQUALIZE_MIN_SHARE: f64 = 0.05;
 
 /// Oldest one-way delay sample a path's delay is taken from (idle paths
 /// are probed every `keepalive`, 2 s by default).
@@ -813,8 +841,17 @@ impl ControlLoop {
             }
             conn.reseq_timeout_us
                 .store(reorder_timeout(session, now).as_micros() as u64, Relaxed);
+            let carries = |id: usize| {
+                table.get(id).is_some_and(|p| {
+                    let share = match p.view.lock() {
+                        Ok(g) => g.rx_share,
+                        Err(poisoned) => poisoned.into_inner().rx_share,
+                    };
+                    share >= EQUALIZE_MIN_SHARE
+                })
+            };
             conn.equalize_owd_us.store(
-                equalize_target(session, now).map_or(0, |d| (1 << 32) | u64::from(d)),
+                equalize_target(session, now, carries).map_or(0, |d| (1 << 32) | u64::from(d)),
                 Relaxed,
             );
             // Each path's share of the data sent since the last round.

@@ -7,9 +7,9 @@
 //! RTTs from 25 ms to 600 ms within one flow. BBR sizes its window by the
 //! shortest RTT it saw and starves; CUBIC's HyStart leaves slow start at
 //! the first jump. So the receiver holds each data datagram until the
-//! one-way delay of the slowest primary path that is up, whether or not it
-//! carries data at the moment (see `control_loop::equalize_target` for
-//! why): every packet leaves
+//! one-way delay of the slowest primary path that is up and either near
+//! the fastest or carrying data (see `control_loop::equalize_target` for
+//! which and why): every packet leaves
 //! about `timestamp + slowest delay`, and the tunnel looks like one path of
 //! the summed capacity and the slowest path's delay. (On like paths the
 //! holds are below a millisecond and skipped.)
