@@ -689,6 +689,9 @@ pub struct ConnShared {
     /// of the slowest path carrying data, to which the receive worker
     /// holds faster paths' data; 0 = none (see `equalize`).
     pub equalize_owd_us: AtomicU64,
+    /// Control loop only: `repairs.requested_datagrams` as last seen, and
+    /// when it last grew (random loss on a path we receive on).
+    pub random_loss_seen: Mutex<(u64, Option<Instant>)>,
     /// Loss repair is on (`repair` in the config).
     pub repair: AtomicBool,
     /// What gets a second copy (see `mpt_proto::sched::Redundancy`): 0
@@ -825,6 +828,7 @@ impl ConnShared {
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
             adaptive: AtomicBool::new(true),
             equalize_owd_us: AtomicU64::new(0),
+            random_loss_seen: Mutex::new((0, None)),
             repair: AtomicBool::new(true),
             silent_paths: AtomicU64::new(0),
             redundancy: std::sync::atomic::AtomicU8::new(0),
