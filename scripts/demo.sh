@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# demo.sh: single-stream TCP throughput through mpt over N unshaped veth
-# paths, next to the raw veth throughput measured in the same run.
+# demo.sh: TCP throughput through mpt over N unshaped veth paths, next to
+# the raw veth throughput measured in the same run.
 #
-#   sudo scripts/demo.sh [--paths 1,2,4] [--duration 5]
+#   sudo scripts/demo.sh [--paths 1,2,4] [--duration 5] [--streams 1] [--key]
+#
+# --streams S runs S parallel TCP streams (iperf3 -P S), through the tunnel
+# and over raw veth alike. --key encrypts the tunnel: both sides get the
+# same freshly generated key file (key_file, mode 600).
 #
 # For each N it builds two network namespaces joined by N veth pairs
 # (10.77.<i>.1/24 <-> 10.77.<i>.2/24), runs mptd in each (tunnel
@@ -17,9 +21,11 @@ set -euo pipefail
 
 PATHS_LIST="1,2,4"
 DURATION=5
+STREAMS=1
+KEY=0
 
 usage() {
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -29,12 +35,16 @@ while [[ $# -gt 0 ]]; do
         --paths=*) PATHS_LIST="${1#*=}"; shift ;;
         --duration) DURATION="${2:?--duration needs seconds}"; shift 2 ;;
         --duration=*) DURATION="${1#*=}"; shift ;;
+        --streams) STREAMS="${2:?--streams needs a count}"; shift 2 ;;
+        --streams=*) STREAMS="${1#*=}"; shift ;;
+        --key) KEY=1; shift ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 ;;
     esac
 done
 [[ "$PATHS_LIST" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "--paths: expected a list like 1,2,4, got '$PATHS_LIST'" >&2; exit 2; }
 [[ "$DURATION" =~ ^[0-9]+$ && "$DURATION" -ge 1 ]] || { echo "--duration: expected whole seconds >= 1, got '$DURATION'" >&2; exit 2; }
+[[ "$STREAMS" =~ ^[0-9]+$ && "$STREAMS" -ge 1 && "$STREAMS" -le 128 ]] || { echo "--streams: expected 1..128, got '$STREAMS'" >&2; exit 2; }
 IFS=, read -r -a PATH_COUNTS <<<"$PATHS_LIST"
 for n in "${PATH_COUNTS[@]}"; do
     (( n >= 1 && n <= 64 )) || { echo "--paths: each count must be 1..64, got $n" >&2; exit 2; }
@@ -143,6 +153,9 @@ keepalive = "500ms"
 dead_timer = "1500ms"
 scheduler = "weighted"
 EOF
+    if [[ "$KEY" == 1 ]]; then
+        echo "key_file = \"$WORK/psk.key\""
+    fi
     for (( i = 0; i < n; i++ )); do
         cat <<EOF
 
@@ -161,11 +174,11 @@ EOF
 # cpu_ticks PID: user+system clock ticks used so far.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
-# iperf_gbps NS SERVER_ADDR LOG: single TCP stream for DURATION s; prints
+# iperf_gbps NS SERVER_ADDR LOG: STREAMS TCP streams for DURATION s; prints
 # the receiver's rate in Gbit/s (parsed from iperf3 -J without jq).
 iperf_gbps() {
     local ns=$1 addr=$2 log=$3
-    ip netns exec "$ns" iperf3 -c "$addr" -t "$DURATION" -J >"$log" 2>&1 || {
+    ip netns exec "$ns" iperf3 -c "$addr" -t "$DURATION" -P "$STREAMS" -J >"$log" 2>&1 || {
         echo "iperf3 to $addr failed; see $log" >&2
         return 1
     }
@@ -189,6 +202,11 @@ wait_tunnel() {
 }
 
 veth_counter() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/$3"; }
+
+if [[ "$KEY" == 1 ]]; then
+    # 32 random bytes in base64, as `mpt genkey` writes them.
+    (umask 077; head -c 32 /dev/urandom | base64 >"$WORK/psk.key")
+fi
 
 # --- rounds ----------------------------------------------------------------------
 RESULTS=()
@@ -261,7 +279,8 @@ for n in "${PATH_COUNTS[@]}"; do
 done
 
 echo
-echo "Single-stream TCP (iperf3, ${DURATION} s), tunnel MTU 1400, unshaped veths, $(nproc) cores:"
+MODE="cleartext"; [[ "$KEY" == 1 ]] && MODE="encrypted (key_file)"
+echo "TCP, $STREAMS stream(s) (iperf3 -P $STREAMS, ${DURATION} s), $MODE, tunnel MTU 1400, unshaped veths, $(nproc) cores:"
 printf '%-6s %14s %16s %7s %16s\n' paths "tunnel Gbit/s" "raw veth Gbit/s" ratio "mptd CPU A/B %"
 for r in "${RESULTS[@]}"; do
     read -r n t raw ratio cpu <<<"$r"
