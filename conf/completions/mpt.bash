@@ -34,8 +34,14 @@ _mpt() {
             mpt,help)
                 cmd="mpt__subcmd__help"
                 ;;
+            mpt,keypair)
+                cmd="mpt__subcmd__keypair"
+                ;;
             mpt,path)
                 cmd="mpt__subcmd__path"
+                ;;
+            mpt,pubkey)
+                cmd="mpt__subcmd__pubkey"
                 ;;
             mpt,reload)
                 cmd="mpt__subcmd__reload"
@@ -97,8 +103,14 @@ _mpt() {
             mpt__subcmd__help,help)
                 cmd="mpt__subcmd__help__subcmd__help"
                 ;;
+            mpt__subcmd__help,keypair)
+                cmd="mpt__subcmd__help__subcmd__keypair"
+                ;;
             mpt__subcmd__help,path)
                 cmd="mpt__subcmd__help__subcmd__path"
+                ;;
+            mpt__subcmd__help,pubkey)
+                cmd="mpt__subcmd__help__subcmd__pubkey"
                 ;;
             mpt__subcmd__help,reload)
                 cmd="mpt__subcmd__help__subcmd__reload"
@@ -149,7 +161,7 @@ _mpt() {
 
     case "${cmd}" in
         mpt)
-            opts="-h -V --log --socket --remote --remote-conn --key --udp --help --version status path reload completions emu bench genkey config help"
+            opts="-h -V --log --socket --remote --remote-conn --key --udp --help --version status path reload completions emu bench genkey keypair pubkey config help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -601,7 +613,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__help)
-            opts="status path reload completions emu bench genkey config help"
+            opts="status path reload completions emu bench genkey keypair pubkey config help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -754,6 +766,20 @@ _mpt() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        mpt__subcmd__help__subcmd__keypair)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         mpt__subcmd__help__subcmd__path)
             opts="add remove"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -796,6 +822,20 @@ _mpt() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        mpt__subcmd__help__subcmd__pubkey)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         mpt__subcmd__help__subcmd__reload)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -817,6 +857,28 @@ _mpt() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__keypair)
+            opts="-h --force --log --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -943,6 +1005,28 @@ _mpt() {
         mpt__subcmd__path__subcmd__remove)
             opts="-h --force --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__pubkey)
+            opts="-h --log --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -39,6 +39,8 @@ complete -c mpt -n "__fish_mpt_needs_command" -f -a "completions" -d 'Print a sh
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "bench" -d 'Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd)'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "keypair" -d 'Write a new X25519 private key to FILE (mode 0600) and print its public key'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "pubkey" -d 'Print the public key (base64) of a private key file'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "config" -d 'Configuration files'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand status" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
@@ -130,6 +132,13 @@ complete -c mpt -n "__fish_mpt_using_subcommand bench" -s h -l help -d 'Print he
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand keypair" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand keypair" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand keypair" -l force -d 'Replace FILE if it exists (the old key is lost)'
+complete -c mpt -n "__fish_mpt_using_subcommand keypair" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand pubkey" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand pubkey" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand pubkey" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -s h -l help -d 'Print help'
@@ -140,15 +149,17 @@ complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcomma
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "path" -d 'Change a path at run time: up, down, backup, weights, add, remove'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "completions" -d 'Print a shell completion script'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "bench" -d 'Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "config" -d 'Configuration files'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "path" -d 'Change a path at run time: up, down, backup, weights, add, remove'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "completions" -d 'Print a shell completion script'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "bench" -d 'Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "keypair" -d 'Write a new X25519 private key to FILE (mode 0600) and print its public key'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "pubkey" -d 'Print the public key (base64) of a private key file'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "config" -d 'Configuration files'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "add" -d 'Add a path to a running connection; the peer is told'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "remove" -d 'Remove a path from a running connection; the peer is told'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "run" -d 'Emulate a link between interfaces A and B until Ctrl-C, SIGTERM or --duration'
