@@ -354,6 +354,10 @@ pub fn status(source: &StatusSource) -> Value {
                     "longest_hold_ms": longest.map_or(0.0, ms),
                     "flow_bypass": r.flow_bypass,
                     "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
+                    "spread_ms": match c.rx_spread_us.load(Relaxed) {
+                        u64::MAX => Value::Null,
+                        us => json!(us as f64 / 1e3),
+                    },
                     "hold": hold_json(&r.hold),
                 },
                 "redundancy": {

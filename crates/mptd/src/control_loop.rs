@@ -158,6 +158,33 @@ pub fn equalize_target(
         .then_some(hi)
 }
 
+/// The spread (slowest − fastest) of the last one-way delays measured on
+/// the up paths that bring data (`carries`), queueing included: what the
+/// resequencer must at least wait for data that overtook on a faster path.
+/// `None` with fewer than two such paths. Reported in `mpt status`
+/// (`reorder.spread_ms`) so a benchmark can set the holds it measured
+/// against the delays the paths really had.
+pub fn rx_delay_spread(
+    session: &Session,
+    now: Instant,
+    carries: impl Fn(usize) -> bool,
+) -> Option<Duration> {
+    let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+    let (mut lo, mut hi, mut n): (Option<u32>, Option<u32>, usize) = (None, None, 0);
+    for (owd, _) in session
+        .paths()
+        .filter(|(id, p)| p.liveness() == Liveness::Up && carries(*id))
+        .filter_map(|(_, p)| p.rx_owd())
+        .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
+    {
+        n += 1;
+        lo = Some(lo.map_or(owd, |l| if below(owd, l) { owd } else { l }));
+        hi = Some(hi.map_or(owd, |h| if below(h, owd) { owd } else { h }));
+    }
+    let spread = hi?.wrapping_sub(lo?);
+    (n >= 2 && spread < u32::MAX / 2).then(|| Duration::from_micros(u64::from(spread)))
+}
+
 /// RTT above the fastest path's within which a path sets the delay to
 /// equalise to whether or not it carries data (see [`equalize_target`]).
 pub const EQUALIZE_NEAR: Duration = Duration::from_millis(100);
@@ -875,6 +902,10 @@ impl ControlLoop {
                 seen.1
                     .is_some_and(|t| now.saturating_duration_since(t) < RANDOM_LOSS_HOLD)
             };
+            conn.rx_spread_us.store(
+                rx_delay_spread(session, now, carries).map_or(u64::MAX, |d| d.as_micros() as u64),
+                Relaxed,
+            );
             conn.equalize_owd_us.store(
                 equalize_target(session, now, carries, random_loss)
                     .map_or(0, |d| (1 << 32) | u64::from(d)),

@@ -689,6 +689,11 @@ pub struct ConnShared {
     /// of the slowest path carrying data, to which the receive worker
     /// holds faster paths' data; 0 = none (see `equalize`).
     pub equalize_owd_us: AtomicU64,
+    /// Spread of the one-way delays measured on the paths that bring data
+    /// (slowest − fastest, µs; `u64::MAX` = fewer than two such paths):
+    /// how long resequencing must at least hold data that overtook, set by
+    /// the control loop (see `control_loop::rx_delay_spread`).
+    pub rx_spread_us: AtomicU64,
     /// Control loop only: `repairs.requested_datagrams` as last seen, and
     /// when it last grew (random loss on a path we receive on).
     pub random_loss_seen: Mutex<(u64, Option<Instant>)>,
@@ -828,6 +833,7 @@ impl ConnShared {
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
             adaptive: AtomicBool::new(true),
             equalize_owd_us: AtomicU64::new(0),
+            rx_spread_us: AtomicU64::new(u64::MAX),
             random_loss_seen: Mutex::new((0, None)),
             repair: AtomicBool::new(true),
             silent_paths: AtomicU64::new(0),

@@ -195,10 +195,11 @@ pub struct HoldCheck {
     pub mean_held_ms: Option<f64>,
     /// Spread of the paths' configured one-way delays (slowest − fastest), ms.
     pub spread_ms: f64,
-    /// The same from the sending daemon's estimates (`owd_ms` of its
-    /// paths, relative to the fastest), ms.
+    /// The spread the receiving daemon measured during the window
+    /// (queueing included; p99 of samples, see [`spread_p99`]), ms.
     pub measured_spread_ms: Option<f64>,
-    /// `spread_ms` + [`MARGIN_MS`].
+    /// The limit: the measured spread (the configured one when
+    /// nothing was measured) + [`MARGIN_MS`].
     pub limit_ms: f64,
     /// p99 over all packets within the limit: `Some(true)` when its bucket's
     /// upper limit is, `Some(false)` when its lower limit is over, `None`
@@ -216,7 +217,7 @@ impl HoldCheck {
         let all = quantile_ms(window.not_held, &window.counts, max_ms, 990);
         let held_only = quantile_ms(0, &window.counts, max_ms, 990);
         let n = window.histogram_total();
-        let limit = spread_ms + MARGIN_MS;
+        let limit = measured_spread_ms.unwrap_or(spread_ms) + MARGIN_MS;
         HoldCheck {
             delivered: window.not_held + window.held,
             held: window.held,
@@ -252,18 +253,30 @@ pub fn spread(owd_ms: impl IntoIterator<Item = f64>) -> Option<f64> {
     (hi >= lo).then_some(hi - lo)
 }
 
-/// The spread of the paths' `owd_ms` in a daemon's status (paths that are
-/// up and have an estimate).
-pub fn measured_spread(status: &Value) -> Option<f64> {
-    let conns = status.get("connections")?.as_array()?;
-    spread(conns.iter().flat_map(|c| {
-        c.get("paths")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
-            .filter_map(|p| p.get("owd_ms").and_then(Value::as_f64))
-    }))
+/// The delay spread the receiving daemon measures now (`reorder.spread_ms`
+/// of its status: slowest − fastest one-way delay of the paths bringing
+/// data, queueing included), the largest over its connections. `None`
+/// when no connection has two such paths.
+pub fn rx_spread(status: &Value) -> Option<f64> {
+    status
+        .get("connections")?
+        .as_array()?
+        .iter()
+        .filter_map(|c| c.get("reorder")?.get("spread_ms")?.as_f64())
+        .filter(|d| d.is_finite())
+        .reduce(f64::max)
+}
+
+/// The 99th percentile (nearest rank) of spreads sampled over a window:
+/// the spread the window's tail holds are set against.
+pub fn spread_p99(samples: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = samples.iter().copied().filter(|d| d.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = (v.len() * 99).div_ceil(100).max(1);
+    Some(v[rank - 1])
 }
 
 #[cfg(test)]
@@ -345,15 +358,27 @@ mod tests {
     }
 
     fn status(in_order: u64, held: u64, c: [u64; BUCKETS], max_ms: f64, sum_ms: f64) -> Value {
+        let zeros = [0u64; BUCKETS];
         json!({"connections": [{
             "reorder": {"in_order": in_order, "flow_bypass": 1, "late": 0, "held": held,
                         "hold": {"counts": c, "max_ms": max_ms, "sum_ms": sum_ms}},
-            "paths": [
-                {"state": "up", "owd_ms": 0.0},
-                {"state": "up", "owd_ms": 287.5},
-                {"state": "down", "owd_ms": 900.0},
-            ],
+        }, {
+            "reorder": {"in_order": 0, "flow_bypass": 0, "late": 0, "held": 0,
+                        "spread_ms": 287.5, "hold": {"counts": zeros, "max_ms": 0.0, "sum_ms": 0.0}},
         }]})
+    }
+
+    #[test]
+    fn spread_p99_is_the_nearest_rank() {
+        assert_eq!(spread_p99(&[]), None);
+        assert_eq!(spread_p99(&[f64::NAN]), None);
+        assert_eq!(spread_p99(&[3.0]), Some(3.0));
+        // 100 samples 1..=100: the 99th.
+        let v: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        assert_eq!(spread_p99(&v), Some(99.0));
+        // 20 samples: rank ceil(19.8) = 20, the largest.
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(spread_p99(&v), Some(20.0));
     }
 
     #[test]
@@ -382,23 +407,16 @@ mod tests {
         assert_eq!(b.until(&a), None);
         // 2030 packets, rank 2010: in order ones and the 20 in 4..8 ms
         // take it to 2020.
-        let h = HoldCheck::new(
-            &w,
-            287.5,
-            measured_spread(&status(0, 0, [0; BUCKETS], 0.0, 0.0)),
-        );
+        let measured = rx_spread(&status(0, 0, [0; BUCKETS], 0.0, 0.0));
+        assert_eq!(measured, Some(287.5), "the connection with two paths");
+        let h = HoldCheck::new(&w, 200.0, measured);
         assert_eq!((h.p99_all_lo_ms, h.p99_all_ms), (Some(4.0), Some(8.0)));
         // Rank 2010 is the 10th of the 20 in 4..8 ms: half way.
         assert_eq!(h.p99_all_est_ms, Some(6.0));
         assert_eq!(h.p99_held_ms, Some(310.0));
         assert_eq!(h.mean_held_ms, Some(3200.0 / 30.0));
         assert_eq!(h.delivered, 2030);
-        assert_eq!(h.limit_ms, 297.5);
-        assert_eq!(
-            h.measured_spread_ms,
-            Some(287.5),
-            "the down path is left out"
-        );
+        assert_eq!(h.limit_ms, 297.5, "measured spread + margin");
         assert_eq!(h.pass, Some(true));
         // Tight spread: p99 in 4..8 ms against 1 + 10 passes, against a
         // limit inside the bucket it cannot tell, below it fails.
@@ -415,6 +433,8 @@ mod tests {
             (None, Some(false))
         );
         assert_eq!(HoldCheck::new(&w, -7.0, None).pass, Some(false));
+        // The measured spread, not the configured one, sets the limit.
+        assert_eq!(HoldCheck::new(&w, 100.0, Some(-7.0)).pass, Some(false));
         // Nothing delivered: nothing to judge.
         let none = a.until(&a).expect("empty window");
         let none = HoldCheck::new(&none, 1.0, None);
