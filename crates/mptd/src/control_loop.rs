@@ -185,6 +185,50 @@ pub fn rx_delay_spread(
     (n >= 2 && spread < u32::MAX / 2).then(|| Duration::from_micros(u64::from(spread)))
 }
 
+/// Per path id, for the resequencer's loss proof (see
+/// `Resequencer::set_path_wait`): how much later than on the fastest path
+/// a datagram sent on a usable path arrives (the last one-way delays
+/// measured on each, or half the difference of minimum RTTs where no
+/// delay was measured lately), plus twice its RTT variation and
+/// [`PATH_WAIT_MARGIN`] for jitter, at most the gap timeout; `None` for
+/// paths that cannot carry data now.
+pub fn path_waits(
+    session: &Session,
+    now: Instant,
+    timeout: Duration,
+) -> [Option<Duration>; mpt_proto::sched::MAX_PATHS] {
+    let mut waits = [None; mpt_proto::sched::MAX_PATHS];
+    let recent = |p: &mpt_proto::path::Path| {
+        p.rx_owd()
+            .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
+            .map(|(owd, _)| owd)
+    };
+    let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+    let usable = || session.paths().filter(|(_, p)| p.usable());
+    let owd_lo = usable()
+        .filter_map(|(_, p)| recent(p))
+        .reduce(|l, o| if below(o, l) { o } else { l });
+    let rtt_lo = usable().filter_map(|(_, p)| p.rtt().min()).min();
+    for (id, p) in usable() {
+        let extra = match (recent(p), owd_lo) {
+            (Some(o), Some(lo)) if !below(o, lo) => {
+                Duration::from_micros(u64::from(o.wrapping_sub(lo)).min(u64::from(u32::MAX / 2)))
+            }
+            _ => match (p.rtt().min(), rtt_lo) {
+                (Some(r), Some(lo)) => r.saturating_sub(lo) / 2,
+                _ => Duration::ZERO,
+            },
+        };
+        if let Some(w) = waits.get_mut(id) {
+            *w = Some((extra + p.rtt().variation() * 2 + PATH_WAIT_MARGIN).min(timeout));
+        }
+    }
+    waits
+}
+
+/// Jitter margin of [`path_waits`].
+pub const PATH_WAIT_MARGIN: Duration = Duration::from_millis(2);
+
 /// RTT above the fastest path's within which a path sets the delay to
 /// equalise to whether or not it carries data (see [`equalize_target`]).
 pub const EQUALIZE_NEAR: Duration = Duration::from_millis(100);
@@ -879,8 +923,10 @@ impl ControlLoop {
                     shared.model.publish(*model, *phase);
                 }
             }
+            let timeout = reorder_timeout(session, now);
             conn.reseq_timeout_us
-                .store(reorder_timeout(session, now).as_micros() as u64, Relaxed);
+                .store(timeout.as_micros() as u64, Relaxed);
+            conn.publish_path_waits(&path_waits(session, now, timeout));
             let carries = |id: usize| {
                 table.get(id).is_some_and(|p| {
                     let share = match p.view.lock() {

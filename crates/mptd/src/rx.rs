@@ -897,6 +897,7 @@ impl RxWorker {
         if reseq.timeout() != t {
             reseq.set_timeout(t);
         }
+        self.conn.apply_path_waits(reseq);
     }
 
     fn publish_deadline(&self, reseq: &Resequencer) {

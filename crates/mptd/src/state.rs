@@ -694,6 +694,14 @@ pub struct ConnShared {
     /// how long resequencing must at least hold data that overtook, set by
     /// the control loop (see `control_loop::rx_delay_spread`).
     pub rx_spread_us: AtomicU64,
+    /// Per path id: the resequencer's wait for it in µs (see
+    /// `control_loop::path_waits`), `u32::MAX` = none; set by the control
+    /// loop, taken by the receive worker when `path_waits_gen` moved.
+    pub path_waits_us: [AtomicU32; mpt_proto::sched::MAX_PATHS],
+    /// Bumped when `path_waits_us` changed.
+    pub path_waits_gen: AtomicU64,
+    /// `path_waits_gen` the resequencer last took (under its lock).
+    pub path_waits_applied: AtomicU64,
     /// Control loop only: `repairs.requested_datagrams` as last seen, and
     /// when it last grew (random loss on a path we receive on).
     pub random_loss_seen: Mutex<(u64, Option<Instant>)>,
@@ -834,6 +842,9 @@ impl ConnShared {
             adaptive: AtomicBool::new(true),
             equalize_owd_us: AtomicU64::new(0),
             rx_spread_us: AtomicU64::new(u64::MAX),
+            path_waits_us: std::array::from_fn(|_| AtomicU32::new(u32::MAX)),
+            path_waits_gen: AtomicU64::new(0),
+            path_waits_applied: AtomicU64::new(0),
             random_loss_seen: Mutex::new((0, None)),
             repair: AtomicBool::new(true),
             silent_paths: AtomicU64::new(0),
@@ -880,6 +891,39 @@ impl ConnShared {
         self.rx_wake.wake();
         for w in self.tx_wake.0.iter() {
             let _ = w.trigger();
+        }
+    }
+
+    /// Publishes the resequencer's per-path waits (control loop).
+    pub fn publish_path_waits(&self, waits: &[Option<std::time::Duration>]) {
+        let mut changed = false;
+        for (slot, w) in self.path_waits_us.iter().zip(waits) {
+            let us = w.map_or(u32::MAX, |d| {
+                d.as_micros().min(u128::from(u32::MAX - 1)) as u32
+            });
+            if slot.swap(us, Relaxed) != us {
+                changed = true;
+            }
+        }
+        if changed {
+            self.path_waits_gen.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Gives the resequencer (locked by the caller) the waits published
+    /// last, if they changed since it got them (receive worker, once per
+    /// batch).
+    pub fn apply_path_waits(&self, reseq: &mut Resequencer) {
+        let gen = self.path_waits_gen.load(Relaxed);
+        if self.path_waits_applied.swap(gen, Relaxed) == gen {
+            return;
+        }
+        for (id, slot) in self.path_waits_us.iter().enumerate() {
+            let wait = match slot.load(Relaxed) {
+                u32::MAX => None,
+                us => Some(std::time::Duration::from_micros(u64::from(us))),
+            };
+            reseq.set_path_wait(id, wait);
         }
     }
 

@@ -125,6 +125,76 @@ fn quiet_path_stops_counting_after_two_timeouts() {
 }
 
 #[test]
+fn an_idle_path_that_starts_carrying_data_is_waited_for() {
+    // A fast path (0) and a path 280 ms slower (1) that has carried nothing
+    // for long. The sender starts using path 1 at 10: 10 and 12 go there,
+    // 11 and 13 on path 0 arrive first. They must wait for path 1's
+    // packets, not be taken as proof that 10 and 12 were lost.
+    let t = t0();
+    let mut r = Resequencer::new(64, 64, Duration::from_millis(400));
+    let mut out = Out(vec![]);
+    r.set_path_wait(0, Some(Duration::ZERO));
+    r.set_path_wait(1, Some(280 * MS));
+    for s in 0..10 {
+        r.insert(s, 0, &pkt(s), t, out.sink());
+    }
+    r.insert(11, 0, &pkt(11), t + MS, out.sink());
+    r.insert(13, 0, &pkt(13), t + 2 * MS, out.sink());
+    assert_eq!(
+        out.0,
+        (0..10).collect::<Vec<_>>(),
+        "path 1 may bring 10, 12"
+    );
+    // Path 1's packets arrive 280 ms after their neighbours on path 0.
+    r.insert(10, 1, &pkt(10), t + 281 * MS, out.sink());
+    r.insert(12, 1, &pkt(12), t + 282 * MS, out.sink());
+    assert_eq!(out.0, (0..14).collect::<Vec<_>>());
+    assert_eq!(r.stats().gaps_skipped, 0);
+    assert_eq!(r.stats().late, 0);
+}
+
+#[test]
+fn a_gap_is_proven_lost_once_the_idle_paths_wait_is_over() {
+    let t = t0();
+    let mut r = Resequencer::new(64, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    r.set_path_wait(0, Some(Duration::ZERO));
+    r.set_path_wait(1, Some(50 * MS));
+    r.insert(0, 0, &pkt(0), t, out.sink());
+    // 1 lost on path 0; 2 arrives, then 3 a little later.
+    r.insert(2, 0, &pkt(2), t + MS, out.sink());
+    r.insert(3, 0, &pkt(3), t + 40 * MS, out.sink());
+    assert_eq!(out.0, [0], "idle path 1 could still bring 1");
+    // 2 has waited path 1's 50 ms: 1 is lost. 5 is younger than the wait,
+    // so the gap at 4 is not given up yet.
+    r.insert(5, 0, &pkt(5), t + 51 * MS, out.sink());
+    assert_eq!(out.0, [0, 2, 3]);
+    assert_eq!(r.stats().gaps_skipped, 1);
+    r.insert(6, 0, &pkt(6), t + 102 * MS, out.sink());
+    assert_eq!(out.0, [0, 2, 3, 5, 6]);
+    // The timeout releases what no insert does.
+    r.insert(8, 0, &pkt(8), t + 103 * MS, out.sink());
+    r.handle_timeout(t + 103 * MS + Duration::from_secs(1), out.sink());
+    assert_eq!(out.0, [0, 2, 3, 5, 6, 8]);
+}
+
+#[test]
+fn paths_that_cannot_carry_data_or_deliver_lately_add_no_wait() {
+    let t = t0();
+    let mut r = Resequencer::new(64, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    // Path 1 is down (no wait); path 2 delivers, so its own sequence
+    // numbers prove loss and its wait does not apply.
+    r.set_path_wait(1, None);
+    r.set_path_wait(2, Some(300 * MS));
+    r.insert(0, 2, &pkt(0), t, out.sink());
+    r.insert(2, 0, &pkt(2), t, out.sink());
+    assert_eq!(out.0, [0], "path 2 may still bring 1");
+    r.insert(3, 2, &pkt(3), t + MS, out.sink());
+    assert_eq!(out.0, [0, 2, 3], "path 2 moved past 1");
+}
+
+#[test]
 fn lost_packet_is_given_up_after_timeout_and_late_arrival_delivered() {
     let t = t0();
     let mut r = Resequencer::new(16, 64, 10 * MS);
