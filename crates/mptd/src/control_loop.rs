@@ -226,6 +226,10 @@ pub fn path_waits(
     waits
 }
 
+/// Smallest share of the received data (smoothed) that counts a path in
+/// the measured delay spread ([`rx_delay_spread`]).
+pub const SPREAD_MIN_SHARE: f64 = 0.005;
+
 /// Jitter margin of [`path_waits`].
 pub const PATH_WAIT_MARGIN: Duration = Duration::from_millis(2);
 
@@ -927,15 +931,16 @@ impl ControlLoop {
             conn.reseq_timeout_us
                 .store(timeout.as_micros() as u64, Relaxed);
             conn.publish_path_waits(&path_waits(session, now, timeout));
-            let carries = |id: usize| {
-                table.get(id).is_some_and(|p| {
-                    let share = match p.view.lock() {
-                        Ok(g) => g.rx_share,
-                        Err(poisoned) => poisoned.into_inner().rx_share,
-                    };
-                    share >= EQUALIZE_MIN_SHARE
+            let rx_share = |id: usize| {
+                table.get(id).map_or(0.0, |p| match p.view.lock() {
+                    Ok(g) => g.rx_share,
+                    Err(poisoned) => poisoned.into_inner().rx_share,
                 })
             };
+            let carries = |id: usize| rx_share(id) >= EQUALIZE_MIN_SHARE;
+            // Any path bringing data, however little, makes the fast
+            // paths' packets wait for it in the resequencer.
+            let brings = |id: usize| rx_share(id) >= SPREAD_MIN_SHARE;
             let random_loss = {
                 let requested = conn.repairs.requested_datagrams.get();
                 let mut seen = match conn.random_loss_seen.lock() {
@@ -949,7 +954,7 @@ impl ControlLoop {
                     .is_some_and(|t| now.saturating_duration_since(t) < RANDOM_LOSS_HOLD)
             };
             conn.rx_spread_us.store(
-                rx_delay_spread(session, now, carries).map_or(u64::MAX, |d| d.as_micros() as u64),
+                rx_delay_spread(session, now, brings).map_or(u64::MAX, |d| d.as_micros() as u64),
                 Relaxed,
             );
             conn.equalize_owd_us.store(
