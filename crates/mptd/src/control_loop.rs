@@ -51,6 +51,24 @@ const OUT_LEN: usize = 160;
 /// that is down must not make the service fail to start).
 const READY_WAIT: Duration = Duration::from_secs(10);
 
+/// `a` comes before `b` on the wrapping µs clock of one-way delays.
+fn owd_below(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// The lowest and highest of one-way delays (wrapping µs) and how many
+/// there were; `None` for none.
+fn owd_bounds(owds: impl Iterator<Item = u32>) -> Option<(u32, u32, usize)> {
+    owds.fold(None, |acc, o| match acc {
+        None => Some((o, o, 1)),
+        Some((lo, hi, n)) => Some((
+            if owd_below(o, lo) { o } else { lo },
+            if owd_below(hi, o) { o } else { hi },
+            n + 1,
+        )),
+    })
+}
+
 /// How long the resequencer waits for a gap to fill: the spread of one-way
 /// delays between the fastest and the slowest usable path, plus twice the
 /// largest RTT variation, plus a floor for scheduling jitter of the
@@ -78,17 +96,11 @@ pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
         .filter_map(|(_, p)| p.rx_owd())
         .filter(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(1))
         .map(|(owd, _)| owd);
-    let (mut owd_lo, mut owd_hi): (Option<u32>, Option<u32>) = (None, None);
-    for owd in recent {
-        let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
-        owd_lo = Some(owd_lo.map_or(owd, |l| if below(owd, l) { owd } else { l }));
-        owd_hi = Some(owd_hi.map_or(owd, |h| if below(h, owd) { owd } else { h }));
-    }
-    let owd_spread = match (owd_lo, owd_hi) {
-        (Some(l), Some(h)) => {
+    let owd_spread = match owd_bounds(recent) {
+        Some((l, h, _)) => {
             Duration::from_micros(u64::from(h.wrapping_sub(l)).min(u64::from(u32::MAX / 2)))
         }
-        _ => Duration::ZERO,
+        None => Duration::ZERO,
     };
     let spread = ((hi - lo) / 2).max(owd_spread + owd_spread / 4);
     (spread + var * 2 + floor).min(Duration::from_secs(2))
@@ -141,18 +153,14 @@ pub fn equalize_target(
         (Some(f), Some(r)) => !random_loss && r.saturating_sub(f) <= EQUALIZE_NEAR,
         _ => false,
     };
-    let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
-    let (mut lo, mut hi): (Option<u32>, Option<u32>) = (None, None);
-    for (owd, _) in session
-        .paths()
-        .filter(|(id, p)| primary(p) && (near(p) || carries(*id)))
-        .filter_map(|(_, p)| p.rx_owd())
-        .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
-    {
-        lo = Some(lo.map_or(owd, |l| if below(owd, l) { owd } else { l }));
-        hi = Some(hi.map_or(owd, |h| if below(h, owd) { owd } else { h }));
-    }
-    let (lo, hi) = (lo?, hi?);
+    let (lo, hi, _) = owd_bounds(
+        session
+            .paths()
+            .filter(|(id, p)| primary(p) && (near(p) || carries(*id)))
+            .filter_map(|(_, p)| p.rx_owd())
+            .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
+            .map(|(owd, _)| owd),
+    )?;
     let spread = u64::from(hi.wrapping_sub(lo));
     (spread >= crate::equalize::MIN_HOLD.as_micros() as u64 && spread < u64::from(u32::MAX / 2))
         .then_some(hi)
@@ -169,19 +177,15 @@ pub fn rx_delay_spread(
     now: Instant,
     carries: impl Fn(usize) -> bool,
 ) -> Option<Duration> {
-    let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
-    let (mut lo, mut hi, mut n): (Option<u32>, Option<u32>, usize) = (None, None, 0);
-    for (owd, _) in session
-        .paths()
-        .filter(|(id, p)| p.liveness() == Liveness::Up && carries(*id))
-        .filter_map(|(_, p)| p.rx_owd())
-        .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
-    {
-        n += 1;
-        lo = Some(lo.map_or(owd, |l| if below(owd, l) { owd } else { l }));
-        hi = Some(hi.map_or(owd, |h| if below(h, owd) { owd } else { h }));
-    }
-    let spread = hi?.wrapping_sub(lo?);
+    let (lo, hi, n) = owd_bounds(
+        session
+            .paths()
+            .filter(|(id, p)| p.liveness() == Liveness::Up && carries(*id))
+            .filter_map(|(_, p)| p.rx_owd())
+            .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
+            .map(|(owd, _)| owd),
+    )?;
+    let spread = hi.wrapping_sub(lo);
     (n >= 2 && spread < u32::MAX / 2).then(|| Duration::from_micros(u64::from(spread)))
 }
 
@@ -203,15 +207,12 @@ pub fn path_waits(
             .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
             .map(|(owd, _)| owd)
     };
-    let below = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
     let usable = || session.paths().filter(|(_, p)| p.usable());
-    let owd_lo = usable()
-        .filter_map(|(_, p)| recent(p))
-        .reduce(|l, o| if below(o, l) { o } else { l });
+    let owd_lo = owd_bounds(usable().filter_map(|(_, p)| recent(p))).map(|(lo, _, _)| lo);
     let rtt_lo = usable().filter_map(|(_, p)| p.rtt().min()).min();
     for (id, p) in usable() {
         let extra = match (recent(p), owd_lo) {
-            (Some(o), Some(lo)) if !below(o, lo) => {
+            (Some(o), Some(lo)) if !owd_below(o, lo) => {
                 Duration::from_micros(u64::from(o.wrapping_sub(lo)).min(u64::from(u32::MAX / 2)))
             }
             _ => match (p.rtt().min(), rtt_lo) {
