@@ -810,7 +810,7 @@ impl ControlLoop {
                 else {
                     return;
                 };
-                let template = next_header(conn, path, d.at);
+                let template = noise_header(conn, path, d.at);
                 match nd.on_initiation(bytes, src, local, d.at, template, &mut out[..]) {
                     InitiationOutcome::Cookie { len } => {
                         nc.stats.cookies_sent += 1;
@@ -1167,6 +1167,32 @@ fn index_in_use(conns: &[Arc<ConnShared>], i: u32) -> bool {
     })
 }
 
+/// The header fields of a public-key handshake message on `path`. Its
+/// sequence numbers are informational and consume none: the receiver
+/// hands handshake messages to no resequencer and counts them on no path,
+/// so a number taken here would be a hole there (a rekey every two
+/// minutes would each time look like a lost datagram).
+fn noise_header(conn: &ConnShared, path: &PathShared, now: Instant) -> Header {
+    Header {
+        seq: conn.seq.load(Relaxed),
+        path_seq: path.path_seq.load(Relaxed),
+        ..next_header_fields(conn, path, now)
+    }
+}
+
+/// [`next_header`]'s fields other than the sequence numbers.
+fn next_header_fields(conn: &ConnShared, path: &PathShared, now: Instant) -> Header {
+    Header {
+        msg_type: MsgType::NoiseInitiation,
+        flags: Flags::NONE,
+        path_id: path.id as u16,
+        conn_id: conn.conn_id,
+        seq: 0,
+        path_seq: 0,
+        timestamp_us: mpt_proto::timestamp_us(conn.epoch, now),
+    }
+}
+
 /// Sends a Noise initiation on the next path (rotating over those whose
 /// remote is known).
 fn noise_initiate(
@@ -1193,7 +1219,7 @@ fn noise_initiate(
     let Some((remote, _)) = path.remote() else {
         return;
     };
-    let template = next_header(conn, path, now);
+    let template = noise_header(conn, path, now);
     match nc.initiate(crypto, &mut nd.rng, in_use, template, buf, now) {
         Ok(len) => {
             tracing::debug!(conn = %conn.name, path = %path.name, attempt, "sending handshake initiation");

@@ -273,7 +273,8 @@ impl ConnCrypto {
     }
 
     /// Noise: gives up the pending and previous keys older than `max_age`
-    /// (their hard limit). Returns how many key sets went.
+    /// (their hard limit). Returns how many pending key sets went (never
+    /// confirmed: expired); previous keys past it simply go.
     pub fn drop_older(&self, max_age: Duration, now: Instant) -> usize {
         let old = |ids: &Option<NoiseIds>| {
             ids.is_some_and(|i| now.saturating_duration_since(i.born) >= max_age)
@@ -286,13 +287,13 @@ impl ConnCrypto {
                 k.ids[1] = None;
                 gone += 1;
             }
-            if old(&k.ids[2]) {
+            let previous = old(&k.ids[2]);
+            if previous {
                 k.previous = None;
                 k.retire_at = None;
                 k.ids[2] = None;
-                gone += 1;
             }
-            gone > 0
+            gone > 0 || previous
         });
         gone
     }
