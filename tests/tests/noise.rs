@@ -335,3 +335,36 @@ fn rekeying_under_a_transfer_loses_nothing() {
         base.retransmits
     );
 }
+
+#[test]
+fn a_server_without_remotes_learns_them_and_a_restarted_peer_comes_back() {
+    let _serial = serial();
+    // B names no remote on any path: it learns A's addresses from A's
+    // authenticated datagrams (it can answer initiations, never start one).
+    let mut bed = TestBed::new(BedSpec::noise(2).learn_remote(Side::B)).expect("test bed");
+    check_sessions(&bed).expect("sessions");
+    let ping = start_ping(&bed, Side::B, "0.05", 10);
+    let (sent, got, text) = ping_result(ping);
+    assert_eq!((sent, got), (10, 10), "ping from the server side: {text}");
+    // A restarts with no keys: it handshakes again by itself.
+    for side in [Side::A, Side::B] {
+        bed.stop_daemon(side).expect("stop");
+        let t0 = Instant::now();
+        bed.restart_daemon(side, None).expect("restart");
+        let back = bed
+            .wait_tunnel(Side::A, Family::V4, Duration::from_secs(10))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "tunnel not back after restarting {side:?}: {e:#}\nA's log:\n{}\nB's log:\n{}",
+                    bed.daemon(Side::A).log_tail(30),
+                    bed.daemon(Side::B).log_tail(30)
+                )
+            });
+        eprintln!(
+            "tunnel back {:?} after restarting {side:?} ({back:?} after it was ready)",
+            t0.elapsed()
+        );
+        check_sessions(&bed).expect("sessions after a restart");
+    }
+    bed.shutdown().expect("clean shutdown");
+}

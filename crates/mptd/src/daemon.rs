@@ -275,7 +275,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                     nd.identity().clone(),
                     peer,
                     psk,
-                    NoiseTiming::new(c.keepalive, c.rekey_after),
+                    NoiseTiming::new(c.keepalive, c.rekey_after).with_settle(c.dead_timer),
                 ))
             }
             _ => None,

@@ -314,6 +314,9 @@ pub struct NoiseTiming {
     /// Replaced keys keep opening this long after the peer was seen on the
     /// new ones.
     pub grace: Duration,
+    /// How old keys must be before all paths being down makes us initiate
+    /// (the paths of a fresh session need a dead timer to come up).
+    pub settle: Duration,
 }
 
 impl NoiseTiming {
@@ -331,9 +334,17 @@ impl NoiseTiming {
         }
         NoiseTiming {
             grace: rekey.previous_grace,
+            settle: rekey.rekey_retry,
             rekey,
             first_retry: keepalive.clamp(Duration::from_millis(200), Duration::from_secs(2)),
         }
+    }
+
+    /// All paths down counts once keys are `dead_timer` old (the longest
+    /// the paths of a fresh session take to come up).
+    pub fn with_settle(mut self, dead_timer: Duration) -> NoiseTiming {
+        self.settle = dead_timer;
+        self
     }
 }
 
@@ -526,7 +537,7 @@ impl NoiseConn {
             pending: crypto.pending_ids(),
             all_down: all_down
                 && current
-                    .is_some_and(|c| now.saturating_duration_since(c.born) >= cfg.rekey_retry),
+                    .is_some_and(|c| now.saturating_duration_since(c.born) >= self.timing.settle),
             traffic_waiting,
         };
         self.policy.should_initiate(state, now)

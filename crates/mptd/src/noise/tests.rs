@@ -332,3 +332,88 @@ fn rekey_keeps_old_keys_opening_for_the_grace_period() {
     assert!(!b.crypto.knows_index(old_b.local));
     assert!(b.crypto.knows_index(new_b.local));
 }
+
+#[test]
+fn load_gauge_counts_per_second() {
+    let t0 = base();
+    let mut g = LoadGauge::default();
+    for _ in 0..3 {
+        assert!(!g.note(t0, 3));
+    }
+    assert!(g.note(t0 + Duration::from_millis(999), 3));
+    // A new second starts afresh.
+    assert!(!g.note(t0 + Duration::from_secs(1), 3));
+}
+
+#[test]
+fn under_load_the_daemon_answers_with_a_cookie_then_lets_the_initiator_in() {
+    let timing = NoiseTiming::new(Duration::from_secs(1), None);
+    let (mut a, mut b) = pair(timing);
+    let now = base();
+    // Fill B's second with initiations (junk: refused at mac1, but each
+    // reached the control loop).
+    let mut out = [0u8; 200];
+    let len = a
+        .conn
+        .initiate(
+            &a.crypto,
+            &mut a.daemon.rng,
+            |_| false,
+            template(),
+            &mut out,
+            now,
+        )
+        .unwrap();
+    let mut junk = out[..len].to_vec();
+    junk[24 + 112] ^= 1; // mac1
+    for _ in 0..LOAD_INITIATIONS_PER_SECOND {
+        let _ = b
+            .daemon
+            .on_initiation(&junk, src(), 5, now, template(), &mut out);
+    }
+    let len = a
+        .conn
+        .initiate(
+            &a.crypto,
+            &mut a.daemon.rng,
+            |_| false,
+            template(),
+            &mut out,
+            now,
+        )
+        .unwrap();
+    let init = out[..len].to_vec();
+    let InitiationOutcome::Cookie { len } =
+        b.daemon
+            .on_initiation(&init, src(), 6, now, template(), &mut out)
+    else {
+        panic!("expected a cookie reply under load");
+    };
+    a.conn
+        .on_cookie_reply(&out[..len], now)
+        .expect("cookie reply");
+    // The next initiation carries mac2 and is answered, still under load.
+    let later = now + Duration::from_millis(100);
+    let len = a
+        .conn
+        .initiate(
+            &a.crypto,
+            &mut a.daemon.rng,
+            |_| false,
+            template(),
+            &mut out,
+            later,
+        )
+        .unwrap();
+    let init = out[..len].to_vec();
+    assert!(matches!(
+        b.daemon
+            .on_initiation(&init, src(), 7, later, template(), &mut out),
+        InitiationOutcome::Respond { .. }
+    ));
+    b.daemon.publish();
+    let c = *b.daemon.stats.responder.lock().unwrap();
+    assert_eq!(c.cookies_sent, 1);
+    assert_eq!(c.refused.mac1, u64::from(LOAD_INITIATIONS_PER_SECOND));
+    assert_eq!(a.conn.counters().cookies_received, 1);
+}
