@@ -525,6 +525,18 @@ pub struct BedSpec {
     /// `allow_peer_paths` of both sides' connection: local prefixes on
     /// which the peer may open paths besides the configured ones.
     pub allow_peer_paths: Vec<String>,
+    /// Public-key handshake: [`TestBed::start`] makes each side a key pair
+    /// with `mpt keypair` (`<a|b>.private` next to the control socket,
+    /// named by `[daemon] private_key_file`) and gives each connection the
+    /// other side's public key, or `peer_key_override` for that side.
+    pub noise: bool,
+    /// Per side: the `public_key` its connection lists instead of the real
+    /// peer's (a key the peer does not hold).
+    pub peer_key_override: [Option<String>; 2],
+    /// The public keys [`TestBed::start`] generated (filled in by it).
+    pub public_keys: [Option<String>; 2],
+    /// The connections' hidden `rekey_after` (public-key handshake only).
+    pub rekey_after: Option<Duration>,
 }
 
 impl BedSpec {
@@ -542,7 +554,28 @@ impl BedSpec {
             learn_remote: [false, false],
             cmd_port: [None, None],
             allow_peer_paths: Vec::new(),
+            noise: false,
+            peer_key_override: [None, None],
+            public_keys: [None, None],
+            rekey_after: None,
         }
+    }
+    /// `n` IPv4 paths, IPv4 inside, a key pair per side and the public-key
+    /// handshake (no PSK): the usual bed of the Noise tests.
+    pub fn noise(n: usize) -> Self {
+        let mut spec = Self::uniform(n, Family::V4).inner(&[Family::V4]);
+        spec.noise = true;
+        spec
+    }
+    /// `side`'s connection lists `public_key` instead of the peer's real key.
+    pub fn peer_key(mut self, side: Side, public_key: &str) -> Self {
+        self.peer_key_override[side.index()] = Some(public_key.to_owned());
+        self
+    }
+    /// Where `side`'s private key lives for a daemon whose control socket is
+    /// `control`: `<a|b>.private` in the same directory.
+    pub fn private_key_path(side: Side, control: &Path) -> PathBuf {
+        control.with_file_name(format!("{}.private", side.letter()))
     }
     pub fn inner(mut self, inner: &[Family]) -> Self {
         self.inner = inner.to_vec();
@@ -603,6 +636,13 @@ impl BedSpec {
             // Still in the [daemon] table: [tunnel] follows.
             let _ = writeln!(s, "cmd_port = {port}\n");
         }
+        if self.noise {
+            let _ = writeln!(
+                s,
+                "private_key_file = {:?}\n",
+                Self::private_key_path(side, control).display().to_string()
+            );
+        }
         let _ = writeln!(s, "[tunnel]\nname = {TUN:?}\nmtu = {MTU}");
         for f in &self.inner {
             let (key, prefix) = match f {
@@ -634,6 +674,16 @@ impl BedSpec {
                 "key_file = {:?}",
                 Self::key_path(side, control).display().to_string()
             );
+        }
+        if self.noise {
+            let peer_key = self.peer_key_override[side.index()]
+                .clone()
+                .or_else(|| self.public_keys[peer.index()].clone())
+                .unwrap_or_default();
+            let _ = writeln!(s, "public_key = {peer_key:?}");
+            if let Some(after) = self.rekey_after {
+                let _ = writeln!(s, "rekey_after = \"{}ms\"", after.as_millis());
+            }
         }
         for (i, p) in self.paths.iter().enumerate() {
             let remote = if self.learn_remote[side.index()] {
@@ -749,6 +799,28 @@ pub fn mptd_bin() -> Result<PathBuf> {
         p.display()
     );
     Ok(p)
+}
+
+/// `mpt keypair FILE`: writes a new private key to `file` (mode 0600) and
+/// returns the public key it prints (base64).
+pub fn keypair(file: &Path) -> Result<String> {
+    let out = Command::new(mpt_bin()?)
+        .arg("keypair")
+        .arg(file)
+        .output()
+        .context("running mpt keypair")?;
+    ensure!(
+        out.status.success(),
+        "mpt keypair {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let public = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    ensure!(
+        public.len() == 44,
+        "mpt keypair printed {public:?}, not a base64 key"
+    );
+    Ok(public)
 }
 
 /// The `mpt` binary built next to mptd.
@@ -1567,6 +1639,15 @@ impl TestBed {
             );
             if let Some(key) = &bed.spec.keys[side.index()] {
                 write_key_file(&BedSpec::key_path(side, &control), key, 0o600)?;
+            }
+            if bed.spec.noise {
+                for s in [Side::A, Side::B] {
+                    if bed.spec.public_keys[s.index()].is_none() {
+                        let file = BedSpec::private_key_path(s, &control);
+                        let public = keypair(&file)?;
+                        bed.spec.public_keys[s.index()] = Some(public);
+                    }
+                }
             }
             fs::write(&cfg, bed.spec.config(side, &control))?;
             let daemon = Daemon::start(bed.ns(side), l, &cfg, &control, &log)?;

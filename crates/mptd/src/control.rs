@@ -47,6 +47,36 @@ pub struct StatusSource {
     pub commands: SyncSender<Request>,
     /// The netlink listener's counters (`None`: not listening).
     pub netlink: Option<Arc<crate::netlink::NetlinkStats>>,
+    /// The public-key handshake's daemon-wide counters (`None`: no
+    /// connection uses it).
+    pub noise: Option<Arc<crate::noise::NoiseDaemonStats>>,
+}
+
+/// Handshake counters as JSON (the `noise` objects of the status).
+pub fn handshake_json(c: &mpt_proto::noise::HandshakeCounters) -> Value {
+    let r = &c.refused;
+    json!({
+        "initiations_sent": c.initiations_sent,
+        "initiations_processed": c.initiations_processed,
+        "responses_sent": c.responses_sent,
+        "responses_received": c.responses_received,
+        "completed": c.completed,
+        "rekeys": c.rekeys,
+        "expired": c.expired,
+        "cookies_sent": c.cookies_sent,
+        "cookies_received": c.cookies_received,
+        "refused": {
+            "malformed": r.malformed,
+            "mac1": r.mac1,
+            "stale_mac2": r.stale_mac2,
+            "decrypt": r.decrypt,
+            "unknown_peer": r.unknown_peer,
+            "replay": r.replay,
+            "rate_limited": r.rate_limited,
+            "unknown_index": r.unknown_index,
+            "bad_cookie_reply": r.bad_cookie_reply,
+        },
+    })
 }
 
 /// Binds the socket (mode 0600), replacing a stale socket file.
@@ -415,8 +445,18 @@ pub fn status(source: &StatusSource) -> Value {
                 },
                 "session": {
                     "encrypted": c.crypto.is_some(),
+                    "handshake": match &c.crypto {
+                        None => "none",
+                        Some(k) if k.noise => "noise_ik",
+                        Some(_) => "psk",
+                    },
                     "established": c.crypto.as_ref().is_some_and(|k| k.keys().is_some()),
                     "handshakes": c.crypto.as_ref().map_or(0, |k| k.handshakes.get()),
+                    "rekeys": c.crypto.as_ref().map_or(0, |k| k.rekeys.get()),
+                    "key_age_s": c.crypto.as_ref().and_then(|k| k.current_ids()).map(|i| now.saturating_duration_since(i.born).as_secs_f64()),
+                    "noise": c.crypto.as_ref().filter(|k| k.noise).map(|k| {
+                        handshake_json(&k.noise_counters.lock().unwrap_or_else(|p| p.into_inner()))
+                    }),
                 },
                 "paths": paths,
             })
@@ -435,6 +475,13 @@ pub fn status(source: &StatusSource) -> Value {
             "overruns": n.overruns.get(),
             "errors": n.errors.get(),
         })),
+        "noise": source.noise.as_ref().map(|n| {
+            let mut v = handshake_json(&n.responder.lock().unwrap_or_else(|p| p.into_inner()));
+            v["refused"]["wrong_connection"] = json!(n.refusals.wrong_connection.get());
+            v["refused"]["lost_race"] = json!(n.refusals.lost_race.get());
+            v["refused"]["entropy"] = json!(n.refusals.entropy.get());
+            v
+        }),
         "connections": conns,
     })
 }

@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 use crate::command::{Outcome, Request, PEER_ANSWER_WAIT};
 use crate::config::{Prefix, MAX_WEIGHT, MAX_WINDOW};
 use crate::handshake::{ChallengeOutcome, InitOutcome, KeyExchange};
+use crate::noise::{InitiationOutcome, NoiseConn, NoiseDaemon};
 use crate::pathset::{self, AddError, ConnSetup, Draining, NewPath};
 use crate::rx::ControlDatagram;
 use crate::state::{ConnShared, LastHandover, PathShared, PathView};
@@ -44,8 +45,8 @@ pub const TICK: Duration = Duration::from_millis(20);
 const MAX_INPUT_PER_ROUND: usize = 256;
 
 /// Room for any datagram the control loop builds (handshake messages are
-/// the largest), with the AEAD tag.
-const OUT_LEN: usize = 160;
+/// the largest: a Noise initiation is 168 bytes), with the AEAD tag.
+const OUT_LEN: usize = 192;
 
 /// Longest wait for the paths before readiness is reported anyway (a peer
 /// that is down must not make the service fail to start).
@@ -261,6 +262,12 @@ pub struct ControlLoop {
     pub sessions: Vec<Session>,
     /// Their key exchanges (for connections with a key), same order.
     pub exchanges: Vec<Option<KeyExchange>>,
+    /// The public-key handshake's responder (with `[daemon]
+    /// private_key_file`).
+    pub noise: Option<NoiseDaemon>,
+    /// Per connection with a `public_key`: its public-key handshake (such
+    /// connections have no entry in `exchanges`).
+    pub noise_conns: Vec<Option<NoiseConn>>,
     /// Probes, replies and handshake messages from the receive workers.
     pub input: Receiver<ControlDatagram>,
     /// Set on shutdown.
@@ -648,7 +655,7 @@ impl ControlLoop {
             return;
         };
         let bytes = &d.bytes[..d.len.min(d.bytes.len())];
-        let Ok((header, payload)) = Header::parse(bytes) else {
+        let Ok((mut header, payload)) = Header::parse(bytes) else {
             conn.drops.malformed.add(1);
             return;
         };
@@ -657,10 +664,8 @@ impl ControlLoop {
                 self.on_handshake(&conn, d, &header, out);
                 return;
             }
-            // The public-key handshake is not wired into the daemon yet;
-            // the receive workers drop these before they get here.
             MsgType::NoiseInitiation | MsgType::NoiseResponse | MsgType::NoiseCookieReply => {
-                conn.drops.unsupported.add(1);
+                self.on_noise(&conn, d, &header, out);
                 return;
             }
             MsgType::Data
@@ -674,6 +679,12 @@ impl ControlLoop {
         let Some(session) = self.sessions.get_mut(d.conn) else {
             return;
         };
+        if conn.crypto.as_ref().is_some_and(|c| c.noise) {
+            // Addressed to one of our session indexes (the receive worker
+            // checked which, and opened it): the session knows the
+            // connection by its configured id.
+            header.conn_id = session.conn_id();
+        }
         match session.handle_datagram(d.path, &header, payload, d.at) {
             Ok(_) => {
                 if let Some(p) = conn.paths().get(d.path) {
@@ -840,6 +851,99 @@ impl ControlLoop {
         }
     }
 
+    /// A public-key handshake message (not sealed; authenticated by its
+    /// MACs and the Noise layer). Refusals are counted (by the protocol
+    /// module, by reason) and logged at trace level only: anyone can send
+    /// them at will.
+    fn on_noise(
+        &mut self,
+        conn: &ConnShared,
+        d: ControlDatagram,
+        header: &Header,
+        out: &mut [u8; OUT_LEN],
+    ) {
+        let table = conn.paths();
+        let (Some(crypto), Some(path), Some(Some(nc)), Some(nd)) = (
+            conn.crypto.as_ref().filter(|c| c.noise),
+            table.get(d.path),
+            self.noise_conns.get_mut(d.conn),
+            self.noise.as_mut(),
+        ) else {
+            conn.drops.unsupported.add(1);
+            return;
+        };
+        let bytes = &d.bytes[..d.len.min(d.bytes.len())];
+        let refused = |e: &dyn std::fmt::Display| {
+            tracing::trace!(conn = %conn.name, path = %path.name, msg = ?header.msg_type, error = %e, "handshake message refused");
+        };
+        match header.msg_type {
+            MsgType::NoiseInitiation => {
+                // Answers go back where the initiation came from.
+                let Some(src) = d.from else { return };
+                let conns = &self.conns;
+                let Some(local) =
+                    mpt_proto::noise::random_index(&mut nd.rng, |i| index_in_use(conns, i))
+                else {
+                    return;
+                };
+                let template = noise_header(conn, path, d.at);
+                match nd.on_initiation(bytes, src, local, d.at, template, &mut out[..]) {
+                    InitiationOutcome::Cookie { len } => {
+                        nc.stats.cookies_sent += 1;
+                        tracing::trace!(conn = %conn.name, path = %path.name, from = %src, "under load: answered an initiation with a cookie");
+                        send(conn, path, &out[..len], src);
+                    }
+                    InitiationOutcome::Respond {
+                        len,
+                        conn: peer,
+                        established,
+                    } => {
+                        if peer != d.conn {
+                            nd.stats.refusals.wrong_connection.add(1);
+                            refused(&"the initiator's key names another connection");
+                            return;
+                        }
+                        if !nc.take_their_initiation(crypto, d.at) {
+                            nd.stats.refusals.lost_race.add(1);
+                            tracing::debug!(conn = %conn.name, path = %path.name, "both sides initiated; ours wins, theirs ignored");
+                            return;
+                        }
+                        nc.responded(crypto, *established, conn.seq.load(Relaxed), d.at);
+                        tracing::debug!(conn = %conn.name, path = %path.name, "answered a handshake initiation; keys pending");
+                        send(conn, path, &out[..len], src);
+                    }
+                    InitiationOutcome::Refused(e) => refused(&e),
+                }
+            }
+            MsgType::NoiseResponse => {
+                match nc.on_response(crypto, bytes, conn.seq.load(Relaxed), d.at) {
+                    Ok(_) => {
+                        if let Some(from) = d.from {
+                            if path.learn_remote(from) {
+                                tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address from handshake");
+                            }
+                        }
+                        tracing::info!(conn = %conn.name, path = %path.name, "session keys established");
+                        // The peer confirms the keys with our first
+                        // datagram under them: send one now.
+                        if let Some(session) = self.sessions.get_mut(d.conn) {
+                            session.probe_now(d.path, d.at);
+                        }
+                    }
+                    Err(e) => refused(&e),
+                }
+            }
+            _ => match nc.on_cookie_reply(bytes, d.at) {
+                Ok(()) => {
+                    tracing::debug!(conn = %conn.name, path = %path.name, "the peer is under load: got a cookie for the next initiation");
+                }
+                Err(e) => refused(&e),
+            },
+        }
+        nd.publish();
+        nc.publish(crypto);
+    }
+
     /// Feeds the data plane's receive summaries into the sessions.
     fn pull_summaries(&mut self) {
         for (session, conn) in self.sessions.iter_mut().zip(self.conns.iter()) {
@@ -883,7 +987,22 @@ impl ControlLoop {
                     if let Some(attempt) = exchange.poll_initiate(keys.is_none() || all_down, now) {
                         initiate(conn, exchange, attempt, now, buf);
                     }
-                    Some(keys)
+                    Some(keys.map(|k| (k, conn.conn_id)))
+                }
+                (Some(crypto), _) => {
+                    if let (Some(Some(nc)), Some(nd)) =
+                        (self.noise_conns.get_mut(ci), self.noise.as_mut())
+                    {
+                        let all_down = session.paths().all(|(_, p)| p.liveness() == Liveness::Down);
+                        let seq = conn.seq.load(Relaxed);
+                        let no_session = conn.drops.no_session.get();
+                        if nc.poll(crypto, seq, no_session, all_down, now) {
+                            let conns = &self.conns;
+                            noise_initiate(conn, nc, nd, |i| index_in_use(conns, i), now, buf);
+                        }
+                        nc.publish(crypto);
+                    }
+                    Some(crypto.sealing(conn.conn_id))
                 }
                 _ => None,
             };
@@ -904,7 +1023,10 @@ impl ControlLoop {
                     // Encrypted connection without a session yet: nothing
                     // can be sent that the peer would accept.
                     Some(None) => continue,
-                    Some(Some(k)) => {
+                    Some(Some((k, conn_id))) => {
+                        // The peer's session index on a public-key
+                        // connection (else the connection id again).
+                        buf[4..8].copy_from_slice(&conn_id.to_be_bytes());
                         buf[1] |= Flags::SEALED.bits();
                         match k.seal_datagram(&mut buf[..len + TAG_LEN], len - HEADER_LEN) {
                             Ok(n) => len = n,
@@ -1115,6 +1237,84 @@ fn initiate(
             send(conn, path, &buf[..len], remote);
         }
         Err(e) => tracing::warn!(conn = %conn.name, error = %e, "cannot build handshake init"),
+    }
+}
+
+/// Whether session index `i` is taken by a key set or a handshake in
+/// flight of any connection.
+fn index_in_use(conns: &[Arc<ConnShared>], i: u32) -> bool {
+    conns.iter().any(|c| {
+        c.crypto
+            .as_ref()
+            .is_some_and(|k| k.knows_index(i) || k.handshake_index.load(Relaxed) == i)
+    })
+}
+
+/// The header fields of a public-key handshake message on `path`. Its
+/// sequence numbers are informational and consume none: the receiver
+/// hands handshake messages to no resequencer and counts them on no path,
+/// so a number taken here would be a hole there (a rekey every two
+/// minutes would each time look like a lost datagram).
+fn noise_header(conn: &ConnShared, path: &PathShared, now: Instant) -> Header {
+    Header {
+        seq: conn.seq.load(Relaxed),
+        path_seq: path.path_seq.load(Relaxed),
+        ..next_header_fields(conn, path, now)
+    }
+}
+
+/// [`next_header`]'s fields other than the sequence numbers.
+fn next_header_fields(conn: &ConnShared, path: &PathShared, now: Instant) -> Header {
+    Header {
+        msg_type: MsgType::NoiseInitiation,
+        flags: Flags::NONE,
+        path_id: path.id as u16,
+        conn_id: conn.conn_id,
+        seq: 0,
+        path_seq: 0,
+        timestamp_us: mpt_proto::timestamp_us(conn.epoch, now),
+    }
+}
+
+/// Sends a Noise initiation on the next path (rotating over those whose
+/// remote is known).
+fn noise_initiate(
+    conn: &ConnShared,
+    nc: &mut NoiseConn,
+    nd: &mut NoiseDaemon,
+    in_use: impl Fn(u32) -> bool,
+    now: Instant,
+    buf: &mut [u8],
+) {
+    let Some(crypto) = conn.crypto.as_ref() else {
+        return;
+    };
+    let table = conn.paths();
+    let known: Vec<&Arc<PathShared>> = table
+        .iter()
+        .filter(|p| p.remote().is_some() && !p.is_removed())
+        .collect();
+    if known.is_empty() {
+        return;
+    }
+    let attempt = nc.counters().initiations_sent as usize;
+    let path = known[attempt % known.len()];
+    let Some((remote, _)) = path.remote() else {
+        return;
+    };
+    let template = noise_header(conn, path, now);
+    match nc.initiate(crypto, &mut nd.rng, in_use, template, buf, now) {
+        Ok(len) => {
+            tracing::debug!(conn = %conn.name, path = %path.name, attempt, "sending handshake initiation");
+            send(conn, path, &buf[..len], remote);
+        }
+        Err(e) => {
+            nd.stats
+                .refusals
+                .entropy
+                .add(u64::from(matches!(e, mpt_proto::noise::NoiseError::Crypto)));
+            tracing::warn!(conn = %conn.name, error = %e, "cannot build handshake initiation");
+        }
     }
 }
 

@@ -33,6 +33,7 @@ use crate::config::{Config, Prefix};
 use crate::control::{self, StatusSource};
 use crate::control_loop::{ControlLoop, Readiness};
 use crate::handshake::KeyExchange;
+use crate::noise::{NoiseConn, NoiseDaemon, NoiseTiming};
 use crate::pathset::ConnSetup;
 use crate::route::Router;
 use crate::rx::RxWorker;
@@ -95,6 +96,20 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let now = Instant::now();
     let mut conns = Vec::new();
     let mut sessions = Vec::new();
+    // Per connection: its PSK (`key_file`), if any.
+    let mut psks: Vec<Option<Psk>> = Vec::new();
+    // The public-key handshake's responder, when a connection has a
+    // `public_key` (config validation made sure the daemon has a key).
+    let mut noise = match &config.daemon.private_key_file {
+        Some(file) if config.connections.iter().any(|c| c.public_key.is_some()) => {
+            let secret = crate::keys::load_private(file)
+                .with_context(|| format!("[daemon] private_key_file {}", file.display()))?;
+            let identity = mpt_proto::noise::Identity::new(secret)
+                .context("setting up the public-key handshake")?;
+            Some(NoiseDaemon::new(identity))
+        }
+        _ => None,
+    };
     // Control message ids start at the wall clock in µs, so a restarted
     // daemon's messages are never taken for repeats of its old ones.
     let first_control_id = std::time::SystemTime::now()
@@ -160,17 +175,29 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         if let Some(session) = sessions.last_mut() {
             session.set_loss_repair(c.repair);
         }
-        let crypto = match &c.key_file {
-            Some(file) => {
-                let key =
-                    crate::keys::load(file).with_context(|| format!("connection {}", c.name))?;
-                Some(ConnCrypto::new(Psk::from_bytes(key)))
+        let psk = match &c.key_file {
+            Some(file) => Some(Psk::from_bytes(
+                crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
+            )),
+            None => None,
+        };
+        let crypto = match (c.public_key.is_some(), &psk) {
+            (true, _) => {
+                let timing = NoiseTiming::new(c.keepalive, c.rekey_after);
+                tracing::info!(conn = %c.name, psk = psk.is_some(), "public-key handshake (Noise IK)");
+                Some(ConnCrypto::new_noise(
+                    psk.clone().unwrap_or_else(|| Psk::from_bytes([0; 32])),
+                    timing.grace,
+                    crate::state::OLD_KEYS_MAX,
+                ))
             }
-            None => {
-                tracing::warn!(conn = %c.name, "no key_file: traffic is neither encrypted nor authenticated");
+            (false, Some(psk)) => Some(ConnCrypto::new(psk.clone())),
+            (false, None) => {
+                tracing::warn!(conn = %c.name, "no key_file or public_key: traffic is neither encrypted nor authenticated");
                 None
             }
         };
+        psks.push(psk);
         conns.push(Arc::new(ConnShared::new(
             ci,
             c.name.clone(),
@@ -230,11 +257,31 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             shared
                 .crypto
                 .as_ref()
+                .filter(|cr| !cr.noise)
                 .map(|cr| KeyExchange::new(&cr.psk, c.id, c.keepalive))
                 .transpose()
         })
         .collect::<Result<Vec<_>, _>>()
         .context("setting up key exchange")?;
+    let noise_conns: Vec<Option<NoiseConn>> = config
+        .connections
+        .iter()
+        .zip(psks)
+        .enumerate()
+        .map(|(ci, (c, psk))| match (c.public_key, noise.as_mut()) {
+            (Some(peer), Some(nd)) => {
+                nd.add_peer(peer, ci, psk.clone());
+                Some(NoiseConn::new(
+                    nd.identity().clone(),
+                    peer,
+                    psk,
+                    NoiseTiming::new(c.keepalive, c.rekey_after).with_settle(c.dead_timer),
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    let noise_stats = noise.as_ref().map(|n| n.stats.clone());
     let (command_tx, command_rx) = sync_channel(16);
     // Link and address events: a listener thread feeds the control loop
     // (and wakes it, so a link lost is acted on at once, not at its next
@@ -274,6 +321,8 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         conns: conns.clone(),
         sessions,
         exchanges,
+        noise,
+        noise_conns,
         input: control_rx,
         shutdown: shutdown.clone(),
         commands: command_rx,
@@ -334,6 +383,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         started: now,
         commands: command_tx.clone(),
         netlink: netlink_stats,
+        noise: noise_stats,
     };
     let metrics = match config.daemon.metrics.as_str() {
         "" => None,

@@ -67,6 +67,8 @@ pub fn render(source: &StatusSource) -> String {
     let (mut txp, mut rxp, mut txb, mut rxb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut drops = Vec::new();
     let mut sessions = Vec::new();
+    let mut rekeys = Vec::new();
+    let mut noise_events = Vec::new();
     let (mut rate, mut confirmed, mut owd, mut queue) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lossy, mut share) = (Vec::new(), Vec::new());
@@ -200,6 +202,11 @@ pub fn render(source: &StatusSource) -> String {
                 format!("conn=\"{}\"", esc(&c.name)),
                 k.handshakes.get() as f64,
             ));
+            rekeys.push((format!("conn=\"{}\"", esc(&c.name)), k.rekeys.get() as f64));
+            if k.noise {
+                let n = *k.noise_counters.lock().unwrap_or_else(|p| p.into_inner());
+                noise_events.extend(noise_samples(&format!("conn=\"{}\"", esc(&c.name)), &n));
+            }
         }
     }
     family(
@@ -311,6 +318,28 @@ pub fn render(source: &StatusSource) -> String {
         sessions,
     );
     family(
+        "mpt_rekeys_total",
+        "counter",
+        "Session keys that replaced earlier ones.",
+        rekeys,
+    );
+    if let Some(n) = &source.noise {
+        let d = *n.responder.lock().unwrap_or_else(|p| p.into_inner());
+        noise_events.extend(noise_samples("conn=\"\"", &d));
+        for (reason, v) in [
+            ("wrong_connection", n.refusals.wrong_connection.get()),
+            ("lost_race", n.refusals.lost_race.get()),
+        ] {
+            noise_events.push((format!("conn=\"\",event=\"refused_{reason}\""), v as f64));
+        }
+    }
+    family(
+        "mpt_noise_handshake_total",
+        "counter",
+        "Public-key handshake events by connection (conn=\"\": the daemon's responder, before the peer is known): initiations, responses, cookies, and refusals by reason (refused_*).",
+        noise_events,
+    );
+    family(
         "mpt_reorder_held_packets",
         "gauge",
         "Packets the resequencer holds now.",
@@ -380,6 +409,33 @@ fn hold_histogram(out: &mut String, holds: &[(String, HoldHistogram)]) {
         let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_us as f64 / 1e6);
         let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
     }
+}
+
+/// Samples of the public-key handshake counters, labelled `labels` and
+/// the event.
+fn noise_samples(labels: &str, c: &mpt_proto::noise::HandshakeCounters) -> Vec<(String, f64)> {
+    let r = &c.refused;
+    [
+        ("initiations_sent", c.initiations_sent),
+        ("initiations_processed", c.initiations_processed),
+        ("responses_sent", c.responses_sent),
+        ("responses_received", c.responses_received),
+        ("cookies_sent", c.cookies_sent),
+        ("cookies_received", c.cookies_received),
+        ("expired", c.expired),
+        ("refused_malformed", r.malformed),
+        ("refused_mac1", r.mac1),
+        ("refused_stale_mac2", r.stale_mac2),
+        ("refused_decrypt", r.decrypt),
+        ("refused_unknown_peer", r.unknown_peer),
+        ("refused_replay", r.replay),
+        ("refused_rate_limited", r.rate_limited),
+        ("refused_unknown_index", r.unknown_index),
+        ("refused_bad_cookie_reply", r.bad_cookie_reply),
+    ]
+    .into_iter()
+    .map(|(event, v)| (format!("{labels},event=\"{event}\""), v as f64))
+    .collect()
 }
 
 #[cfg(test)]

@@ -40,6 +40,16 @@ fn sealing_keys(conn: &ConnShared) -> Result<Option<Arc<SessionKeys>>, ()> {
     }
 }
 
+/// The connection id to address a datagram sealed with the current keys
+/// to: the peer's session index on a public-key connection (should the
+/// keys change meanwhile, the peer still tries all the key sets it has).
+fn header_conn_id(conn: &ConnShared) -> u32 {
+    conn.crypto
+        .as_ref()
+        .and_then(|c| c.current_ids())
+        .map_or(conn.conn_id, |ids| ids.remote)
+}
+
 /// Fills in the header of a message of `msg_type` on `path`, seals
 /// `payload_len` bytes after it and sends it. Returns whether it left.
 #[allow(clippy::too_many_arguments)]
@@ -64,7 +74,7 @@ fn seal_and_send(
             flags
         },
         path_id: path.id as u16,
-        conn_id: conn.conn_id,
+        conn_id: header_conn_id(conn),
         seq: conn.seq.fetch_add(1, Relaxed),
         path_seq: path.path_seq.fetch_add(1, Relaxed),
         timestamp_us: mpt_proto::timestamp_us(conn.epoch, now),

@@ -30,9 +30,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mpt_proto::crypto::{
-    ReplayWindow, SessionKeys, CHALLENGE_LEN, INIT_LEN, RESPONSE_LEN, TAG_LEN,
-};
+use mpt_proto::crypto::{ReplayWindow, SessionKeys, TAG_LEN};
 use mpt_proto::reorder::Resequencer;
 use mpt_proto::repair::{DetectorStats, LossDetector};
 use mpt_proto::wire::{
@@ -123,8 +121,9 @@ const EQUALIZE_SLOTS: usize = 1024;
 /// Packets gathered for one tun write: tun-rs's ideal batch.
 const STAGE_SLOTS: usize = tun_rs::IDEAL_BATCH_SIZE;
 
-/// Largest message handed to the control loop (handshake messages are).
-pub const CONTROL_DATAGRAM_MAX: usize = 128;
+/// Largest message handed to the control loop (handshake messages are:
+/// a Noise initiation is 168 bytes).
+pub const CONTROL_DATAGRAM_MAX: usize = mpt_proto::noise::INITIATION_LEN;
 
 /// A probe, reply or handshake message handed to the control loop. Sealed
 /// probes and replies arrive opened, with the SEALED flag cleared.
@@ -664,22 +663,15 @@ impl RxWorker {
                 return (Verdict::Drop, dgram);
             }
         };
-        if header.conn_id != conn.conn_id {
+        // By connection id, or (public-key sessions) session index.
+        if !crate::demux::accepts(conn, &header) {
             conn.drops.unknown_connection.add(1);
             return (Verdict::Drop, dgram);
         }
-        if matches!(
-            header.msg_type,
-            MsgType::HandshakeInit | MsgType::HandshakeResponse | MsgType::HandshakeChallenge
-        ) {
+        if let Some((expected, noise)) = crate::demux::handshake_kind(header.msg_type) {
             // Handshakes are authenticated by their own MAC in the control
             // loop; only size-check them here.
-            let expected = match header.msg_type {
-                MsgType::HandshakeInit => INIT_LEN,
-                MsgType::HandshakeResponse => RESPONSE_LEN,
-                _ => CHALLENGE_LEN,
-            };
-            if conn.crypto.is_none() {
+            if conn.crypto.as_ref().map(|c| c.noise) != Some(noise) {
                 conn.drops.unsupported.add(1);
             } else if dgram.len() != expected {
                 conn.drops.malformed.add(1);
@@ -770,13 +762,13 @@ impl RxWorker {
                 }
                 Verdict::Skip(header.seq)
             }
-            MsgType::HandshakeInit | MsgType::HandshakeResponse | MsgType::HandshakeChallenge => {
-                conn.drops.unsupported.add(1);
-                Verdict::Skip(header.seq)
-            }
-            // The public-key handshake is not wired into the daemon yet:
-            // dropped without touching the resequencer.
-            MsgType::NoiseInitiation | MsgType::NoiseResponse | MsgType::NoiseCookieReply => {
+            // Handled above, before any crypto.
+            MsgType::HandshakeInit
+            | MsgType::HandshakeResponse
+            | MsgType::HandshakeChallenge
+            | MsgType::NoiseInitiation
+            | MsgType::NoiseResponse
+            | MsgType::NoiseCookieReply => {
                 conn.drops.unsupported.add(1);
                 Verdict::Drop
             }

@@ -372,10 +372,12 @@ impl TxWorker {
             conn.drops.no_remote.add(count);
             return;
         };
-        let keys = match &conn.crypto {
-            None => None,
-            Some(crypto) => match crypto.keys() {
-                Some(k) => Some(k),
+        // The header names the connection, or (public-key sessions) the
+        // peer's session index of the keys that seal.
+        let (keys, conn_id) = match &conn.crypto {
+            None => (None, conn.conn_id),
+            Some(crypto) => match crypto.sealing(conn.conn_id) {
+                Some((k, id)) => (Some(k), id),
                 None => {
                     conn.drops.no_session.add(count);
                     return;
@@ -423,7 +425,7 @@ impl TxWorker {
                     flags
                 },
                 path_id: p as u16,
-                conn_id: conn.conn_id,
+                conn_id,
                 seq: seq_base + u64::from(entry.rank()),
                 path_seq: pseq0.wrapping_add(k as u32),
                 timestamp_us: ts,

@@ -56,6 +56,21 @@ pub fn render(status: &Value, traffic: Traffic<'_>, width: usize) -> String {
         top.push_str("; drops: ");
         top.push_str(&drops.join(", "));
     }
+    // The public-key handshake's responder (all connections).
+    if let Some(n) = status.get("noise").filter(|n| n.is_object()) {
+        let get = |k: &str| n.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let _ = write!(
+            top,
+            "; noise handshakes: {} initiations processed, {} answered, {} cookies sent",
+            get("initiations_processed"),
+            get("responses_sent"),
+            get("cookies_sent")
+        );
+        let refused = nonzero(n.get("refused"));
+        if !refused.is_empty() {
+            let _ = write!(top, ", refused: {}", refused.join(", "));
+        }
+    }
     push_wrapped(&mut out, &top, 0, width);
     let conns = status
         .get("connections")
@@ -287,8 +302,22 @@ fn session(s: Option<&Value>) -> String {
         (Some(true), Some(false)) => "session NOT established".to_string(),
         _ => "session -".to_string(),
     };
+    if s.get("handshake").and_then(Value::as_str) == Some("noise_ik") {
+        t.push_str(", public-key handshake (noise)");
+    }
     if let Some(n) = handshakes {
-        let _ = write!(t, " ({n} handshake{})", if n == 1 { "" } else { "s" });
+        let _ = write!(t, " ({n} handshake{}", if n == 1 { "" } else { "s" });
+        if let Some(r) = s.get("rekeys").and_then(Value::as_u64).filter(|&r| r > 0) {
+            let _ = write!(t, ", {r} rekey{}", if r == 1 { "" } else { "s" });
+        }
+        t.push(')');
+    }
+    // Public-key handshake: what it refused, by reason.
+    if let Some(refused) = s.get("noise").and_then(|n| n.get("refused")) {
+        let r = nonzero(Some(refused));
+        if !r.is_empty() {
+            let _ = write!(t, "; handshakes refused: {}", r.join(", "));
+        }
     }
     t
 }

@@ -12,8 +12,9 @@
 //! Identities: `[daemon] private_key_file` (X25519, written by `mpt
 //! keypair`) is read during validation, because two checks need our own
 //! public key: no connection may name it as its peer's, and no two
-//! connections may name the same peer key. The public-key handshake is not
-//! yet wired into the data plane; [`Config::identity_warnings`] says so.
+//! connections may name the same peer key. A connection with a
+//! `public_key` runs the public-key (Noise IK) handshake, with its
+//! `key_file` PSK mixed in if it has one (see `crate::noise`).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -102,9 +103,14 @@ pub struct ConnectionConfig {
     pub redundancy: mpt_proto::sched::Redundancy,
     /// Pre-shared key file.
     pub key_file: Option<PathBuf>,
-    /// The peer's X25519 public key (needs `[daemon] private_key_file`).
+    /// The peer's X25519 public key (needs `[daemon] private_key_file`):
+    /// the connection runs the public-key handshake.
     pub public_key: Option<PublicKey>,
-    /// Further local prefixes on which the peer may open paths (besides
+    /// Public-key connections: age of the keys at which a new handshake
+    /// starts, instead of 120 s (the hard limits scale with it). For tests
+    /// of rekeying; not meant to be changed in service.
+    pub rekey_after: Option<Duration>,
+    // Further local prefixes on which the peer may open paths (besides
     /// the configured paths' own addresses).
     pub allow_peer_paths: Vec<Prefix>,
     /// Paths.
@@ -375,6 +381,8 @@ struct RawConnection {
     key_file: Option<PathBuf>,
     public_key: Option<Spanned<String>>,
     #[serde(default)]
+    rekey_after: Option<Dur>,
+    #[serde(default)]
     allow_peer_paths: Vec<Prefix>,
     #[serde(default)]
     path: Vec<Spanned<RawPath>>,
@@ -421,26 +429,14 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const MAX_WINDOW: u32 = 1024;
 
 impl Config {
-    /// Warnings about identity settings the daemon does not act on yet:
-    /// the public-key (Noise IK) handshake exists in `mpt_proto::noise` but
-    /// the data plane still runs the PSK handshake (or cleartext). Printed
-    /// by `mptd --check` and logged at start-up, so that nobody believes a
-    /// connection has forward secrecy when it has not.
+    /// Warnings about identity settings that have no effect: a private key
+    /// that no connection uses (none has a `public_key`). Printed by `mptd
+    /// --check` and logged at start-up.
     pub fn identity_warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for c in self.connections.iter().filter(|c| c.public_key.is_some()) {
-            let fallback = if c.key_file.is_some() {
-                "it uses the pre-shared-key handshake of its `key_file`"
-            } else {
-                "without `key_file` it runs unencrypted"
-            };
-            out.push(format!(
-                "connection `{}`: `public_key` is checked but public-key handshakes are not yet used by the data plane; {fallback}",
-                c.name
-            ));
-        }
-        if out.is_empty() && self.daemon.private_key_file.is_some() {
-            out.push("[daemon] `private_key_file` is loaded but public-key handshakes are not yet used by the data plane".into());
+        let any_peer_key = self.connections.iter().any(|c| c.public_key.is_some());
+        if !any_peer_key && self.daemon.private_key_file.is_some() {
+            out.push("[daemon] `private_key_file` is loaded but no connection has a `public_key`: no public-key handshake will run".into());
         }
         out
     }
@@ -691,6 +687,20 @@ fn validate(
                 Some(key)
             }
         };
+        let rekey_after =
+            match c.rekey_after {
+                None => None,
+                Some(_) if public_key.is_none() => return Err(here(
+                    "key `rekey_after` applies to public-key handshakes only (set `public_key`)"
+                        .into(),
+                )),
+                Some(Dur(d)) if d < Duration::from_secs(2) || d > Duration::from_secs(120) => {
+                    return Err(here(format!(
+                        "key `rekey_after`: {d:?} is outside 2s..=120s"
+                    )))
+                }
+                Some(Dur(d)) => Some(d),
+            };
         let mut paths: Vec<PathConfig> = Vec::new();
         for p in c.path {
             let pspan = p.span().start;
@@ -731,8 +741,8 @@ fn validate(
                     }
                 }
             }
-            if p.remote.is_none() && c.key_file.is_none() {
-                return Err(at("key `remote` is missing: without `key_file` nothing authenticates the peer, so its address is never learnt from its packets; set `remote`, or give the connection a `key_file`".into()));
+            if p.remote.is_none() && c.key_file.is_none() && public_key.is_none() {
+                return Err(at("key `remote` is missing: without `key_file` or `public_key` nothing authenticates the peer, so its address is never learnt from its packets; set `remote`, or give the connection a `key_file` or `public_key`".into()));
             }
             if let (Some(r), Some(local)) = (p.remote, p.local) {
                 if r.is_ipv4() != local.is_ipv4() {
@@ -793,6 +803,7 @@ fn validate(
             },
             key_file: c.key_file,
             public_key,
+            rekey_after,
             allow_peer_paths: c.allow_peer_paths,
             paths,
         });

@@ -316,15 +316,17 @@ fn identities_parse_and_are_stored() {
         c.connections[0].public_key,
         Some(crate::keys::decode_public(&peer).unwrap())
     );
-    // The daemon does not use them yet, and says so.
+    // The daemon uses them: nothing to warn about.
     let w = c.identity_warnings();
-    assert_eq!(w.len(), 1, "{w:?}");
-    assert!(w[0].contains("site-b") && w[0].contains("not yet used by the data plane"));
-    assert!(w[0].contains("key_file"), "{w:?}");
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(c.connections[0].rekey_after, None);
 
     // Two connections with different peer keys are fine.
     let two = with_identity(&peer) + &second_connection(&peer_public(0x33));
-    assert_eq!(parse_ids(&two).expect("valid").identity_warnings().len(), 2);
+    assert!(parse_ids(&two)
+        .expect("valid")
+        .identity_warnings()
+        .is_empty());
 }
 
 #[test]
@@ -447,4 +449,30 @@ fn identity_changes_need_a_restart() {
         lines.iter().any(|l| l.contains("private_key_file")),
         "{lines:?}"
     );
+}
+
+#[test]
+fn rekey_after_only_with_a_public_key_and_within_bounds() {
+    let peer = peer_public(0x22);
+    let with = |v: &str| {
+        with_identity(&peer).replacen(
+            "public_key =",
+            &format!("rekey_after = \"{v}\"\npublic_key ="),
+            1,
+        )
+    };
+    let c = parse_ids(&with("5s")).expect("valid");
+    assert_eq!(
+        c.connections[0].rekey_after,
+        Some(std::time::Duration::from_secs(5))
+    );
+    for bad in ["1s", "121s"] {
+        let e = parse_ids(&with(bad)).unwrap_err();
+        assert!(e.message.contains("rekey_after"), "{e}");
+    }
+    let psk_only = GOOD.replacen("key_file", "rekey_after = \"5s\"\nkey_file", 1);
+    if psk_only != GOOD {
+        let e = parse_ids(&psk_only).unwrap_err();
+        assert!(e.message.contains("public_key"), "{e}");
+    }
 }
