@@ -525,6 +525,8 @@ pub struct BedSpec {
     /// `allow_peer_paths` of both sides' connection: local prefixes on
     /// which the peer may open paths besides the configured ones.
     pub allow_peer_paths: Vec<String>,
+    /// `[daemon] threads` of both sides; `None`: not set (one per core).
+    pub threads: Option<usize>,
 }
 
 impl BedSpec {
@@ -541,6 +543,7 @@ impl BedSpec {
             keys: [None, None],
             learn_remote: [false, false],
             cmd_port: [None, None],
+            threads: None,
             allow_peer_paths: Vec::new(),
         }
     }
@@ -602,6 +605,9 @@ impl BedSpec {
         if let Some(port) = self.cmd_port[side.index()] {
             // Still in the [daemon] table: [tunnel] follows.
             let _ = writeln!(s, "cmd_port = {port}\n");
+        }
+        if let Some(n) = self.threads {
+            let _ = writeln!(s, "threads = {n}\n");
         }
         let _ = writeln!(s, "[tunnel]\nname = {TUN:?}\nmtu = {MTU}");
         for f in &self.inner {

@@ -77,7 +77,44 @@ struct RxCrypto {
     /// batch's data summary is stored: a probe's report must never count
     /// less data than arrived before it (that would read as loss).
     pending: Vec<ControlDatagram>,
+    /// The batch's datagrams as handed to the crypto stage, one per
+    /// datagram in batch order (allocated once).
+    opens: Vec<OpenItem>,
+    /// This worker's way into the crypto stage.
+    submitter: Submitter,
 }
+
+/// A datagram of a batch as the crypto stage opens it: where it is, which
+/// key slots may open it, which did. Filled in batch order before the
+/// parallel part, read in the same order after it.
+#[derive(Debug, Clone, Copy)]
+struct OpenItem {
+    /// The datagram, inside one of the worker's receive buffers.
+    ptr: *mut u8,
+    len: usize,
+    /// Slots (bit i: `RxCrypto::slots[i]`) whose replay window accepted
+    /// the sequence number before the batch; 0: not for the crypto stage
+    /// (not sealed, not ours, or no slot may take it): opened, or refused,
+    /// inline as before.
+    candidates: u8,
+    /// Some slot's window refused it before the batch.
+    replayed: bool,
+    /// The slot whose keys opened it, or [`NOT_OPENED`].
+    opened: u8,
+}
+
+/// `OpenItem::opened` of a datagram no candidate key opened.
+const NOT_OPENED: u8 = u8::MAX;
+
+// SAFETY: `ptr` points into a receive buffer the worker owns and lends to
+// the crypto stage only for the duration of `Submitter::run`; each item's
+// bytes are disjoint from every other item's.
+unsafe impl Send for OpenItem {}
+
+/// Most datagrams one batch hands to the crypto stage: UDP GRO coalesces
+/// at most 64 datagrams per message (UDP_GRO_CNT_MAX); beyond this
+/// (never, in practice) the rest are opened inline.
+const MAX_OPENS: usize = RECV_MESSAGES * 64;
 /// The receive worker's part of loss repair: a detector per path, and
 /// the messages to send once the batch is done.
 struct RxRepair {
@@ -96,6 +133,7 @@ const REPAIR_QUEUE: usize = 32;
 
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
+use crate::crypto_pool::{CryptoPool, Submitter};
 use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
@@ -154,6 +192,8 @@ pub struct RxWorker {
     pub control: SyncSender<ControlDatagram>,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
+    /// The crypto stage, shared with every other worker.
+    pub crypto_pool: Arc<CryptoPool>,
 }
 
 /// What one datagram of a batch turned out to be.
@@ -236,6 +276,8 @@ impl RxWorker {
             peer_on_current: false,
             scratch: Vec::with_capacity(RECV_LEN),
             pending: Vec::with_capacity(RECV_MESSAGES),
+            opens: Vec::with_capacity(MAX_OPENS),
+            submitter: self.crypto_pool.submitter(),
         };
         let mut repair = RxRepair {
             detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
@@ -383,9 +425,58 @@ impl RxWorker {
                 conn.drops.replay.add(1);
                 return None;
             }
-            let Some(c) = &conn.crypto else {
-                return Some(i);
-            };
+            return self.opened_with(i, now, crypto);
+        }
+        self.count_unopened(replayed, copied);
+        None
+    }
+
+    /// Takes the verdict of the crypto stage on a sealed datagram: opened
+    /// by slot `pre.opened` (then its replay window is checked and updated
+    /// now, in batch order: the authoritative decision, so a datagram that
+    /// arrived twice in one batch is accepted once), or by none.
+    fn take_opened(
+        &self,
+        pre: OpenItem,
+        seq: u64,
+        copied: bool,
+        now: Instant,
+        crypto: &mut RxCrypto,
+    ) -> Option<usize> {
+        let i = usize::from(pre.opened);
+        let Some(k) = crypto.slots.get_mut(i).and_then(Option::as_mut) else {
+            self.count_unopened(pre.replayed, copied);
+            return None;
+        };
+        if k.replay.update(seq).is_err() {
+            // Accepted earlier in this batch: a copy or a replay.
+            self.count_unopened(true, copied);
+            return None;
+        }
+        self.opened_with(i, now, crypto)
+    }
+
+    /// Counts a sealed datagram no key set opened.
+    fn count_unopened(&self, replayed: bool, copied: bool) {
+        let conn = &*self.conn;
+        if replayed && copied {
+            // A redundancy copy got here first: expected, not an attack.
+            conn.copies.duplicates.add(1);
+        } else if replayed {
+            conn.drops.replay.add(1);
+        } else {
+            conn.drops.auth.add(1);
+        }
+    }
+
+    /// A datagram opened with slot `i` (its window updated): notes that
+    /// the peer uses the current keys, or confirms pending ones.
+    fn opened_with(&self, i: usize, now: Instant, crypto: &mut RxCrypto) -> Option<usize> {
+        let conn = &*self.conn;
+        let Some(c) = &conn.crypto else {
+            return Some(i);
+        };
+        if let Some(k) = crypto.slots.get(i).and_then(Option::as_ref) {
             match k.role {
                 KeyRole::Current => {
                     if !crypto.peer_on_current {
@@ -400,17 +491,80 @@ impl RxWorker {
                 }
                 KeyRole::Previous => {}
             }
-            return Some(i);
         }
-        if replayed && copied {
-            // A redundancy copy got here first: expected, not an attack.
-            conn.copies.duplicates.add(1);
-        } else if replayed {
-            conn.drops.replay.add(1);
-        } else {
-            conn.drops.auth.add(1);
+        Some(i)
+    }
+
+    /// The crypto stage's part of a batch: finds the sealed datagrams
+    /// (in batch order, one [`OpenItem`] per datagram) and which key slots
+    /// may open them (replay windows as they stand before the batch), then
+    /// has them opened in place, in parallel for large batches. Nothing
+    /// else is decided here: `handle_batch` goes through the datagrams in
+    /// order afterwards and updates the windows.
+    fn open_batch(&self, bufs: &mut [Vec<u8>], meta: &[RecvMeta], crypto: &mut RxCrypto) {
+        let conn = &*self.conn;
+        let RxCrypto {
+            slots,
+            opens,
+            submitter,
+            ..
+        } = crypto;
+        opens.clear();
+        let present = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .fold(0u8, |m, (i, _)| m | 1 << i);
+        let mut sealed = 0usize;
+        'batch: for (buf, m) in bufs.iter_mut().zip(meta) {
+            if m.truncated {
+                continue;
+            }
+            for dgram in m.datagrams_mut(buf) {
+                if opens.len() == opens.capacity() {
+                    break 'batch;
+                }
+                let mut item = OpenItem {
+                    ptr: dgram.as_mut_ptr(),
+                    len: dgram.len(),
+                    candidates: 0,
+                    replayed: false,
+                    opened: NOT_OPENED,
+                };
+                if let Ok((h, _)) = Header::parse(dgram) {
+                    if h.conn_id == conn.conn_id
+                        && h.flags.contains(Flags::SEALED)
+                        && dgram.len() >= HEADER_LEN + TAG_LEN
+                        && !matches!(
+                            h.msg_type,
+                            MsgType::HandshakeInit
+                                | MsgType::HandshakeResponse
+                                | MsgType::HandshakeChallenge
+                        )
+                    {
+                        for (i, slot) in slots.iter().enumerate() {
+                            if let Some(k) = slot {
+                                if k.replay.check(h.seq).is_ok() {
+                                    item.candidates |= 1 << i;
+                                }
+                            }
+                        }
+                        item.replayed = present & !item.candidates != 0;
+                        sealed += usize::from(item.candidates != 0);
+                    }
+                }
+                opens.push(item);
+            }
         }
-        None
+        if sealed == 0 {
+            return;
+        }
+        let keys: [Option<&SessionKeys>; 3] =
+            [0, 1, 2].map(|i| slots.get(i).and_then(Option::as_ref).map(|k| &*k.keys));
+        submitter.run(
+            opens.as_mut_slice(),
+            &|chunk: &mut [OpenItem], scratch: &mut Vec<u8>| open_items(chunk, &keys, scratch),
+        );
     }
 
     /// Checks, counts and resequences one batch received on `path`.
@@ -462,6 +616,13 @@ impl RxWorker {
             0 => None,
             v => Some(v as u32),
         };
+        if conn.crypto.is_some() {
+            self.open_batch(bufs, meta, crypto);
+        } else {
+            crypto.opens.clear();
+        }
+        // Index of the datagram in the batch (as `open_batch` counted).
+        let mut di = 0usize;
         let mut reseq = conn.lock_reseq();
         self.apply_timeout(&mut reseq);
         for (buf, m) in bufs.iter_mut().zip(meta) {
@@ -479,7 +640,9 @@ impl RxWorker {
             }
             for dgram in m.datagrams_mut(buf) {
                 let wire_len = dgram.len();
-                let (verdict, dgram) = self.check(pi, dgram, m.from, now, crypto, repair);
+                let pre = crypto.opens.get(di).copied().filter(|o| o.candidates != 0);
+                di += 1;
+                let (verdict, dgram) = self.check(pi, dgram, pre, m.from, now, crypto, repair);
                 // Every datagram with a sequence number moves its path's
                 // sequence on: a hole in it is a loss.
                 let hole_seq = match verdict {
@@ -635,14 +798,17 @@ impl RxWorker {
         }
     }
 
-    /// Checks one datagram (opening it when the connection is encrypted);
+    /// Checks one datagram (opening it when the connection is encrypted,
+    /// unless the crypto stage already tried: `pre`);
     /// hands probes, replies and handshake messages to the control loop.
     /// Returns the verdict and the datagram as plaintext (header, then
     /// payload without tag).
+    #[allow(clippy::too_many_arguments)]
     fn check<'a>(
         &self,
         pi: usize,
         dgram: &'a mut [u8],
+        pre: Option<OpenItem>,
         from: Option<SocketAddr>,
         now: Instant,
         crypto: &mut RxCrypto,
@@ -699,7 +865,10 @@ impl RxWorker {
             (Some(_), true) => {
                 let len = dgram.len();
                 let copied = header.flags.contains(Flags::COPY);
-                opened_by = self.open_sealed(dgram, header.seq, copied, now, crypto);
+                opened_by = match pre {
+                    Some(p) if p.len == len => self.take_opened(p, header.seq, copied, now, crypto),
+                    _ => self.open_sealed(dgram, header.seq, copied, now, crypto),
+                };
                 if opened_by.is_none() {
                     return (Verdict::Drop, dgram);
                 }
@@ -946,6 +1115,41 @@ impl RxWorker {
         ) {
             tracing::debug!(conn = %conn.name, error = %e, "poll failed");
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Opens a chunk of a batch's datagrams in place (run by the crypto
+/// stage, on any thread): each with the first of its candidate key slots
+/// that takes it, recording which. With more than one candidate the
+/// datagram is kept in `scratch` to try the next (a failed open garbles
+/// it).
+fn open_items(chunk: &mut [OpenItem], keys: &[Option<&SessionKeys>; 3], scratch: &mut Vec<u8>) {
+    for it in chunk {
+        if it.candidates == 0 {
+            continue;
+        }
+        // SAFETY: see `OpenItem`: the bytes are the worker's, lent to
+        // this chunk alone while the batch is in the crypto stage.
+        let dgram = unsafe { std::slice::from_raw_parts_mut(it.ptr, it.len) };
+        let several = it.candidates.count_ones() > 1;
+        if several {
+            scratch.clear();
+            scratch.extend_from_slice(dgram);
+        }
+        let mut tried = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let Some(k) = k.filter(|_| it.candidates & (1 << i) != 0) else {
+                continue;
+            };
+            if tried > 0 {
+                dgram.copy_from_slice(scratch);
+            }
+            tried += 1;
+            if k.open_datagram(dgram).is_ok() {
+                it.opened = i as u8;
+                break;
+            }
         }
     }
 }
