@@ -6,8 +6,11 @@
 //! connection, not per path: a connection's data must leave in sequence
 //! order, and two workers sharing one resequencer starved each other on a
 //! 2-core machine (gaps timed out while the other worker waited for the
-//! lock). Connections scale across cores; see docs/ARCHITECTURE.md for
-//! how a single connection's receive side will be split later.
+//! lock). Connections scale across cores, and so does one connection's
+//! opening: with a key, the sealed datagrams of a batch are opened in place
+//! by the crypto stage (`crate::crypto_pool`, `open_batch`) before the
+//! worker goes through them in order; the replay window of the key that
+//! opened each is checked and updated then, in batch order.
 //!
 //! A batch is one `recvmmsg` on one socket. Each
 //! datagram is checked (header, connection, inner IP packet) without

@@ -4,8 +4,10 @@
 //! only shared writes per batch are a handful of atomic adds (sequence
 //! ranges and counters). A batch is one tun read (a TCP super-packet split
 //! into up to [`tun_rs::IDEAL_BATCH_SIZE`] segments, or a single packet);
-//! its packets are headed, grouped by path in their original order and
-//! sent with one `sendmmsg` per path.
+//! its packets are headed, grouped by path in their original order,
+//! sealed as one batch by the crypto stage (`crate::crypto_pool`: in
+//! parallel when the batch is large enough) and sent with one GSO send
+//! per path.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
