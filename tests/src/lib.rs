@@ -537,6 +537,8 @@ pub struct BedSpec {
     pub public_keys: [Option<String>; 2],
     /// The connections' hidden `rekey_after` (public-key handshake only).
     pub rekey_after: Option<Duration>,
+    /// `[daemon] threads` of both sides; `None`: not set (one per core).
+    pub threads: Option<usize>,
 }
 
 impl BedSpec {
@@ -553,6 +555,7 @@ impl BedSpec {
             keys: [None, None],
             learn_remote: [false, false],
             cmd_port: [None, None],
+            threads: None,
             allow_peer_paths: Vec::new(),
             noise: false,
             peer_key_override: [None, None],
@@ -642,6 +645,9 @@ impl BedSpec {
                 "private_key_file = {:?}\n",
                 Self::private_key_path(side, control).display().to_string()
             );
+        }
+        if let Some(n) = self.threads {
+            let _ = writeln!(s, "threads = {n}\n");
         }
         let _ = writeln!(s, "[tunnel]\nname = {TUN:?}\nmtu = {MTU}");
         for f in &self.inner {

@@ -6,7 +6,9 @@
 //! either starts whole or not at all.
 //!
 //! Threads: one transmit worker per tun queue (`threads`, default one per
-//! core), one receive worker per connection, one control loop, one control
+//! core), one receive worker per connection, `threads - 1` crypto helpers
+//! shared by all of them when a connection is encrypted
+//! (`crate::crypto_pool`), one control loop, one control
 //! socket server, and when configured the metrics server and the remote
 //! command port (`crate::cmd_port`). The main thread waits for
 //! SIGTERM/SIGINT (shutdown) and SIGHUP. Readiness goes to systemd from the
@@ -32,6 +34,7 @@ use crate::command::Command;
 use crate::config::{Config, Prefix};
 use crate::control::{self, StatusSource};
 use crate::control_loop::{ControlLoop, Readiness};
+use crate::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
 use crate::handshake::KeyExchange;
 use crate::noise::{NoiseConn, NoiseDaemon, NoiseTiming};
 use crate::pathset::ConnSetup;
@@ -349,6 +352,28 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         "control".into(),
         Box::new(move || control_loop.run()),
     )?);
+    // The crypto stage: `threads - 1` helpers shared by every worker (the
+    // worker that submits a batch is the other core's worth); none for
+    // cleartext-only configurations, which never use them.
+    let encrypted = conns.iter().any(|c| c.crypto.is_some());
+    let helpers = if encrypted {
+        threads.saturating_sub(1)
+    } else {
+        0
+    };
+    let min_chunk = env_usize("MPT_CRYPTO_MIN_CHUNK").unwrap_or(DEFAULT_MIN_CHUNK);
+    let spin = env_usize("MPT_CRYPTO_SPIN_US").map_or(DEFAULT_SPIN, |us| {
+        std::time::Duration::from_micros(us as u64)
+    });
+    let crypto_pool = Arc::new(
+        CryptoPool::start(helpers, min_chunk, spin).context("starting the crypto helpers")?,
+    );
+    tracing::debug!(
+        helpers,
+        min_chunk,
+        spin_us = spin.as_micros() as u64,
+        "crypto stage"
+    );
     for (qi, queue) in tun.queues.iter().enumerate() {
         let w = TxWorker {
             tun: queue.clone(),
@@ -358,6 +383,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             shutdown: shutdown.clone(),
             wake: tx_wakes[qi].clone(),
             mtu: usize::from(config.tunnel.mtu),
+            crypto_pool: crypto_pool.clone(),
         };
         handles.push(spawn(format!("tx{qi}"), Box::new(move || w.run()))?);
     }
@@ -369,6 +395,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             tun: tun.queues[ci % tun.queues.len()].clone(),
             control: control_tx.clone(),
             shutdown: shutdown.clone(),
+            crypto_pool: crypto_pool.clone(),
         };
         handles.push(spawn(
             format!("rx-{}", conn.name),
@@ -449,6 +476,8 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             tracing::error!("a worker thread panicked");
         }
     }
+    // The workers that submitted to the crypto helpers are gone.
+    crypto_pool.stop();
     let _ = control_server.join();
     if let Some((handle, addr)) = metrics {
         let _ = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1));
@@ -463,6 +492,19 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A tuning knob from the environment (benchmarks only; see
+/// docs/ARCHITECTURE.md, "Scaling").
+fn env_usize(name: &str) -> Option<usize> {
+    let v = std::env::var(name).ok()?;
+    match v.trim().parse() {
+        Ok(n) => Some(n),
+        Err(_) => {
+            tracing::warn!(var = name, value = %v, "not a number; ignored");
+            None
+        }
+    }
 }
 
 /// Says which configured features this version accepts but does not act

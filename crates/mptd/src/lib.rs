@@ -20,6 +20,7 @@ pub mod command;
 pub mod config;
 pub mod control;
 pub mod control_loop;
+pub mod crypto_pool;
 pub mod daemon;
 pub mod demux;
 pub mod equalize;

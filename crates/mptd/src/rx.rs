@@ -6,8 +6,11 @@
 //! connection, not per path: a connection's data must leave in sequence
 //! order, and two workers sharing one resequencer starved each other on a
 //! 2-core machine (gaps timed out while the other worker waited for the
-//! lock). Connections scale across cores; see docs/ARCHITECTURE.md for
-//! how a single connection's receive side will be split later.
+//! lock). Connections scale across cores, and so does one connection's
+//! opening: with a key, the sealed datagrams of a batch are opened in place
+//! by the crypto stage (`crate::crypto_pool`, `open_batch`) before the
+//! worker goes through them in order; the replay window of the key that
+//! opened each is checked and updated then, in batch order.
 //!
 //! A batch is one `recvmmsg` on one socket. Each
 //! datagram is checked (header, connection, inner IP packet) without
@@ -75,7 +78,44 @@ struct RxCrypto {
     /// batch's data summary is stored: a probe's report must never count
     /// less data than arrived before it (that would read as loss).
     pending: Vec<ControlDatagram>,
+    /// The batch's datagrams as handed to the crypto stage, one per
+    /// datagram in batch order (allocated once).
+    opens: Vec<OpenItem>,
+    /// This worker's way into the crypto stage.
+    submitter: Submitter,
 }
+
+/// A datagram of a batch as the crypto stage opens it: where it is, which
+/// key slots may open it, which did. Filled in batch order before the
+/// parallel part, read in the same order after it.
+#[derive(Debug, Clone, Copy)]
+struct OpenItem {
+    /// The datagram, inside one of the worker's receive buffers.
+    ptr: *mut u8,
+    len: usize,
+    /// Slots (bit i: `RxCrypto::slots[i]`) whose replay window accepted
+    /// the sequence number before the batch; 0: not for the crypto stage
+    /// (not sealed, not ours, or no slot may take it): opened, or refused,
+    /// inline as before.
+    candidates: u8,
+    /// Some slot's window refused it before the batch.
+    replayed: bool,
+    /// The slot whose keys opened it, or [`NOT_OPENED`].
+    opened: u8,
+}
+
+/// `OpenItem::opened` of a datagram no candidate key opened.
+const NOT_OPENED: u8 = u8::MAX;
+
+// SAFETY: `ptr` points into a receive buffer the worker owns and lends to
+// the crypto stage only for the duration of `Submitter::run`; each item's
+// bytes are disjoint from every other item's.
+unsafe impl Send for OpenItem {}
+
+/// Most datagrams one batch hands to the crypto stage: UDP GRO coalesces
+/// at most 64 datagrams per message (UDP_GRO_CNT_MAX); beyond this
+/// (never, in practice) the rest are opened inline.
+const MAX_OPENS: usize = RECV_MESSAGES * 64;
 /// The receive worker's part of loss repair: a detector per path, and
 /// the messages to send once the batch is done.
 struct RxRepair {
@@ -94,6 +134,7 @@ const REPAIR_QUEUE: usize = 32;
 
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
+use crate::crypto_pool::{CryptoPool, Submitter};
 use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
@@ -153,6 +194,8 @@ pub struct RxWorker {
     pub control: SyncSender<ControlDatagram>,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
+    /// The crypto stage, shared with every other worker.
+    pub crypto_pool: Arc<CryptoPool>,
 }
 
 /// What one datagram of a batch turned out to be.
@@ -235,6 +278,8 @@ impl RxWorker {
             peer_on_current: false,
             scratch: Vec::with_capacity(RECV_LEN),
             pending: Vec::with_capacity(RECV_MESSAGES),
+            opens: Vec::with_capacity(MAX_OPENS),
+            submitter: self.crypto_pool.submitter(),
         };
         let mut repair = RxRepair {
             detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
@@ -382,9 +427,58 @@ impl RxWorker {
                 conn.drops.replay.add(1);
                 return None;
             }
-            let Some(c) = &conn.crypto else {
-                return Some(i);
-            };
+            return self.opened_with(i, now, crypto);
+        }
+        self.count_unopened(replayed, copied);
+        None
+    }
+
+    /// Takes the verdict of the crypto stage on a sealed datagram: opened
+    /// by slot `pre.opened` (then its replay window is checked and updated
+    /// now, in batch order: the authoritative decision, so a datagram that
+    /// arrived twice in one batch is accepted once), or by none.
+    fn take_opened(
+        &self,
+        pre: OpenItem,
+        seq: u64,
+        copied: bool,
+        now: Instant,
+        crypto: &mut RxCrypto,
+    ) -> Option<usize> {
+        let i = usize::from(pre.opened);
+        let Some(k) = crypto.slots.get_mut(i).and_then(Option::as_mut) else {
+            self.count_unopened(pre.replayed, copied);
+            return None;
+        };
+        if k.replay.update(seq).is_err() {
+            // Accepted earlier in this batch: a copy or a replay.
+            self.count_unopened(true, copied);
+            return None;
+        }
+        self.opened_with(i, now, crypto)
+    }
+
+    /// Counts a sealed datagram no key set opened.
+    fn count_unopened(&self, replayed: bool, copied: bool) {
+        let conn = &*self.conn;
+        if replayed && copied {
+            // A redundancy copy got here first: expected, not an attack.
+            conn.copies.duplicates.add(1);
+        } else if replayed {
+            conn.drops.replay.add(1);
+        } else {
+            conn.drops.auth.add(1);
+        }
+    }
+
+    /// A datagram opened with slot `i` (its window updated): notes that
+    /// the peer uses the current keys, or confirms pending ones.
+    fn opened_with(&self, i: usize, now: Instant, crypto: &mut RxCrypto) -> Option<usize> {
+        let conn = &*self.conn;
+        let Some(c) = &conn.crypto else {
+            return Some(i);
+        };
+        if let Some(k) = crypto.slots.get(i).and_then(Option::as_ref) {
             match k.role {
                 KeyRole::Current => {
                     if !crypto.peer_on_current {
@@ -399,17 +493,80 @@ impl RxWorker {
                 }
                 KeyRole::Previous => {}
             }
-            return Some(i);
         }
-        if replayed && copied {
-            // A redundancy copy got here first: expected, not an attack.
-            conn.copies.duplicates.add(1);
-        } else if replayed {
-            conn.drops.replay.add(1);
-        } else {
-            conn.drops.auth.add(1);
+        Some(i)
+    }
+
+    /// The crypto stage's part of a batch: finds the sealed datagrams
+    /// (in batch order, one [`OpenItem`] per datagram) and which key slots
+    /// may open them (replay windows as they stand before the batch), then
+    /// has them opened in place, in parallel for large batches. Nothing
+    /// else is decided here: `handle_batch` goes through the datagrams in
+    /// order afterwards and updates the windows.
+    fn open_batch(&self, bufs: &mut [Vec<u8>], meta: &[RecvMeta], crypto: &mut RxCrypto) {
+        let conn = &*self.conn;
+        let RxCrypto {
+            slots,
+            opens,
+            submitter,
+            ..
+        } = crypto;
+        opens.clear();
+        let present = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .fold(0u8, |m, (i, _)| m | 1 << i);
+        let mut sealed = 0usize;
+        'batch: for (buf, m) in bufs.iter_mut().zip(meta) {
+            if m.truncated {
+                continue;
+            }
+            for dgram in m.datagrams_mut(buf) {
+                if opens.len() == opens.capacity() {
+                    break 'batch;
+                }
+                let mut item = OpenItem {
+                    ptr: dgram.as_mut_ptr(),
+                    len: dgram.len(),
+                    candidates: 0,
+                    replayed: false,
+                    opened: NOT_OPENED,
+                };
+                if let Ok((h, _)) = Header::parse(dgram) {
+                    if h.conn_id == conn.conn_id
+                        && h.flags.contains(Flags::SEALED)
+                        && dgram.len() >= HEADER_LEN + TAG_LEN
+                        && !matches!(
+                            h.msg_type,
+                            MsgType::HandshakeInit
+                                | MsgType::HandshakeResponse
+                                | MsgType::HandshakeChallenge
+                        )
+                    {
+                        for (i, slot) in slots.iter().enumerate() {
+                            if let Some(k) = slot {
+                                if k.replay.check(h.seq).is_ok() {
+                                    item.candidates |= 1 << i;
+                                }
+                            }
+                        }
+                        item.replayed = present & !item.candidates != 0;
+                        sealed += usize::from(item.candidates != 0);
+                    }
+                }
+                opens.push(item);
+            }
         }
-        None
+        if sealed == 0 {
+            return;
+        }
+        let keys: [Option<&SessionKeys>; 3] =
+            [0, 1, 2].map(|i| slots.get(i).and_then(Option::as_ref).map(|k| &*k.keys));
+        submitter.run(
+            opens.as_mut_slice(),
+            &|chunk: &mut [OpenItem], scratch: &mut Vec<u8>| open_items(chunk, &keys, scratch),
+        );
     }
 
     /// Checks, counts and resequences one batch received on `path`.
@@ -461,6 +618,13 @@ impl RxWorker {
             0 => None,
             v => Some(v as u32),
         };
+        if conn.crypto.is_some() {
+            self.open_batch(bufs, meta, crypto);
+        } else {
+            crypto.opens.clear();
+        }
+        // Index of the datagram in the batch (as `open_batch` counted).
+        let mut di = 0usize;
         let mut reseq = conn.lock_reseq();
         self.apply_timeout(&mut reseq);
         for (buf, m) in bufs.iter_mut().zip(meta) {
@@ -478,7 +642,9 @@ impl RxWorker {
             }
             for dgram in m.datagrams_mut(buf) {
                 let wire_len = dgram.len();
-                let (verdict, dgram) = self.check(pi, dgram, m.from, now, crypto, repair);
+                let pre = crypto.opens.get(di).copied().filter(|o| o.candidates != 0);
+                di += 1;
+                let (verdict, dgram) = self.check(pi, dgram, pre, m.from, now, crypto, repair);
                 // Every datagram with a sequence number moves its path's
                 // sequence on: a hole in it is a loss.
                 let hole_seq = match verdict {
@@ -634,14 +800,17 @@ impl RxWorker {
         }
     }
 
-    /// Checks one datagram (opening it when the connection is encrypted);
+    /// Checks one datagram (opening it when the connection is encrypted,
+    /// unless the crypto stage already tried: `pre`);
     /// hands probes, replies and handshake messages to the control loop.
     /// Returns the verdict and the datagram as plaintext (header, then
     /// payload without tag).
+    #[allow(clippy::too_many_arguments)]
     fn check<'a>(
         &self,
         pi: usize,
         dgram: &'a mut [u8],
+        pre: Option<OpenItem>,
         from: Option<SocketAddr>,
         now: Instant,
         crypto: &mut RxCrypto,
@@ -691,7 +860,10 @@ impl RxWorker {
             (Some(_), true) => {
                 let len = dgram.len();
                 let copied = header.flags.contains(Flags::COPY);
-                opened_by = self.open_sealed(dgram, header.seq, copied, now, crypto);
+                opened_by = match pre {
+                    Some(p) if p.len == len => self.take_opened(p, header.seq, copied, now, crypto),
+                    _ => self.open_sealed(dgram, header.seq, copied, now, crypto),
+                };
                 if opened_by.is_none() {
                     return (Verdict::Drop, dgram);
                 }
@@ -943,6 +1115,41 @@ impl RxWorker {
     }
 }
 
+/// Opens a chunk of a batch's datagrams in place (run by the crypto
+/// stage, on any thread): each with the first of its candidate key slots
+/// that takes it, recording which. With more than one candidate the
+/// datagram is kept in `scratch` to try the next (a failed open garbles
+/// it).
+fn open_items(chunk: &mut [OpenItem], keys: &[Option<&SessionKeys>; 3], scratch: &mut Vec<u8>) {
+    for it in chunk {
+        if it.candidates == 0 {
+            continue;
+        }
+        // SAFETY: see `OpenItem`: the bytes are the worker's, lent to
+        // this chunk alone while the batch is in the crypto stage.
+        let dgram = unsafe { std::slice::from_raw_parts_mut(it.ptr, it.len) };
+        let several = it.candidates.count_ones() > 1;
+        if several {
+            scratch.clear();
+            scratch.extend_from_slice(dgram);
+        }
+        let mut tried = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let Some(k) = k.filter(|_| it.candidates & (1 << i) != 0) else {
+                continue;
+            };
+            if tried > 0 {
+                dgram.copy_from_slice(scratch);
+            }
+            tried += 1;
+            if k.open_datagram(dgram).is_ok() {
+                it.opened = i as u8;
+                break;
+            }
+        }
+    }
+}
+
 /// Extra time a hole waits for its copy beyond 1.5 RTT of its path.
 const REPAIR_MARGIN: Duration = Duration::from_millis(5);
 
@@ -1060,6 +1267,134 @@ fn seq_after(a: u32, b: u32) -> bool {
 mod tests {
     use super::*;
     use std::net::{Ipv6Addr, SocketAddrV6};
+
+    /// Session keys `(initiator, responder)` from a real handshake (they
+    /// exist only as its result).
+    fn session_keys() -> (SessionKeys, SessionKeys) {
+        use mpt_proto::crypto::{Answer, Initiator, Psk, Responder};
+        let psk = Psk::from_bytes(*b"mptd rx test pre-shared key 32 b");
+        let header = Header {
+            msg_type: MsgType::HandshakeInit,
+            flags: Flags::NONE,
+            path_id: 0,
+            conn_id: 7,
+            seq: 0,
+            path_seq: 0,
+            timestamp_us: 0,
+        };
+        let mut responder = Responder::new(&psk, 7, *b"rx-test!").unwrap();
+        let (mut init, mut reply) = ([0u8; INIT_LEN], [0u8; INIT_LEN]);
+        let (mut initiator, mut n) =
+            Initiator::start(&psk, *b"rx-test?", &header, [1; 32], 1, None, &mut init).unwrap();
+        for _ in 0..2 {
+            match responder
+                .handle_init(
+                    &init[..n],
+                    [2; 32],
+                    [3; 16],
+                    Instant::now(),
+                    &header,
+                    &mut reply,
+                )
+                .unwrap()
+            {
+                Answer::Response { keys, len } => {
+                    return (initiator.handle_response(&reply[..len]).unwrap(), *keys);
+                }
+                Answer::Challenge { len } => {
+                    let cookie = initiator.handle_challenge(&reply[..len]).unwrap();
+                    (initiator, n) = Initiator::start(
+                        &psk,
+                        *b"rx-test?",
+                        &header,
+                        [1; 32],
+                        2,
+                        Some(cookie),
+                        &mut init,
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        panic!("no handshake");
+    }
+
+    /// The crypto stage opens a batch in parallel, yet what is accepted is
+    /// what the serial worker would accept: every datagram that
+    /// authenticates, once, in batch order; a forged one in the middle
+    /// shifts nothing; a datagram twice in one batch is taken once; one
+    /// the window had seen before the batch is not even tried.
+    #[test]
+    fn the_crypto_stage_opens_in_order_and_the_window_takes_each_once() {
+        let (seal, open) = session_keys();
+        let pool = Arc::new(CryptoPool::start(2, 4, Duration::from_micros(20)).unwrap());
+        let mut sub = pool.submitter();
+        let mut window = ReplayWindow::new();
+        window.update(3).unwrap();
+        // seq 0..200, with 50 twice (the copy right after it), 3 already
+        // accepted, and 120 forged (a flipped ciphertext byte).
+        let mut seqs: Vec<u64> = (0..200).collect();
+        seqs.insert(51, 50);
+        let mut bufs: Vec<Vec<u8>> = seqs
+            .iter()
+            .map(|&seq| {
+                let payload = 100 + (seq as usize % 7) * 100;
+                let mut b = vec![0u8; HEADER_LEN + payload + TAG_LEN];
+                let h = Header {
+                    msg_type: MsgType::Data,
+                    flags: Flags::SEALED,
+                    path_id: 0,
+                    conn_id: 7,
+                    seq,
+                    path_seq: seq as u32,
+                    timestamp_us: 0,
+                };
+                h.emit(&mut b[..HEADER_LEN]).unwrap();
+                b[HEADER_LEN..HEADER_LEN + payload].fill(seq as u8);
+                seal.seal_datagram(&mut b, payload).unwrap();
+                if seq == 120 {
+                    b[HEADER_LEN + 5] ^= 1;
+                }
+                b
+            })
+            .collect();
+        let mut items: Vec<OpenItem> = bufs
+            .iter_mut()
+            .zip(&seqs)
+            .map(|(b, &seq)| OpenItem {
+                ptr: b.as_mut_ptr(),
+                len: b.len(),
+                candidates: u8::from(window.check(seq).is_ok()),
+                replayed: window.check(seq).is_err(),
+                opened: NOT_OPENED,
+            })
+            .collect();
+        let keys: [Option<&SessionKeys>; 3] = [Some(&open), None, None];
+        sub.run(
+            &mut items,
+            &|chunk: &mut [OpenItem], scratch: &mut Vec<u8>| open_items(chunk, &keys, scratch),
+        );
+        // What `take_opened` does, in batch order.
+        let mut accepted = Vec::new();
+        for ((it, &seq), b) in items.iter().zip(&seqs).zip(&bufs) {
+            if it.opened == 0 && window.update(seq).is_ok() {
+                let payload = &b[HEADER_LEN..b.len() - TAG_LEN];
+                assert!(
+                    payload.iter().all(|&x| x == seq as u8),
+                    "seq {seq} opened wrong"
+                );
+                accepted.push(seq);
+            }
+        }
+        let expected: Vec<u64> = (0..200).filter(|&s| s != 3 && s != 120).collect();
+        assert_eq!(accepted, expected);
+        assert_eq!(
+            items[3].candidates, 0,
+            "an already accepted number is not tried"
+        );
+        assert_eq!(items[121].opened, NOT_OPENED, "the forged datagram");
+        assert_eq!(items[51].opened, 0, "the copy opens; the window refuses it");
+    }
 
     #[test]
     fn a_cleartext_source_must_match_address_and_port() {

@@ -4,25 +4,29 @@
 //! only shared writes per batch are a handful of atomic adds (sequence
 //! ranges and counters). A batch is one tun read (a TCP super-packet split
 //! into up to [`tun_rs::IDEAL_BATCH_SIZE`] segments, or a single packet);
-//! its packets are headed, grouped by path in their original order and
-//! sent with one `sendmmsg` per path.
+//! its packets are headed, grouped by path in their original order,
+//! sealed as one batch by the crypto stage (`crate::crypto_pool`: in
+//! parallel when the batch is large enough) and sent with one GSO send
+//! per path.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
-use mpt_proto::crypto::TAG_LEN;
+use mpt_proto::crypto::{SessionKeys, TAG_LEN};
 use mpt_proto::flow::{flow_hash, is_tcp_syn, FlowTable};
 use mpt_proto::repair::RepairHistory;
 use mpt_proto::sched::{
     Adaptive, Flowlets, PathModel, RealtimeFlows, Redundancy, SchedPath, Scheduler, Weighted,
 };
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
+use socket2::SockAddr;
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
+use crate::crypto_pool::CryptoPool;
 use crate::route::Router;
-use crate::state::{ConnShared, Counter, PathTable};
+use crate::state::{ConnShared, Counter, PathShared, PathTable};
 
 /// Where the IP packet starts in a transmit buffer: our header and the
 /// flow prefix go in front of it, so the datagram is built in place
@@ -101,6 +105,51 @@ pub struct TxWorker {
     pub wake: Arc<InterruptEvent>,
     /// Tun MTU, to size buffers.
     pub mtu: usize,
+    /// The crypto stage, shared with every other worker.
+    pub crypto_pool: Arc<CryptoPool>,
+}
+
+/// A group (one connection, one path) of a batch, headed and ready to be
+/// sealed and sent.
+struct Prepared {
+    /// The group's entries: `plan[start..end]`.
+    start: usize,
+    end: usize,
+    path: Arc<PathShared>,
+    remote: SockAddr,
+    /// The keys its datagrams are sealed with (kept alive for the seal
+    /// items that point at them).
+    keys: Option<Arc<SessionKeys>>,
+    conn_ns: u64,
+}
+
+/// A datagram to seal, as handed to the crypto stage: the buffer holds
+/// header, payload and room for the tag.
+#[derive(Debug, Clone, Copy)]
+struct SealItem {
+    buf: *mut u8,
+    cap: usize,
+    payload_len: usize,
+    keys: *const SessionKeys,
+    /// Index of the buffer in the batch.
+    index: usize,
+    ok: bool,
+}
+
+// SAFETY: `buf` points at one of the worker's transmit buffers (a
+// different one for each item) and `keys` at keys a `Prepared` of the same
+// batch keeps alive; both are lent to the crypto stage only for the
+// duration of `Submitter::run`.
+unsafe impl Send for SealItem {}
+
+/// Seals a chunk of a batch's datagrams in place (run by the crypto stage,
+/// on any thread).
+fn seal_items(chunk: &mut [SealItem]) {
+    for it in chunk {
+        // SAFETY: see `SealItem`.
+        let (buf, keys) = unsafe { (std::slice::from_raw_parts_mut(it.buf, it.cap), &*it.keys) };
+        it.ok = keys.seal_datagram(buf, it.payload_len).is_ok();
+    }
 }
 
 /// `copy_to` entry of a packet without a redundancy copy.
@@ -173,6 +222,12 @@ impl TxWorker {
         let mut copy_buf = vec![0u8; mpt_proto::wire::MAX_DATAGRAM];
         let mut hashes = vec![0u32; IDEAL_BATCH_SIZE];
         let mut gaps = vec![0u32; IDEAL_BATCH_SIZE];
+        let mut submitter = self.crypto_pool.submitter();
+        let mut prepared: Vec<Prepared> = Vec::with_capacity(IDEAL_BATCH_SIZE);
+        let mut seals: Vec<SealItem> = Vec::with_capacity(IDEAL_BATCH_SIZE);
+        // Per buffer: whether its datagram counts as sent (headed and, with
+        // keys, sealed).
+        let mut counted = vec![false; IDEAL_BATCH_SIZE];
         let mut consecutive_errors = 0u32;
         while !self.shutdown.load(Relaxed) {
             let n = match self.tun.recv_multiple_intr(
@@ -320,6 +375,12 @@ impl TxWorker {
                 }
             }
             plan.sort_unstable();
+            // Head every group, then seal the whole batch at once (in
+            // parallel when it is large enough), then send group by group:
+            // the batch, not a path's share of it, is what the crypto
+            // stage splits.
+            prepared.clear();
+            seals.clear();
             let mut at = 0;
             while at < plan.len() {
                 let key = plan[at].group();
@@ -328,49 +389,72 @@ impl TxWorker {
                     .position(|e| e.group() != key)
                     .map_or(plan.len(), |off| at + off);
                 let c = plan[at].conn();
-                self.send_group(
+                if let Some(p) = self.head_group(
                     &tables[c],
+                    (at, end),
                     &plan[at..end],
                     bases[c],
                     &mut bufs,
                     &sizes,
                     now,
-                    &mut gso_buf,
                     &gaps,
                     &copy_to,
                     &mut copy_buf,
-                );
+                    &mut counted,
+                    &mut seals,
+                ) {
+                    prepared.push(p);
+                }
                 at = end;
+            }
+            if !seals.is_empty() {
+                submitter.run(
+                    seals.as_mut_slice(),
+                    &|chunk: &mut [SealItem], _: &mut Vec<u8>| seal_items(chunk),
+                );
+                for it in &seals {
+                    if !it.ok {
+                        counted[it.index] = false;
+                    }
+                }
+            }
+            for p in prepared.drain(..) {
+                self.send_group(&p, &plan, &bufs, &sizes, &counted, &mut gso_buf);
             }
         }
     }
 
-    /// Heads and sends one group of packets bound for the same path.
+    /// Heads one group of packets bound for the same path (records them for
+    /// repair, sends their redundancy copies) and queues them for sealing.
+    /// Returns what sending the group needs, or `None` if it cannot be
+    /// sent (counted).
     #[allow(clippy::too_many_arguments)]
-    fn send_group(
+    fn head_group(
         &self,
         table: &PathTable,
+        (start, end): (usize, usize),
         group: &[PlanEntry],
         seq_base: u64,
         bufs: &mut [Vec<u8>],
         sizes: &[usize],
         now: Instant,
-        gso_buf: &mut Vec<u8>,
         gaps: &[u32],
         copy_to: &[u8],
         copy_buf: &mut [u8],
-    ) {
+        counted: &mut [bool],
+        seals: &mut Vec<SealItem>,
+    ) -> Option<Prepared> {
         let c = group[0].conn();
         let p = group[0].path();
         let conn = &self.conns[c];
         let count = group.len() as u64;
         let Some(path) = table.get(p) else {
             conn.drops.no_path.add(count);
-            return;
+            return None;
         };
         let Some((_, remote)) = path.remote() else {
             conn.drops.no_remote.add(count);
-            return;
+            return None;
         };
         // The header names the connection, or (public-key sessions) the
         // peer's session index of the keys that seal.
@@ -380,7 +464,7 @@ impl TxWorker {
                 Some((k, id)) => (Some(k), id),
                 None => {
                     conn.drops.no_session.add(count);
-                    return;
+                    return None;
                 }
             },
         };
@@ -389,10 +473,8 @@ impl TxWorker {
         } else {
             Flags::FLOW
         };
-        let tag = if keys.is_some() { TAG_LEN } else { 0 };
         let pseq0 = path.path_seq.fetch_add(group.len() as u32, Relaxed);
         let ts = mpt_proto::timestamp_us(conn.epoch, now);
-        let mut bytes = 0u64;
         // While the peer asks for repairs on this path, keep a copy of
         // each payload before it is sealed (one lock per group).
         let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
@@ -430,6 +512,7 @@ impl TxWorker {
                 path_seq: pseq0.wrapping_add(k as u32),
                 timestamp_us: ts,
             };
+            counted[i] = false;
             // The buffer always has PACKET_OFFSET bytes in front of the packet.
             if header.emit(&mut bufs[i][..HEADER_LEN]).is_err()
                 || emit_flow_prefix(gaps[i], &mut bufs[i][HEADER_LEN..PACKET_OFFSET]).is_err()
@@ -455,17 +538,53 @@ impl TxWorker {
                     copy_buf,
                 );
             }
+            counted[i] = true;
             if let Some(k) = &keys {
                 // Each buffer has room for the tag after the packet.
-                if k.seal_datagram(&mut bufs[i], FLOW_PREFIX_LEN + sizes[i])
-                    .is_err()
-                {
-                    continue;
-                }
+                let b = &mut bufs[i];
+                seals.push(SealItem {
+                    buf: b.as_mut_ptr(),
+                    cap: b.len(),
+                    payload_len: FLOW_PREFIX_LEN + sizes[i],
+                    keys: Arc::as_ptr(k),
+                    index: i,
+                    ok: false,
+                });
             }
-            bytes += (PACKET_OFFSET + sizes[i] + tag) as u64;
         }
         drop(history);
+        Some(Prepared {
+            start,
+            end,
+            path: path.clone(),
+            remote,
+            keys,
+            conn_ns,
+        })
+    }
+
+    /// Sends one headed (and sealed) group of packets bound for the same
+    /// path, in GSO runs.
+    fn send_group(
+        &self,
+        prepared: &Prepared,
+        plan: &[PlanEntry],
+        bufs: &[Vec<u8>],
+        sizes: &[usize],
+        counted: &[bool],
+        gso_buf: &mut Vec<u8>,
+    ) {
+        let group = &plan[prepared.start..prepared.end];
+        let conn = &self.conns[group[0].conn()];
+        let path = &*prepared.path;
+        let remote = &prepared.remote;
+        let conn_ns = prepared.conn_ns;
+        let tag = if prepared.keys.is_some() { TAG_LEN } else { 0 };
+        let bytes: u64 = group
+            .iter()
+            .filter(|e| counted[e.buf()])
+            .map(|e| (PACKET_OFFSET + sizes[e.buf()] + tag) as u64)
+            .sum();
         // Send runs of equal-sized datagrams (the last of a run may be
         // shorter) as one GSO send each; the segments of one TCP
         // super-packet all have the same size, so a run is usually the
@@ -493,7 +612,7 @@ impl TxWorker {
                 let i = e.buf();
                 gso_buf.extend_from_slice(&bufs[i][..PACKET_OFFSET + sizes[i] + tag]);
             }
-            match path.socket.send_segments(&remote, gso_buf, segment) {
+            match path.socket.send_segments(remote, gso_buf, segment) {
                 Ok(n) => {
                     sent_total += n;
                     conn.drops
