@@ -81,7 +81,7 @@ def frame_name(line):
         dso = dso[:-1]
     name = OFFSET.sub("", rest.strip())
     name = RUST_HASH.sub("", name)
-    kernel = "kernel.kallsyms" in dso or dso.startswith("[") and "vdso" not in dso
+    kernel = "kernel.kallsyms" in dso or dso.startswith("[kernel")
     if name in ("", "[unknown]"):
         base = dso.rsplit("/", 1)[-1] if dso else "?"
         name = "[unknown in %s]" % base

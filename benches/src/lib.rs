@@ -229,8 +229,9 @@ impl Iterator for Interleaved {
 
 /// Arrival order of two paths striping a connection where path 1 lags
 /// path 0 by `lag` of its packets and one sequence number in `loss_every`
-/// is lost: path 0 carries the even, path 1 the odd numbers, the arrivals
-/// alternate between the paths (0, 2, …, 2·lag, 1, 2·lag + 2, 3, …), so
+/// is lost: path 0 carries the even, path 1 the odd numbers; after 0 and 1
+/// the arrivals alternate between the paths (0, 1, 2, 4, …, 2·lag + 2, 3,
+/// 2·lag + 4, 5, …), so
 /// about `lag` packets wait in the resequencer at any time, and each lost
 /// number is a gap that stays open until both paths have passed it (it
 /// is then proven lost and skipped, with no timer).
@@ -245,9 +246,10 @@ pub struct LossyReordered {
 }
 
 impl LossyReordered {
-    /// The stream from its first packet; `loss_every` at least 2.
+    /// The stream from its first packet; `loss_every` at least 4 (so
+    /// that the first two packets, which introduce the paths, arrive).
     pub fn new(lag: u64, loss_every: u64) -> LossyReordered {
-        assert!(loss_every >= 2, "loss_every must be at least 2");
+        assert!(loss_every >= 4, "loss_every must be at least 4");
         LossyReordered {
             k: 0,
             lag,
@@ -269,11 +271,13 @@ impl Iterator for LossyReordered {
         loop {
             let k = self.k;
             self.k += 1;
-            // Even arrival slots belong to path 0, odd ones to path 1,
-            // which is `lag` of its own packets behind.
-            let seq = if k & 1 == 0 {
+            // Arrival slots 0 and 1 are seq 0 on path 0 and seq 1 on path
+            // 1, so the resequencer knows both paths from the start. After
+            // that even slots belong to path 0 (seq = slot), odd ones to
+            // path 1, which is `lag` of its own packets behind.
+            let seq = if k < 2 || k & 1 == 0 {
                 k
-            } else if k > 2 * self.lag {
+            } else if k >= 2 * self.lag + 3 {
                 k - 2 * self.lag
             } else {
                 continue;
