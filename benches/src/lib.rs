@@ -34,14 +34,15 @@ pub const PACKET_LEN: usize = 1400;
 
 /// Criterion warm-up time per benchmark.
 pub const WARM_UP_TIME: Duration = Duration::from_secs(1);
-/// Criterion measurement time per benchmark. 3 s × 14 benchmarks plus
-/// warm-up keeps the whole run well under two minutes.
+/// Criterion measurement time per benchmark: 1 s of warm-up plus 3 s
+/// keeps each bench binary near a minute (sched, with 20 benchmarks,
+/// nearer a minute and a half; filter it, e.g. `-- 4paths`, in a hurry).
 pub const MEASUREMENT_TIME: Duration = Duration::from_secs(3);
 /// Criterion samples per benchmark (its minimum is 10).
 pub const SAMPLE_SIZE: usize = 30;
 
 /// The criterion settings every bench of this crate uses: short runs, so
-/// `cargo bench -p mpt-benches` stays within a couple of minutes on 2 cores.
+/// `cargo bench -p mpt-benches` stays within about three minutes on 2 cores.
 pub fn criterion_config() -> criterion::Criterion {
     criterion::Criterion::default()
         .warm_up_time(WARM_UP_TIME)
