@@ -37,7 +37,7 @@ PERF_MODE="enc:2"
 PERF_CALLGRAPH="${PERF_CALLGRAPH:-dwarf,16384}"
 
 usage() {
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
