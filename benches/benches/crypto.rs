@@ -1,23 +1,25 @@
-//! Per-packet cost of the crypto layer on 1400-byte data packets, with
-//! session keys from a real handshake:
+//! Per-packet cost of the crypto layer, with session keys from a real
+//! handshake:
 //!
-//! * `seal_open`: what one packet costs end to end: the sender emits the
-//!   header with a fresh sequence number and seals in place, the receiver
-//!   opens the same buffer in place (which leaves the plaintext there for
-//!   the next round);
-//! * `seal`: header emit plus seal alone;
-//! * `open`: open alone, of a copy of one sealed datagram made outside the
-//!   timed section;
+//! * `aead/seal/<size>` and `aead/open/<size>`: one data datagram whose
+//!   inner packet is 64, 512, 1400 or 8192 bytes. `seal` is the sender's
+//!   header emit (fresh sequence number) plus the in-place seal; `open` is
+//!   the receiver's in-place open of a copy of one sealed datagram made
+//!   outside the timed section;
+//! * `aead/seal_open/1400`: the two in turn on one buffer, what one
+//!   tunnel packet costs end to end (the open leaves the plaintext in
+//!   place for the next round);
 //! * `replay`: one [`ReplayWindow`] check+update, in order and with two
 //!   paths interleaved (half the numbers arrive below the highest);
 //! * `handshake`: Init, Response and both sides' keys.
 //!
-//! Seal and open report bytes of inner packet (`Throughput::Bytes(1400)`),
-//! so criterion prints GB/s next to the per-packet time.
+//! Seal and open report bytes of inner packet (`Throughput::Bytes(size)`),
+//! so criterion prints GB/s next to the per-packet time and the sizes can
+//! be compared: the fixed cost per packet is what the small sizes show.
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use mpt_benches::{
     bench_psk, bench_responder, handshake, ipv4_packet, sealed_data_header, session_keys,
     Interleaved, PACKET_LEN,
@@ -25,75 +27,86 @@ use mpt_benches::{
 use mpt_proto::crypto::{ReplayWindow, TAG_LEN};
 use mpt_proto::wire::HEADER_LEN;
 
-const DATAGRAM_LEN: usize = HEADER_LEN + PACKET_LEN + TAG_LEN;
+/// Inner packet sizes of the seal and open benches: a small control-sized
+/// packet, a mid-size one, a full tunnel MTU payload and a GSO-sized
+/// aggregate.
+const SIZES: [usize; 4] = [64, 512, PACKET_LEN, 8192];
 
-/// A datagram buffer with the inner packet after a sealed header.
-fn plain_datagram(seq: u64) -> Vec<u8> {
-    let mut buf = vec![0u8; DATAGRAM_LEN];
+/// A datagram buffer with an inner packet of `len` bytes after a sealed
+/// header, and room for the tag.
+fn plain_datagram(seq: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; HEADER_LEN + len + TAG_LEN];
     sealed_data_header(seq, 0)
         .emit(&mut buf)
         .expect("buffer fits a header");
-    buf[HEADER_LEN..HEADER_LEN + PACKET_LEN].copy_from_slice(&ipv4_packet(PACKET_LEN));
+    buf[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&ipv4_packet(len));
     buf
 }
 
 fn aead(c: &mut Criterion) {
     let (sender, receiver) = session_keys();
-    let packet = ipv4_packet(PACKET_LEN);
+    let mut g = c.benchmark_group("aead");
 
-    let mut g = c.benchmark_group("crypto_1400");
+    for len in SIZES {
+        g.throughput(Throughput::Bytes(len as u64));
+
+        // Sealing again in place encrypts the previous ciphertext: same
+        // cost, and the nonce (the sequence number) is fresh every time.
+        let mut buf = plain_datagram(0, len);
+        let mut seq = 0u64;
+        g.bench_with_input(BenchmarkId::new("seal", len), &len, |b, &len| {
+            b.iter(|| {
+                seq += 1;
+                sealed_data_header(seq, (seq & 1) as u16)
+                    .emit(&mut buf[..])
+                    .expect("buffer fits a header");
+                black_box(
+                    sender
+                        .seal_datagram(black_box(&mut buf[..]), len)
+                        .expect("seal"),
+                )
+            })
+        });
+
+        let mut sealed = plain_datagram(1, len);
+        sender.seal_datagram(&mut sealed, len).expect("seal");
+        g.bench_with_input(BenchmarkId::new("open", len), &len, |b, _| {
+            b.iter_batched_ref(
+                || sealed.clone(),
+                |d| {
+                    let plain = receiver.open_datagram(black_box(&mut d[..])).expect("open");
+                    black_box(plain.len())
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+
     g.throughput(Throughput::Bytes(PACKET_LEN as u64));
-
-    let mut buf = plain_datagram(0);
+    let packet = ipv4_packet(PACKET_LEN);
+    let mut buf = plain_datagram(0, PACKET_LEN);
     let mut seq = 0u64;
-    g.bench_function("seal_open", |b| {
-        b.iter(|| {
-            seq += 1;
-            sealed_data_header(seq, (seq & 1) as u16)
-                .emit(&mut buf[..])
-                .expect("buffer fits a header");
-            let n = sender
-                .seal_datagram(black_box(&mut buf[..]), PACKET_LEN)
-                .expect("seal");
-            let plain = receiver
-                .open_datagram(black_box(&mut buf[..n]))
-                .expect("open");
-            black_box(plain.len())
-        })
-    });
+    g.bench_with_input(
+        BenchmarkId::new("seal_open", PACKET_LEN),
+        &PACKET_LEN,
+        |b, &len| {
+            b.iter(|| {
+                seq += 1;
+                sealed_data_header(seq, (seq & 1) as u16)
+                    .emit(&mut buf[..])
+                    .expect("buffer fits a header");
+                let n = sender
+                    .seal_datagram(black_box(&mut buf[..]), len)
+                    .expect("seal");
+                let plain = receiver
+                    .open_datagram(black_box(&mut buf[..n]))
+                    .expect("open");
+                black_box(plain.len())
+            })
+        },
+    );
     // Every round trip gave the packet back.
     assert_eq!(&buf[HEADER_LEN..HEADER_LEN + PACKET_LEN], &packet[..]);
-
-    // Sealing again in place encrypts the previous ciphertext: same cost,
-    // and the nonce (the sequence number) is still fresh every time.
-    let mut buf = plain_datagram(0);
-    let mut seq = 0u64;
-    g.bench_function("seal", |b| {
-        b.iter(|| {
-            seq += 1;
-            sealed_data_header(seq, (seq & 1) as u16)
-                .emit(&mut buf[..])
-                .expect("buffer fits a header");
-            black_box(
-                sender
-                    .seal_datagram(black_box(&mut buf[..]), PACKET_LEN)
-                    .expect("seal"),
-            )
-        })
-    });
-
-    let mut sealed = plain_datagram(1);
-    sender.seal_datagram(&mut sealed, PACKET_LEN).expect("seal");
-    g.bench_function("open", |b| {
-        b.iter_batched_ref(
-            || sealed.clone(),
-            |d| {
-                let plain = receiver.open_datagram(black_box(&mut d[..])).expect("open");
-                black_box(plain.len())
-            },
-            BatchSize::SmallInput,
-        )
-    });
     g.finish();
 }
 

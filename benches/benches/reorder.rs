@@ -1,13 +1,16 @@
 //! Per-packet cost of resequencing 1400-byte data packets: an in-order
-//! stream (delivered without being stored) and two paths interleaved
+//! stream (delivered without being stored); two paths interleaved
 //! even/odd with each odd packet overtaking its even predecessor, so half
-//! the packets are copied into a slot and released by the next one.
+//! the packets are copied into a slot and released by the next one; and
+//! two paths where one lags the other by 8 packets and 1 % of the
+//! sequence numbers are lost, so about 8 packets are held at any time and
+//! every loss is a gap skipped once both paths have passed it.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use mpt_benches::{ipv4_packet, Interleaved, PACKET_LEN};
+use mpt_benches::{ipv4_packet, Interleaved, LossyReordered, PACKET_LEN};
 use mpt_proto::reorder::Resequencer;
 
 /// Ring slots: the daemon's default order of magnitude; the streams here
@@ -54,6 +57,23 @@ fn reorder(c: &mut Criterion) {
     assert!(
         stats.held * 2 + 2 >= stats.in_order,
         "interleaved stream held too few: {stats:?}"
+    );
+
+    let mut r = Resequencer::new(SLOTS, SLOT_LEN, TIMEOUT);
+    let mut stream = LossyReordered::new(8, 100);
+    g.bench_function("lag8_loss1pct", |b| {
+        b.iter(|| {
+            let (seq, path) = stream.next().unwrap_or_default();
+            r.insert(seq, path, black_box(&packet), now, |p| {
+                black_box(p.len());
+            });
+        })
+    });
+    let stats = r.stats();
+    assert_eq!(stats.late, 0, "lossy stream delivered late: {stats:?}");
+    assert!(
+        stats.gaps_skipped > 0,
+        "lossy stream skipped no gap: {stats:?}"
     );
     g.finish();
 }

@@ -8,11 +8,13 @@
 //!   check the inner IP packet; emit and parse a keepalive body.
 //! * `sched`: one [`mpt_proto::sched::Weighted`] pick over 2, 4, 12 and 32
 //!   paths with mixed weights, window 1 and 8.
-//! * `reorder`: one [`mpt_proto::reorder::Resequencer`] insert, in order and
-//!   with two paths interleaved (even/odd) so that half the packets are held.
-//! * `crypto`: seal and open of one 1400-byte data datagram with session
-//!   keys from a real handshake ([`session_keys`]), each alone and both in
-//!   turn; one replay-window check+update; one full PSK handshake.
+//! * `reorder`: one [`mpt_proto::reorder::Resequencer`] insert, in order,
+//!   with two paths interleaved (even/odd) so that half the packets are
+//!   held, and with one path lagging and 1 % loss ([`LossyReordered`]).
+//! * `crypto`: seal and open of one data datagram of 64, 512, 1400 and
+//!   8192 bytes with session keys from a real handshake ([`session_keys`]),
+//!   and both in turn at 1400; one replay-window check+update; one full
+//!   PSK handshake.
 //!
 //! Measurement settings are short on purpose (see [`MEASUREMENT_TIME`]): the
 //! numbers are for spotting regressions of several percent, not for
@@ -32,14 +34,15 @@ pub const PACKET_LEN: usize = 1400;
 
 /// Criterion warm-up time per benchmark.
 pub const WARM_UP_TIME: Duration = Duration::from_secs(1);
-/// Criterion measurement time per benchmark. 3 s × 14 benchmarks plus
-/// warm-up keeps the whole run well under two minutes.
+/// Criterion measurement time per benchmark: 1 s of warm-up plus 3 s
+/// keeps each bench binary near a minute (sched, with 20 benchmarks,
+/// nearer a minute and a half; filter it, e.g. `-- 4paths`, in a hurry).
 pub const MEASUREMENT_TIME: Duration = Duration::from_secs(3);
 /// Criterion samples per benchmark (its minimum is 10).
 pub const SAMPLE_SIZE: usize = 30;
 
 /// The criterion settings every bench of this crate uses: short runs, so
-/// `cargo bench -p mpt-benches` stays within a couple of minutes on 2 cores.
+/// `cargo bench -p mpt-benches` stays within about three minutes on 2 cores.
 pub fn criterion_config() -> criterion::Criterion {
     criterion::Criterion::default()
         .warm_up_time(WARM_UP_TIME)
@@ -225,6 +228,68 @@ impl Iterator for Interleaved {
     }
 }
 
+/// Arrival order of two paths striping a connection where path 1 lags
+/// path 0 by `lag` of its packets and one sequence number in `loss_every`
+/// is lost: path 0 carries the even, path 1 the odd numbers; after 0 and 1
+/// the arrivals alternate between the paths (0, 1, 2, 4, …, 2·lag + 2, 3,
+/// 2·lag + 4, 5, …), so
+/// about `lag` packets wait in the resequencer at any time, and each lost
+/// number is a gap that stays open until both paths have passed it (it
+/// is then proven lost and skipped, with no timer).
+///
+/// Lost numbers are `seq % loss_every == loss_every / 2`; they are never
+/// yielded. Yields `(seq, path)` for ever.
+#[derive(Debug, Clone)]
+pub struct LossyReordered {
+    k: u64,
+    lag: u64,
+    loss_every: u64,
+}
+
+impl LossyReordered {
+    /// The stream from its first packet; `loss_every` at least 4 (so
+    /// that the first two packets, which introduce the paths, arrive).
+    pub fn new(lag: u64, loss_every: u64) -> LossyReordered {
+        assert!(loss_every >= 4, "loss_every must be at least 4");
+        LossyReordered {
+            k: 0,
+            lag,
+            loss_every,
+        }
+    }
+
+    /// Whether `seq` is one of the lost numbers.
+    pub fn is_lost(&self, seq: u64) -> bool {
+        seq % self.loss_every == self.loss_every / 2
+    }
+}
+
+impl Iterator for LossyReordered {
+    /// `(seq, path)`.
+    type Item = (u64, usize);
+
+    fn next(&mut self) -> Option<(u64, usize)> {
+        loop {
+            let k = self.k;
+            self.k += 1;
+            // Arrival slots 0 and 1 are seq 0 on path 0 and seq 1 on path
+            // 1, so the resequencer knows both paths from the start. After
+            // that even slots belong to path 0 (seq = slot), odd ones to
+            // path 1, which is `lag` of its own packets behind.
+            let seq = if k < 2 || k & 1 == 0 {
+                k
+            } else if k >= 2 * self.lag + 3 {
+                k - 2 * self.lag
+            } else {
+                continue;
+            };
+            if !self.is_lost(seq) {
+                return Some((seq, (seq & 1) as usize));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +326,32 @@ mod tests {
                 Outcome::InOrder
             ]
         );
+    }
+
+    #[test]
+    fn lossy_reordered_skips_only_the_lost() {
+        use mpt_proto::reorder::Resequencer;
+        let now = std::time::Instant::now();
+        let mut r = Resequencer::new(64, PACKET_LEN, Duration::from_millis(10));
+        let packet = ipv4_packet(PACKET_LEN);
+        let stream = LossyReordered::new(8, 100);
+        let mut delivered = 0u64;
+        let mut arrived = 0u64;
+        let mut seen = std::collections::HashSet::new();
+        for (seq, path) in stream.clone().take(10_000) {
+            assert!(!stream.is_lost(seq));
+            assert_eq!(path as u64, seq & 1);
+            assert!(seen.insert(seq), "seq {seq} twice");
+            r.insert(seq, path, &packet, now, |_| delivered += 1);
+            arrived += 1;
+        }
+        let stats = r.stats();
+        assert_eq!(stats.late, 0, "{stats:?}");
+        assert_eq!(stats.duplicates, 0, "{stats:?}");
+        assert!(stats.gaps_skipped >= 90, "{stats:?}");
+        assert!(stats.held > arrived / 3, "{stats:?}");
+        assert!(r.held() <= 10, "held {} at the end", r.held());
+        assert_eq!(delivered + r.held() as u64, arrived);
     }
 
     #[test]
