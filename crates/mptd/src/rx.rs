@@ -1266,6 +1266,7 @@ fn seq_after(a: u32, b: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpt_proto::crypto::INIT_LEN;
     use std::net::{Ipv6Addr, SocketAddrV6};
 
     /// Session keys `(initiator, responder)` from a real handshake (they
