@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# demo.sh: TCP throughput through mpt over N unshaped veth paths, next to
-# the raw veth throughput measured in the same run.
+# demo.sh: TCP throughput through mpt over N unshaped veth paths, in clear
+# and encrypted, next to the raw veth throughput measured in the same run.
 #
-#   sudo scripts/demo.sh [--paths 1,2,4] [--duration 5] [--streams 1] [--key]
+#   sudo scripts/demo.sh [--paths 1,2,4] [--duration 5] [--streams 1]
+#                        [--modes clear,encrypted] [--key]
 #
 # --streams S runs S parallel TCP streams (iperf3 -P S), through the tunnel
-# and over raw veth alike. --key encrypts the tunnel: both sides get the
-# same freshly generated key file (key_file, mode 600).
+# and over raw veth alike. --modes picks the tunnel runs: clear (no key)
+# and encrypted (both sides get the same freshly generated key_file, mode
+# 600: the PSK handshake, ChaCha20-Poly1305 on every datagram); --key is
+# short for --modes encrypted.
 #
 # For each N it builds two network namespaces joined by N veth pairs
 # (10.77.<i>.1/24 <-> 10.77.<i>.2/24), runs mptd in each (tunnel
@@ -22,10 +25,10 @@ set -euo pipefail
 PATHS_LIST="1,2,4"
 DURATION=5
 STREAMS=1
-KEY=0
+MODES="clear,encrypted"
 
 usage() {
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -37,7 +40,9 @@ while [[ $# -gt 0 ]]; do
         --duration=*) DURATION="${1#*=}"; shift ;;
         --streams) STREAMS="${2:?--streams needs a count}"; shift 2 ;;
         --streams=*) STREAMS="${1#*=}"; shift ;;
-        --key) KEY=1; shift ;;
+        --modes) MODES="${2:?--modes needs a list, e.g. clear,encrypted}"; shift 2 ;;
+        --modes=*) MODES="${1#*=}"; shift ;;
+        --key) MODES="encrypted"; shift ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 ;;
     esac
@@ -45,7 +50,9 @@ done
 [[ "$PATHS_LIST" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "--paths: expected a list like 1,2,4, got '$PATHS_LIST'" >&2; exit 2; }
 [[ "$DURATION" =~ ^[0-9]+$ && "$DURATION" -ge 1 ]] || { echo "--duration: expected whole seconds >= 1, got '$DURATION'" >&2; exit 2; }
 [[ "$STREAMS" =~ ^[0-9]+$ && "$STREAMS" -ge 1 && "$STREAMS" -le 128 ]] || { echo "--streams: expected 1..128, got '$STREAMS'" >&2; exit 2; }
+[[ "$MODES" =~ ^(clear|encrypted)(,(clear|encrypted))*$ ]] || { echo "--modes: expected clear, encrypted or clear,encrypted, got '$MODES'" >&2; exit 2; }
 IFS=, read -r -a PATH_COUNTS <<<"$PATHS_LIST"
+IFS=, read -r -a MODE_LIST <<<"$MODES"
 for n in "${PATH_COUNTS[@]}"; do
     (( n >= 1 && n <= 64 )) || { echo "--paths: each count must be 1..64, got $n" >&2; exit 2; }
 done
@@ -130,9 +137,9 @@ MPT_CLI="$(dirname "$MPTD")/mpt"
 CLK_TCK="$(getconf CLK_TCK)"
 
 # --- helpers -------------------------------------------------------------------
-# write_config SIDE(1|2) N CONTROL
+# write_config SIDE(1|2) N CONTROL MODE
 write_config() {
-    local me=$1 n=$2 control=$3 peer=$(( 3 - $1 )) i
+    local me=$1 n=$2 control=$3 mode=$4 peer=$(( 3 - $1 )) i
     cat <<EOF
 [daemon]
 control = "$control"
@@ -153,7 +160,7 @@ keepalive = "500ms"
 dead_timer = "1500ms"
 scheduler = "weighted"
 EOF
-    if [[ "$KEY" == 1 ]]; then
+    if [[ "$mode" == encrypted ]]; then
         echo "key_file = \"$WORK/psk.key\""
     fi
     for (( i = 0; i < n; i++ )); do
@@ -203,10 +210,8 @@ wait_tunnel() {
 
 veth_counter() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/$3"; }
 
-if [[ "$KEY" == 1 ]]; then
-    # 32 random bytes in base64, as `mpt genkey` writes them.
-    (umask 077; head -c 32 /dev/urandom | base64 >"$WORK/psk.key")
-fi
+# 32 random bytes in base64, as `mpt genkey` writes them.
+(umask 077; head -c 32 /dev/urandom | base64 >"$WORK/psk.key")
 
 # --- rounds ----------------------------------------------------------------------
 RESULTS=()
@@ -225,64 +230,85 @@ for n in "${PATH_COUNTS[@]}"; do
         ip -n "$B" link set "vb$i" up
     done
 
-    say "N=$n: starting mptd in both namespaces"
-    write_config 1 "$n" "$WORK/a-$n.sock" >"$WORK/a-$n.toml"
-    write_config 2 "$n" "$WORK/b-$n.sock" >"$WORK/b-$n.toml"
-    ip netns exec "$A" "$MPTD" --config "$WORK/a-$n.toml" >"$WORK/mptd-a-$n.log" 2>&1 &
-    PID_A=$!; PIDS+=("$PID_A")
-    ip netns exec "$B" "$MPTD" --config "$WORK/b-$n.toml" >"$WORK/mptd-b-$n.log" 2>&1 &
-    PID_B=$!; PIDS+=("$PID_B")
     ip netns exec "$B" iperf3 -s >"$WORK/iperf3-server-$n.log" 2>&1 &
     PIDS+=("$!")
-    for _ in $(seq 100); do
-        ip -n "$A" link show mpt0 >/dev/null 2>&1 && ip -n "$B" link show mpt0 >/dev/null 2>&1 && break
-        if ! kill -0 "$PID_A" 2>/dev/null || ! kill -0 "$PID_B" 2>/dev/null; then
-            echo "mptd exited during start-up" >&2
-            exit 1
-        fi
-        sleep 0.1
-    done
-    ip -n "$A" link show mpt0 >/dev/null 2>&1 || { echo "mpt0 did not appear in $A" >&2; exit 1; }
-    wait_tunnel "$A" 192.168.77.2
+    sleep 0.3
 
     say "N=$n: raw veth baseline (iperf3 over va0, ${DURATION} s)"
     RAW="$(iperf_gbps "$A" 10.77.0.2 "$WORK/iperf3-raw-$n.json")"
 
-    say "N=$n: through the tunnel (iperf3 to 192.168.77.2, ${DURATION} s)"
-    declare -a TX0=() TXB0=()
-    for (( i = 0; i < n; i++ )); do
-        TX0[i]=$(veth_counter "$A" "va$i" tx_packets)
-        TXB0[i]=$(veth_counter "$A" "va$i" tx_bytes)
-    done
-    CPU_A0=$(cpu_ticks "$PID_A"); CPU_B0=$(cpu_ticks "$PID_B"); T0=$(date +%s.%N)
-    TUN="$(iperf_gbps "$A" 192.168.77.2 "$WORK/iperf3-tunnel-$n.json")"
-    CPU_A1=$(cpu_ticks "$PID_A"); CPU_B1=$(cpu_ticks "$PID_B"); T1=$(date +%s.%N)
+    ROW="$n $RAW"
+    for mode in "${MODE_LIST[@]}"; do
+        say "N=$n: starting mptd in both namespaces ($mode)"
+        write_config 1 "$n" "$WORK/a-$n.sock" "$mode" >"$WORK/a-$n-$mode.toml"
+        write_config 2 "$n" "$WORK/b-$n.sock" "$mode" >"$WORK/b-$n-$mode.toml"
+        ip netns exec "$A" "$MPTD" --config "$WORK/a-$n-$mode.toml" >"$WORK/mptd-a-$n-$mode.log" 2>&1 &
+        PID_A=$!; PIDS+=("$PID_A")
+        ip netns exec "$B" "$MPTD" --config "$WORK/b-$n-$mode.toml" >"$WORK/mptd-b-$n-$mode.log" 2>&1 &
+        PID_B=$!; PIDS+=("$PID_B")
+        for _ in $(seq 100); do
+            ip -n "$A" link show mpt0 >/dev/null 2>&1 && ip -n "$B" link show mpt0 >/dev/null 2>&1 && break
+            if ! kill -0 "$PID_A" 2>/dev/null || ! kill -0 "$PID_B" 2>/dev/null; then
+                echo "mptd exited during start-up" >&2
+                exit 1
+            fi
+            sleep 0.1
+        done
+        ip -n "$A" link show mpt0 >/dev/null 2>&1 || { echo "mpt0 did not appear in $A" >&2; exit 1; }
+        wait_tunnel "$A" 192.168.77.2
 
-    echo "    per-path tx on side A during the tunnel run (kernel veth counters; a GSO batch counts as one packet):"
-    for (( i = 0; i < n; i++ )); do
-        d=$(( $(veth_counter "$A" "va$i" tx_packets) - TX0[i] ))
-        db=$(( $(veth_counter "$A" "va$i" tx_bytes) - TXB0[i] ))
-        printf '      p%-3s va%-3s %12d packets %10.1f MB\n' "$i" "$i" "$d" "$(awk -v b="$db" 'BEGIN { print b / 1e6 }')"
+        say "N=$n: through the tunnel, $mode (iperf3 to 192.168.77.2, ${DURATION} s)"
+        declare -a TX0=() TXB0=()
+        for (( i = 0; i < n; i++ )); do
+            TX0[i]=$(veth_counter "$A" "va$i" tx_packets)
+            TXB0[i]=$(veth_counter "$A" "va$i" tx_bytes)
+        done
+        CPU_A0=$(cpu_ticks "$PID_A"); CPU_B0=$(cpu_ticks "$PID_B"); T0=$(date +%s.%N)
+        TUN="$(iperf_gbps "$A" 192.168.77.2 "$WORK/iperf3-tunnel-$n-$mode.json")"
+        CPU_A1=$(cpu_ticks "$PID_A"); CPU_B1=$(cpu_ticks "$PID_B"); T1=$(date +%s.%N)
+
+        echo "    per-path tx on side A during the tunnel run (kernel veth counters; a GSO batch counts as one packet):"
+        for (( i = 0; i < n; i++ )); do
+            d=$(( $(veth_counter "$A" "va$i" tx_packets) - TX0[i] ))
+            db=$(( $(veth_counter "$A" "va$i" tx_bytes) - TXB0[i] ))
+            printf '      p%-3s va%-3s %12d packets %10.1f MB\n' "$i" "$i" "$d" "$(awk -v b="$db" 'BEGIN { print b / 1e6 }')"
+        done
+        if [[ -x "$MPT_CLI" ]] && "$MPT_CLI" --socket "$WORK/a-$n.sock" status >"$WORK/status-$n-$mode.txt" 2>/dev/null; then
+            echo "    mpt status (side A):"
+            sed 's/^/      /' "$WORK/status-$n-$mode.txt"
+        fi
+        CPU="$(awk -v a=$(( CPU_A1 - CPU_A0 )) -v b=$(( CPU_B1 - CPU_B0 )) -v hz="$CLK_TCK" -v t0="$T0" -v t1="$T1" \
+            'BEGIN { printf "%.0f/%.0f", 100 * a / hz / (t1 - t0), 100 * b / hz / (t1 - t0) }')"
+        RATIO="$(awk -v t="$TUN" -v r="$RAW" 'BEGIN { printf "%.2f", (r > 0 ? t / r : 0) }')"
+        printf '    %s: tunnel %s Gbit/s, raw veth %s Gbit/s, ratio %s, mptd CPU A/B %s %%\n' "$mode" "$TUN" "$RAW" "$RATIO" "$CPU"
+        ROW="$ROW $mode $TUN $RATIO $CPU"
+
+        for p in "$PID_A" "$PID_B"; do kill -TERM "$p" 2>/dev/null || true; done
+        for p in "$PID_A" "$PID_B"; do
+            for _ in $(seq 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+            kill -KILL "$p" 2>/dev/null || true
+            wait "$p" 2>/dev/null || true
+        done
     done
-    if [[ -x "$MPT_CLI" ]] && "$MPT_CLI" --socket "$WORK/a-$n.sock" status >"$WORK/status-$n.txt" 2>/dev/null; then
-        echo "    mpt status (side A):"
-        sed 's/^/      /' "$WORK/status-$n.txt"
-    fi
-    CPU="$(awk -v a=$(( CPU_A1 - CPU_A0 )) -v b=$(( CPU_B1 - CPU_B0 )) -v hz="$CLK_TCK" -v t0="$T0" -v t1="$T1" \
-        'BEGIN { printf "%.0f/%.0f", 100 * a / hz / (t1 - t0), 100 * b / hz / (t1 - t0) }')"
-    RATIO="$(awk -v t="$TUN" -v r="$RAW" 'BEGIN { printf "%.2f", (r > 0 ? t / r : 0) }')"
-    printf '    tunnel %s Gbit/s, raw veth %s Gbit/s, ratio %s, mptd CPU A/B %s %%\n' "$TUN" "$RAW" "$RATIO" "$CPU"
-    RESULTS+=("$n $TUN $RAW $RATIO $CPU")
+    RESULTS+=("$ROW")
 
     say "N=$n: tearing down"
     teardown_round
 done
 
 echo
-MODE="cleartext"; [[ "$KEY" == 1 ]] && MODE="encrypted (key_file)"
-echo "TCP, $STREAMS stream(s) (iperf3 -P $STREAMS, ${DURATION} s), $MODE, tunnel MTU 1400, unshaped veths, $(nproc) cores:"
-printf '%-6s %14s %16s %7s %16s\n' paths "tunnel Gbit/s" "raw veth Gbit/s" ratio "mptd CPU A/B %"
+echo "TCP, $STREAMS stream(s) (iperf3 -P $STREAMS, ${DURATION} s), tunnel MTU 1400, unshaped veths, $(nproc) cores;"
+echo "ratio = tunnel / raw veth measured in the same round; encrypted = key_file (PSK handshake, ChaCha20-Poly1305):"
+HEAD="$(printf '%-6s %16s' paths "raw veth Gbit/s")"
+for mode in "${MODE_LIST[@]}"; do
+    HEAD="$HEAD$(printf ' %11s %7s %14s' "$mode Gbit/s" ratio "CPU A/B %")"
+done
+echo "$HEAD"
 for r in "${RESULTS[@]}"; do
-    read -r n t raw ratio cpu <<<"$r"
-    printf '%-6s %14s %16s %7s %16s\n' "$n" "$t" "$raw" "$ratio" "$cpu"
+    read -r -a f <<<"$r"
+    line="$(printf '%-6s %16s' "${f[0]}" "${f[1]}")"
+    for (( k = 2; k + 3 < ${#f[@]} + 1; k += 4 )); do
+        line="$line$(printf ' %11s %7s %14s' "${f[k+1]}" "${f[k+2]}" "${f[k+3]}")"
+    done
+    echo "$line"
 done
