@@ -143,6 +143,12 @@ pub struct Path {
     rx_owd: Option<(u32, Instant)>,
     /// When a feedback last found a standing queue.
     last_queue: Option<Instant>,
+    /// Losses are congestion until the peer's highest path sequence
+    /// number passes this: what was in flight when the queue stood.
+    congestion_until_seq: Option<u32>,
+    /// The peer's highest path sequence number about one loss grace ago
+    /// (its advance since is what is in flight), and when.
+    seq_mark: Option<(u32, Instant)>,
     /// First data sent after the last thing received: from then on the
     /// peer owes us an answer.
     unanswered_since: Option<Instant>,
@@ -238,6 +244,8 @@ impl Path {
             last_feedback: None,
             rx_owd: None,
             last_queue: None,
+            congestion_until_seq: None,
+            seq_mark: None,
             unanswered_since: None,
             last_data_sent: None,
             delivery: DeliveryEstimator::default(),
@@ -435,24 +443,43 @@ impl Path {
             self.random_loss = LossEstimator::default();
         }
         self.last_feedback = Some(now);
-        if self.delivery.queue_standing() {
-            self.last_queue = Some(now);
-        }
-        // Drops at a full buffer show in the reports after the queue
-        // drained (the lost datagrams count once later ones arrive): an
-        // RTT's grace, at least 200 ms, after the last standing queue.
+        // Drops at a full buffer show in the reports late: the lost
+        // datagrams count once later ones arrive, which may be long after
+        // the queue drained when the scheduler then moves traffic off the
+        // path. So everything that was in flight when a queue stood (what
+        // the peer received over the last grace, at least 64 datagrams)
+        // counts as congestion, and so does whatever is reported within
+        // the grace (an RTT, at least 200 ms) after the queue. Reports
+        // that are neither are held for a grace before they count: the
+        // drops of a short overload can be reported before the feedback
+        // that shows its queue.
         let grace = self
             .rtt
             .smoothed()
             .unwrap_or_default()
             .max(Duration::from_millis(200));
-        if self
+        let high = fb.report.rx_highest_path_seq;
+        let mark = *self.seq_mark.get_or_insert((high, now));
+        if now.saturating_duration_since(mark.1) >= grace {
+            self.seq_mark = Some((high, now));
+        }
+        if self.delivery.queue_standing() {
+            self.last_queue = Some(now);
+            self.random_loss.drop_held();
+            let in_flight = high.wrapping_sub(mark.0).clamp(64, u32::MAX / 4);
+            self.congestion_until_seq = Some(high.wrapping_add(in_flight));
+        }
+        let after_queue = self
             .last_queue
-            .is_some_and(|t| now.saturating_duration_since(t) <= grace)
-        {
+            .is_some_and(|t| now.saturating_duration_since(t) <= grace);
+        let in_flight_then = self
+            .congestion_until_seq
+            .is_some_and(|until| !seq_after(high, until));
+        if after_queue || in_flight_then {
             self.random_loss.skip_report(&fb.report, now);
         } else {
-            self.random_loss.on_report(&fb.report, now);
+            self.congestion_until_seq = None;
+            self.random_loss.hold_report(&fb.report, now, grace);
         }
     }
 

@@ -299,3 +299,61 @@ fn control_owd_fills_in_for_an_idle_path_but_not_over_recent_data() {
     p.on_control_owd(31_000, t + ms(1_100));
     assert_eq!(p.rx_owd(), Some((31_000, t + ms(1_100))));
 }
+
+/// Feeds a busy path 10 ms feedbacks for `ms`: 100 datagrams each, `lost`
+/// of them lost, one-way delay `owd_us`. Returns the time after.
+fn feed(
+    p: &mut Path,
+    mut t: Instant,
+    counters: &mut (u32, u32),
+    ms: u64,
+    lost: u32,
+    owd_us: u32,
+) -> Instant {
+    for _ in 0..ms / 10 {
+        t += Duration::from_millis(10);
+        counters.0 += 100 - lost;
+        counters.1 += 100;
+        let fb = Feedback {
+            report: PathReport {
+                rx_packets: counters.0,
+                rx_highest_path_seq: counters.1,
+                hears_you: true,
+                ..Default::default()
+            },
+            rx_bytes: u64::from(counters.0) * 1400,
+            last_rx_us: counters.1 * 100,
+            echo_timestamp_us: 0,
+            echo_delay_us: 0,
+            owd_us: Some(owd_us),
+        };
+        p.on_feedback(&fb, 0, t);
+    }
+    t
+}
+
+#[test]
+fn drops_reported_just_before_a_queue_shows_are_not_random_loss() {
+    let t = t0();
+    let mut p = busy_path(t);
+    let mut c = (0, 0);
+    // A clean second sets the delay floor.
+    let t = feed(&mut p, t, &mut c, 1_000, 0, 10_000);
+    // Slow start overshoots the buffer: 20 % dropped for 60 ms before a
+    // feedback shows the queue (40 ms above the floor), then it drains.
+    let t = feed(&mut p, t, &mut c, 60, 20, 10_000);
+    let t = feed(&mut p, t, &mut c, 30, 0, 50_000);
+    // The scheduler moved off the path: the tail of the overshoot is
+    // reported lost a second later, with the next data.
+    let t = t + Duration::from_secs(1);
+    c.1 += 50;
+    let t = feed(&mut p, t, &mut c, 1_000, 0, 10_000);
+    let loss = p.current_random_loss(t).expect("estimate");
+    assert!(loss < 0.1, "{loss}");
+    // Sparse drops with no queue in sight are the link's own (a dense
+    // run is an overflow, see `loss`).
+    let t = feed(&mut p, t, &mut c, 600, 2, 10_000);
+    let t = feed(&mut p, t, &mut c, 500, 0, 10_000);
+    let loss = p.current_random_loss(t).expect("estimate");
+    assert!(loss > 0.5, "{loss}");
+}
