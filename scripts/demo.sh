@@ -301,14 +301,14 @@ echo "TCP, $STREAMS stream(s) (iperf3 -P $STREAMS, ${DURATION} s), tunnel MTU 14
 echo "ratio = tunnel / raw veth measured in the same round; encrypted = key_file (PSK handshake, ChaCha20-Poly1305):"
 HEAD="$(printf '%-6s %16s' paths "raw veth Gbit/s")"
 for mode in "${MODE_LIST[@]}"; do
-    HEAD="$HEAD$(printf ' %11s %7s %14s' "$mode Gbit/s" ratio "CPU A/B %")"
+    HEAD="$HEAD$(printf ' %17s %7s %10s' "$mode Gbit/s" ratio "CPU A/B %")"
 done
 echo "$HEAD"
 for r in "${RESULTS[@]}"; do
     read -r -a f <<<"$r"
     line="$(printf '%-6s %16s' "${f[0]}" "${f[1]}")"
     for (( k = 2; k + 3 < ${#f[@]} + 1; k += 4 )); do
-        line="$line$(printf ' %11s %7s %14s' "${f[k+1]}" "${f[k+2]}" "${f[k+3]}")"
+        line="$line$(printf ' %17s %7s %10s' "${f[k+1]}" "${f[k+2]}" "${f[k+3]}")"
     done
     echo "$line"
 done
