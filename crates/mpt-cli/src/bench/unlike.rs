@@ -14,6 +14,16 @@
 //! default scheduler and equal weights (the bench leaves `scheduler` out of
 //! its configs for this scenario).
 //!
+//! One TCP run over a long-RTT path varies a lot from run to run (CUBIC
+//! over the 600 ms GEO path: 0.5 to 1.3 of the best path alone), so the
+//! tunnel is measured `[unlike] repeat` times (1..=9, default 1; also in
+//! `[unlike.quick]`) in the same testbed, one run after the other. The run
+//! whose goodput is the median (for an even count the lower middle one,
+//! [`median_run`]) is kept as the tunnel's figure, with its resequencing
+//! hold and CPU use, and judged against the target; every run's goodput is
+//! reported beside it (results.json/csv, and min..max in the table). The
+//! raw paths are measured once each.
+//!
 //! Each measurement leaves out its first `omit` seconds (`iperf3 -O`): a
 //! 600 ms path needs several seconds of slow start, and the raw baselines
 //! and the tunnel are measured alike. A link on a trace has its emulator
@@ -43,6 +53,9 @@ use mpt_emu::trace::Trace;
 
 /// Longest ramp-up that may be left out of a measurement.
 const MAX_OMIT_S: f64 = 60.0;
+
+/// Most tunnel runs per case and congestion control (`[unlike] repeat`).
+pub const MAX_REPEAT: i64 = 9;
 
 /// What the tunnel's goodput is compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -110,6 +123,7 @@ pub struct UnlikeQuick {
     pub cases: Option<Vec<String>>,
     pub cc: Option<Vec<String>>,
     pub omit: Option<f64>,
+    pub repeat: Option<i64>,
 }
 
 /// The `[unlike]` table of a scenario file.
@@ -121,10 +135,18 @@ pub struct UnlikeDef {
     /// Seconds of ramp-up left out at the start of each measurement.
     #[serde(default)]
     pub omit: f64,
+    /// Tunnel runs per case and congestion control (1..=9); the run with
+    /// the median goodput is the one judged.
+    #[serde(default = "one")]
+    pub repeat: i64,
     #[serde(rename = "case")]
     pub cases: Vec<CaseDef>,
     #[serde(default)]
     pub quick: UnlikeQuick,
+}
+
+fn one() -> i64 {
+    1
 }
 
 /// A path as reported.
@@ -155,6 +177,8 @@ pub struct UnlikeCase {
 pub struct UnlikeParams {
     pub cc: Vec<String>,
     pub omit: Duration,
+    /// Tunnel runs per case and congestion control (1..=[`MAX_REPEAT`]).
+    pub repeat: usize,
     pub cases: Vec<UnlikeCase>,
 }
 
@@ -183,6 +207,19 @@ fn check_cc(origin: &str, cc: &[String]) -> Result<(), ScenarioError> {
         }
     }
     Ok(())
+}
+
+/// `repeat` (from the scenario key `key`) as a run count, 1..=[`MAX_REPEAT`].
+fn check_repeat(origin: &str, repeat: i64, key: &str) -> Result<usize, ScenarioError> {
+    match usize::try_from(repeat) {
+        Ok(n) if (1..=MAX_REPEAT).contains(&repeat) => Ok(n),
+        _ => Err(invalid(
+            origin,
+            format!(
+                "{key}: tunnel runs per case and congestion control, 1..={MAX_REPEAT} (got {repeat})"
+            ),
+        )),
+    }
 }
 
 /// Mean rate (bit/s) of a link over `[from, to)` after its start, with the
@@ -275,13 +312,18 @@ pub fn expand(
 ) -> Result<Scenario, ScenarioError> {
     let mut cc = u.cc.clone();
     let mut omit = u.omit;
+    let mut repeat = (u.repeat, "unlike.repeat");
     let mut wanted: Option<Vec<String>> = None;
     if ov.quick {
         cc = u.quick.cc.clone().unwrap_or(cc);
         omit = u.quick.omit.unwrap_or(omit);
+        if let Some(r) = u.quick.repeat {
+            repeat = (r, "unlike.quick.repeat");
+        }
         wanted = u.quick.cases.clone();
     }
     check_cc(origin, &cc)?;
+    let repeat = check_repeat(origin, repeat.0, repeat.1)?;
     if !(omit.is_finite() && (0.0..=MAX_OMIT_S).contains(&omit)) || omit.fract() != 0.0 {
         return Err(invalid(
             origin,
@@ -406,6 +448,7 @@ pub fn expand(
         unlike: Some(UnlikeParams {
             cc,
             omit,
+            repeat,
             cases: ucases,
         }),
     })
@@ -461,13 +504,49 @@ pub struct CcRun {
     pub cc: String,
     /// Raw TCP over each path alone, in path order.
     pub raw: Vec<Measurement>,
+    /// The tunnel run with the median goodput (for an even number of runs
+    /// the lower middle): the one judged.
     pub tunnel: Measurement,
+    /// Which run `tunnel` is, 1-based (0: no run recorded).
+    pub tunnel_run: usize,
+    /// Goodput of every tunnel run in the order run, Mbit/s.
+    pub tunnel_runs_mbps: Vec<f64>,
     pub verdict: Verdict,
-    /// CPU use of mptd A and B during the tunnel measurement, % of a core.
+    /// CPU use of mptd A and B during the kept tunnel run, % of a core.
     pub cpu_a_pct: Option<f64>,
     pub cpu_b_pct: Option<f64>,
-    /// Resequencing delay at mptd B over the measured window.
+    /// Resequencing delay at mptd B over the kept run's measured window.
     pub hold: Option<HoldCheck>,
+}
+
+impl CcRun {
+    /// Lowest and highest goodput over the tunnel runs, if more than one.
+    pub fn tunnel_range(&self) -> Option<(f64, f64)> {
+        if self.tunnel_runs_mbps.len() < 2 {
+            return None;
+        }
+        let lo = self
+            .tunnel_runs_mbps
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let hi = self
+            .tunnel_runs_mbps
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        Some((lo, hi))
+    }
+}
+
+/// Index of the run whose goodput is the median of `mbps`: the middle one
+/// in ascending order, for an even count the lower of the two middle ones
+/// (runs with equal goodputs keep their order). `None` for no runs.
+pub fn median_run(mbps: &[f64]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..mbps.len()).collect();
+    // Stable: equal goodputs keep their run order.
+    order.sort_by(|&a, &b| mbps[a].total_cmp(&mbps[b]));
+    order.get(mbps.len().checked_sub(1)? / 2).copied()
 }
 
 /// Results of one `unlike` case.
@@ -583,119 +662,96 @@ pub fn run_case(
             println!("    {}", fmt_measurement(&m));
             raw.push(m);
         }
-        check_stop(stop)?;
-        if tb.wire_failed() {
-            bail!("an emulator wire stopped; see the log");
-        }
-        tb.restart_traced_wires()?;
-        progress(
-            k,
-            total,
-            case,
-            &format!(
-                "{cc}: TCP through the tunnel over {} paths ({secs})",
-                uc.paths.len()
-            ),
-        );
-        let json = work.join(format!("iperf3-{k}-{cc}-tunnel.json"));
-        let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
-        let self0 = testbed::cpu_time(me);
-        // The receiver's resequencer at the start of the measured window
-        // (after the ramp-up iperf3 leaves out) and at its end, and the
-        // delay spread it measures, sampled through the window.
-        let iperf_done = AtomicBool::new(false);
-        let (m, sampled) = std::thread::scope(|sc| {
-            let control_b = &tb.control_b;
-            let iperf_done = &iperf_done;
-            let snap = sc.spawn(move || {
-                let until = Instant::now() + p.omit;
-                while Instant::now() < until && check_stop(stop).is_ok() {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let start = receiver_snapshot(control_b);
-                let mut spreads = Vec::new();
-                while !iperf_done.load(std::sync::atomic::Ordering::Relaxed)
-                    && check_stop(stop).is_ok()
-                {
-                    if let Some(d) = testbed::mptd_status(control_b)
-                        .ok()
-                        .and_then(|st| hold::rx_spread(&st))
-                    {
-                        spreads.push(d);
-                    }
-                    std::thread::sleep(SPREAD_SAMPLE_EVERY);
-                }
-                (start, spreads)
-            });
-            let m = iperf::run(
-                &iperf::Run {
-                    ns: tb.a.name(),
-                    server_ns: tb.b.name(),
-                    target: &tun_target,
-                    duration: s.duration,
-                    udp: None,
-                    json_out: &json,
-                    cc: Some(cc),
-                    omit: p.omit,
-                    streams: 1,
-                },
-                stop,
+        let n = p.repeat;
+        let mut tunnel_runs: Vec<TunnelRun> = Vec::with_capacity(n);
+        for i in 1..=n {
+            check_stop(stop)?;
+            if tb.wire_failed() {
+                bail!("an emulator wire stopped; see the log");
+            }
+            tb.restart_traced_wires()?;
+            let (of, prefix, json) = if n > 1 {
+                (
+                    format!(", run {i}/{n}"),
+                    format!("run {i}/{n}: "),
+                    work.join(format!("iperf3-{k}-{cc}-tunnel-run{i}.json")),
+                )
+            } else {
+                (
+                    String::new(),
+                    String::new(),
+                    work.join(format!("iperf3-{k}-{cc}-tunnel.json")),
+                )
+            };
+            progress(
+                k,
+                total,
+                case,
+                &format!(
+                    "{cc}: TCP through the tunnel over {} paths ({secs}){of}",
+                    uc.paths.len()
+                ),
             );
-            iperf_done.store(true, std::sync::atomic::Ordering::Relaxed);
-            (m, snap.join().ok())
-        });
-        let m = m.with_context(|| {
-            format!("case {} ({}): {cc} TCP through the tunnel", k + 1, uc.name)
-        })?;
-        let hold_end = receiver_snapshot(&tb.control_b);
-        let (hold_start, spreads) = sampled.unwrap_or((None, Vec::new()));
-        let measured_spread = hold::spread_p99(&spreads);
-        let hold_check = match (hold_start, hold_end) {
-            (Some(a), Some(b)) => a
-                .until(&b)
-                .map(|w| HoldCheck::new(&w, configured_spread(&uc.paths), measured_spread)),
-            _ => None,
-        };
-        let wall = c0.2.elapsed();
-        let cpu_a = pct(c0.0, tb.mptd_a.cpu_time(), wall);
-        let cpu_b = pct(c0.1, tb.mptd_b.cpu_time(), wall);
-        if let (Some(a), Some(b)) = (self0, testbed::cpu_time(me)) {
-            emu_cpu += b.saturating_sub(a);
-            emu_wall += wall;
+            let self0 = testbed::cpu_time(me);
+            let t = measure_tunnel(&tb, &tun_target, &json, cc, s, p, &uc.paths, stop)
+                .with_context(|| {
+                    format!(
+                        "case {} ({}): {cc} TCP through the tunnel{of}",
+                        k + 1,
+                        uc.name
+                    )
+                })?;
+            if let (Some(a), Some(b)) = (self0, testbed::cpu_time(me)) {
+                emu_cpu += b.saturating_sub(a);
+                emu_wall += t.wall;
+            }
+            println!("    {prefix}{}", fmt_measurement(&t.m));
+            if let Some(h) = &t.hold {
+                println!(
+                    "    {prefix}resequencing hold p99 {} ms over all {} packets ({} held: p99 {} ms); \
+                     delay spread configured {:.1} ms, measured p99 {} ms; <= measured + {:.0} ms: {}",
+                    fmt_p99(h),
+                    h.delivered,
+                    h.held,
+                    opt(h.p99_held_ms, 1),
+                    h.spread_ms,
+                    opt(h.measured_spread_ms, 1),
+                    hold::MARGIN_MS,
+                    hold_label(h)
+                );
+            }
+            tunnel_runs.push(t);
         }
+        let tunnel_mbps: Vec<f64> = tunnel_runs.iter().map(|t| t.m.mbps).collect();
+        let kept = median_run(&tunnel_mbps).context("unlike: no tunnel run")?;
+        let t = tunnel_runs.swap_remove(kept);
         let raw_mbps: Vec<f64> = raw.iter().map(|m| m.mbps).collect();
-        let v = verdict(&raw_mbps, m.mbps, uc.target);
-        println!("    {}", fmt_measurement(&m));
-        println!(
-            "    tunnel / best raw {} , tunnel / sum of raw {} ; target {}: {}",
-            opt(v.frac_best, 2),
-            opt(v.frac_sum, 2),
-            uc.target.label(),
-            pass_label(v.pass)
-        );
-        if let Some(h) = &hold_check {
-            println!(
-                "    resequencing hold p99 {} ms over all {} packets ({} held: p99 {} ms); \
-                 delay spread configured {:.1} ms, measured p99 {} ms; <= measured + {:.0} ms: {}",
-                fmt_p99(h),
-                h.delivered,
-                h.held,
-                opt(h.p99_held_ms, 1),
-                h.spread_ms,
-                opt(h.measured_spread_ms, 1),
-                hold::MARGIN_MS,
-                hold_label(h)
-            );
-        }
-        runs.push(CcRun {
+        let v = verdict(&raw_mbps, t.m.mbps, uc.target);
+        let run = CcRun {
             cc: cc.clone(),
             raw,
-            tunnel: m,
+            tunnel: t.m,
+            tunnel_run: kept + 1,
+            tunnel_runs_mbps: tunnel_mbps,
             verdict: v,
-            cpu_a_pct: cpu_a,
-            cpu_b_pct: cpu_b,
-            hold: hold_check,
-        });
+            cpu_a_pct: t.cpu_a_pct,
+            cpu_b_pct: t.cpu_b_pct,
+            hold: t.hold,
+        };
+        if let Some((lo, hi)) = run.tunnel_range() {
+            println!(
+                "    median of {n} runs: run {}/{n}, {:.2} Mbit/s (runs {lo:.2}..{hi:.2})",
+                run.tunnel_run, run.tunnel.mbps
+            );
+        }
+        println!(
+            "    tunnel / best raw {} , tunnel / sum of raw {} ; target {}: {}",
+            opt(run.verdict.frac_best, 2),
+            opt(run.verdict.frac_sum, 2),
+            uc.target.label(),
+            pass_label(run.verdict.pass)
+        );
+        runs.push(run);
     }
     for proc_ in [&mut tb.mptd_a, &mut tb.mptd_b] {
         if let Some(st) = proc_.exited() {
@@ -741,6 +797,94 @@ pub fn run_case(
     progress(k, total, case, "tearing down");
     drop(tb);
     Ok(row)
+}
+
+/// One TCP run through the tunnel.
+struct TunnelRun {
+    m: Measurement,
+    /// Resequencing delay at mptd B over the measured window.
+    hold: Option<HoldCheck>,
+    /// CPU use of mptd A and B over the run, % of a core.
+    cpu_a_pct: Option<f64>,
+    cpu_b_pct: Option<f64>,
+    /// How long the run took.
+    wall: Duration,
+}
+
+/// Runs iperf3 through the tunnel once with `cc`, reading mptd B's
+/// resequencer at the start of the measured window (after the ramp-up
+/// iperf3 leaves out) and at its end, and the delay spread it measures,
+/// sampled through the window.
+#[allow(clippy::too_many_arguments)]
+fn measure_tunnel(
+    tb: &Testbed,
+    target: &str,
+    json: &Path,
+    cc: &str,
+    s: &Scenario,
+    p: &UnlikeParams,
+    paths: &[PathInfo],
+    stop: &AtomicBool,
+) -> anyhow::Result<TunnelRun> {
+    let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
+    let iperf_done = AtomicBool::new(false);
+    let (m, sampled) = std::thread::scope(|sc| {
+        let control_b = &tb.control_b;
+        let iperf_done = &iperf_done;
+        let snap = sc.spawn(move || {
+            let until = Instant::now() + p.omit;
+            while Instant::now() < until && check_stop(stop).is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let start = receiver_snapshot(control_b);
+            let mut spreads = Vec::new();
+            while !iperf_done.load(std::sync::atomic::Ordering::Relaxed) && check_stop(stop).is_ok()
+            {
+                if let Some(d) = testbed::mptd_status(control_b)
+                    .ok()
+                    .and_then(|st| hold::rx_spread(&st))
+                {
+                    spreads.push(d);
+                }
+                std::thread::sleep(SPREAD_SAMPLE_EVERY);
+            }
+            (start, spreads)
+        });
+        let m = iperf::run(
+            &iperf::Run {
+                ns: tb.a.name(),
+                server_ns: tb.b.name(),
+                target,
+                duration: s.duration,
+                udp: None,
+                json_out: json,
+                cc: Some(cc),
+                omit: p.omit,
+                streams: 1,
+            },
+            stop,
+        );
+        iperf_done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (m, snap.join().ok())
+    });
+    let m = m?;
+    let hold_end = receiver_snapshot(&tb.control_b);
+    let (hold_start, spreads) = sampled.unwrap_or((None, Vec::new()));
+    let measured_spread = hold::spread_p99(&spreads);
+    let hold = match (hold_start, hold_end) {
+        (Some(a), Some(b)) => a
+            .until(&b)
+            .map(|w| HoldCheck::new(&w, configured_spread(paths), measured_spread)),
+        _ => None,
+    };
+    let wall = c0.2.elapsed();
+    Ok(TunnelRun {
+        m,
+        hold,
+        cpu_a_pct: pct(c0.0, tb.mptd_a.cpu_time(), wall),
+        cpu_b_pct: pct(c0.1, tb.mptd_b.cpu_time(), wall),
+        wall,
+    })
 }
 
 /// The receiving daemon's resequencer counters, if it answers.
@@ -865,6 +1009,7 @@ pub fn table(r: &Report) -> String {
         "best".into(),
         "sum".into(),
         "tunnel".into(),
+        "runs min..max".into(),
         "/best".into(),
         "/sum".into(),
         "target".into(),
@@ -876,9 +1021,14 @@ pub fn table(r: &Report) -> String {
         "CPU A/B %".into(),
     ]];
     let mut omit = 0.0;
+    let mut repeats: Vec<usize> = Vec::new();
     for (_, u) in results(r) {
         omit = u.omit_s;
         for run in &u.runs {
+            let n = run.tunnel_runs_mbps.len().max(1);
+            if !repeats.contains(&n) {
+                repeats.push(n);
+            }
             let raw: Vec<String> = u
                 .paths
                 .iter()
@@ -892,6 +1042,9 @@ pub fn table(r: &Report) -> String {
                 format!("{:.2}", run.verdict.best_raw_mbps),
                 format!("{:.2}", run.verdict.sum_raw_mbps),
                 format!("{:.2}", run.tunnel.mbps),
+                run.tunnel_range().map_or("-".into(), |(lo, hi)| {
+                    format!("{}: {lo:.2}..{hi:.2}", run.tunnel_runs_mbps.len())
+                }),
                 opt(run.verdict.frac_best, 2),
                 opt(run.verdict.frac_sum, 2),
                 u.target.map_or("-".into(), |t| t.label()),
@@ -909,12 +1062,18 @@ pub fn table(r: &Report) -> String {
         }
     }
     let mut s = columns(&rows, 3);
+    repeats.sort_unstable();
+    let counts: Vec<String> = repeats.iter().map(usize::to_string).collect();
     let _ = writeln!(
         s,
         "Mbit/s: iperf3 TCP goodput at the receiver, one stream, over {:.0} s after leaving out the \
-         first {omit:.0} s; raw = each path alone without the tunnel, same congestion control; \
-         /best, /sum = tunnel / best raw path, / sum of raw paths; mptd's default scheduler unless --scheduler, equal weights",
-        r.duration_s
+         first {omit:.0} s; raw = each path alone without the tunnel, same congestion control, one run \
+         each; tunnel = the median of {} run(s) through the tunnel (the lower middle one for an even \
+         count), the run judged, with its hold and CPU; runs min..max = count: lowest..highest tunnel \
+         run; /best, /sum = tunnel / best raw path, / sum of raw paths; mptd's default scheduler \
+         unless --scheduler, equal weights",
+        r.duration_s,
+        if counts.is_empty() { "1".into() } else { counts.join(" or ") }
     );
     let _ = writeln!(
         s,
@@ -963,7 +1122,8 @@ pub fn csv(r: &Report) -> String {
              path{i}_raw_mbps,path{i}_raw_retransmits"
         );
     }
-    s += ",best_raw_mbps,sum_raw_mbps,tunnel_mbps,tunnel_retransmits,frac_best,frac_sum,\
+    s += ",best_raw_mbps,sum_raw_mbps,tunnel_mbps,tunnel_retransmits,tunnel_run,tunnel_runs_mbps,\
+          frac_best,frac_sum,\
           target_of,target_ratio,required_mbps,pass,cpu_a_pct,cpu_b_pct,duration_s,omit_s,\
           hold_delivered,hold_held,hold_p99_all_lo_ms,hold_p99_all_ms,hold_p99_all_est_ms,hold_p99_held_ms,\
           hold_mean_held_ms,spread_ms,measured_spread_ms,hold_limit_ms,hold_pass,hold_pass_estimate\n";
@@ -993,11 +1153,17 @@ pub fn csv(r: &Report) -> String {
             let v = &run.verdict;
             let _ = writeln!(
                 s,
-                ",{:.4},{:.4},{:.4},{},{},{},{},{},{:.4},{},{},{},{},{}",
+                ",{:.4},{:.4},{:.4},{},{},{},{},{},{},{},{:.4},{},{},{},{},{}",
                 v.best_raw_mbps,
                 v.sum_raw_mbps,
                 run.tunnel.mbps,
                 retr(&run.tunnel),
+                run.tunnel_run,
+                run.tunnel_runs_mbps
+                    .iter()
+                    .map(|m| format!("{m:.4}"))
+                    .collect::<Vec<_>>()
+                    .join("/"),
                 o(v.frac_best),
                 o(v.frac_sum),
                 u.target.map_or("", |t| t.of.label()),
@@ -1055,6 +1221,7 @@ pub fn svg(r: &Report) -> String {
                 .enumerate()
                 .map(|(i, m)| (format!("raw path {} alone", i + 1), m.mbps))
                 .collect();
+            // The median tunnel run (the one judged).
             bars.push(("tunnel".into(), run.tunnel.mbps));
             c.groups.push(BarGroup {
                 label: format!("{}\n{}", u.case, run.cc),
@@ -1188,11 +1355,87 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        parse_with(text, &Overrides::default())
+    }
+
+    fn parse_with(text: &str, ov: &Overrides) -> Result<Scenario, ScenarioError> {
         let f: ScenarioFile = toml::from_str(text).map_err(|error| ScenarioError::Toml {
             origin: "t".into(),
             error,
         })?;
-        super::super::scenario::expand("t", "t", f, &Overrides::default())
+        super::super::scenario::expand("t", "t", f, ov)
+    }
+
+    #[test]
+    fn median_run_is_the_middle_or_lower_middle() {
+        assert_eq!(median_run(&[]), None);
+        assert_eq!(median_run(&[7.0]), Some(0));
+        // Odd: the middle value wherever it ran.
+        assert_eq!(median_run(&[30.0, 10.0, 20.0]), Some(2));
+        assert_eq!(median_run(&[10.0, 20.0, 30.0]), Some(1));
+        assert_eq!(median_run(&[5.0, 1.0, 4.0, 2.0, 3.0]), Some(4));
+        // Even: the lower of the two middle ones.
+        assert_eq!(median_run(&[20.0, 10.0]), Some(1));
+        assert_eq!(median_run(&[10.0, 20.0]), Some(0));
+        assert_eq!(median_run(&[40.0, 10.0, 30.0, 20.0]), Some(3));
+        // Equal goodputs keep their run order.
+        assert_eq!(median_run(&[15.0, 15.0, 15.0]), Some(1));
+        assert_eq!(median_run(&[15.0, 15.0]), Some(0));
+        assert_eq!(median_run(&[9.0, 15.0, 1.0, 15.0]), Some(0));
+        assert_eq!(median_run(&[15.0, 9.0, 15.0, 20.0]), Some(0));
+        // A run that carried nothing is the lowest.
+        assert_eq!(median_run(&[0.0, 12.0, 11.0]), Some(2));
+    }
+
+    #[test]
+    fn repeat_is_validated() {
+        let repeat = |s: &Scenario| s.unlike.as_ref().map(|u| u.repeat);
+        // Default 1.
+        let s = parse(GOOD).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(repeat(&s), Some(1));
+        let with = |n: &str| GOOD.replace("omit = 2", &format!("omit = 2\n        repeat = {n}"));
+        for n in [1, 2, 9] {
+            let s = parse(&with(&n.to_string())).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(repeat(&s), Some(n));
+        }
+        for bad in ["0", "10", "-1", "2.5", "\"3\""] {
+            let e = parse(&with(bad)).err();
+            assert!(e.is_some(), "accepted repeat = {bad}");
+        }
+        let e = parse(&with("0")).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("unlike.repeat") && e.contains("1..=9")),
+            "{e:?}"
+        );
+        // [unlike.quick] repeat applies with --quick only, and is checked.
+        let quick = Overrides {
+            quick: true,
+            ..Overrides::default()
+        };
+        let q = |n: &str| {
+            format!(
+                "{}\n        [unlike.quick]\n        repeat = {n}\n",
+                with("3")
+            )
+        };
+        let s = parse_with(&q("2"), &quick).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(repeat(&s), Some(2));
+        let s = parse(&q("2")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(repeat(&s), Some(3));
+        let s = parse_with(&with("3"), &quick).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(repeat(&s), Some(3));
+        let e = parse_with(&q("12"), &quick).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("unlike.quick.repeat")),
+            "{e:?}"
+        );
+        // The preset: 3 tunnel runs, 1 with --quick.
+        let full = load("unlike", &Overrides::default()).ok();
+        assert_eq!(full.as_ref().and_then(repeat), Some(3));
+        let short = load("unlike", &quick).ok();
+        assert_eq!(short.as_ref().and_then(repeat), Some(1));
     }
 
     const GOOD: &str = r#"
@@ -1263,6 +1506,8 @@ mod tests {
             cc: "bbr".into(),
             raw: vec![m(45.0), m(18.0)],
             tunnel: m(50.0),
+            tunnel_run: 3,
+            tunnel_runs_mbps: vec![60.0, 40.0, 50.0],
             verdict: verdict(&[45.0, 18.0], 50.0, t),
             cpu_a_pct: Some(30.0),
             cpu_b_pct: None,
@@ -1301,6 +1546,8 @@ mod tests {
                     CcRun {
                         cc: "cubic".into(),
                         hold: None,
+                        tunnel_run: 1,
+                        tunnel_runs_mbps: vec![50.0],
                         ..run
                     },
                 ],
@@ -1326,6 +1573,15 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("0.79"), "{table}");
+        // Three tunnel runs: the median (50) and the range; one run: no range.
+        assert!(table.contains("50.00  3: 40.00..60.00"), "{table}");
+        let cubic: Vec<&str> = table
+            .lines()
+            .find(|l| l.contains(" cubic "))
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        assert!(cubic.windows(2).any(|w| w == ["50.00", "-"]), "{table}");
+        assert!(table.contains("the median of 1 or 3 run(s)"), "{table}");
         let csv = rep.csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 3);
@@ -1335,6 +1591,17 @@ mod tests {
         assert!(lines[2].ends_with(",,,,,,,,,,,,"), "{}", lines[2]);
         assert!(lines[1].starts_with("wifi+lte,bbr,2,wifi,"));
         assert!(lines[1].contains(",sum,0.9,56.7000,false,"));
+        assert!(
+            lines[0].contains(",tunnel_mbps,tunnel_retransmits,tunnel_run,tunnel_runs_mbps,"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains(",50.0000,3,3,60.0000/40.0000/50.0000,"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains(",50.0000,3,1,50.0000,"), "{}", lines[2]);
         // 990 of 1000 packets not held: p99 over all is 0, over the held
         // ones the 16..32 ms bucket capped by the 25 ms maximum; the limit
         // is the measured spread (24 ms) + 10.
