@@ -306,6 +306,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                                 path: 0,
                                 at: Instant::now(),
                                 from: None,
+                                port: 0,
                                 len: 0,
                                 bytes: [0; crate::rx::CONTROL_DATAGRAM_MAX],
                             });

@@ -565,13 +565,11 @@ impl NoiseConn {
         if rng.take_failure() {
             self.initiator.abandon();
             crypto
-                .handshake_index
-                .store(0, std::sync::atomic::Ordering::Relaxed);
+                .set_handshake_index(0);
             return Err(NoiseError::Crypto);
         }
         crypto
-            .handshake_index
-            .store(index, std::sync::atomic::Ordering::Relaxed);
+            .set_handshake_index(index);
         Ok(len)
     }
 
@@ -588,8 +586,7 @@ impl NoiseConn {
         let ids = NoiseIds::of(&e, now, seq);
         crypto.install_current(e.keys, Some(ids), now);
         crypto
-            .handshake_index
-            .store(0, std::sync::atomic::Ordering::Relaxed);
+            .set_handshake_index(0);
         self.policy.completed();
         Ok(ids)
     }
@@ -613,8 +610,7 @@ impl NoiseConn {
         if self.initiator.pending_index().is_some() {
             self.initiator.abandon();
             crypto
-                .handshake_index
-                .store(0, std::sync::atomic::Ordering::Relaxed);
+                .set_handshake_index(0);
         }
         true
     }

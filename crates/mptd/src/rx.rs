@@ -66,7 +66,9 @@ struct RxKey {
 /// the order they are tried, each with its replay window (kept as long as
 /// the same keys stay, whatever their role).
 struct RxCrypto {
-    slots: [Option<RxKey>; 3],
+    /// Boxed: a shared worker swaps in the slots of the connection whose
+    /// datagrams it handles (a pointer swap).
+    slots: Box<[Option<RxKey>; 3]>,
     /// `ConnCrypto::generation` of `slots`.
     generation: u64,
     /// The peer was seen sealing with the current keys.
@@ -166,6 +168,10 @@ const STAGE_SLOTS: usize = tun_rs::IDEAL_BATCH_SIZE;
 /// a Noise initiation is 168 bytes).
 pub const CONTROL_DATAGRAM_MAX: usize = mpt_proto::noise::INITIATION_LEN;
 
+/// `ControlDatagram::conn` of a Noise initiation read on a shared port:
+/// it names no connection (the control loop finds it by the static key).
+pub const SHARED_INITIATION: usize = usize::MAX - 1;
+
 /// A probe, reply or handshake message handed to the control loop. Sealed
 /// probes and replies arrive opened, with the SEALED flag cleared.
 #[derive(Debug, Clone, Copy)]
@@ -178,7 +184,11 @@ pub struct ControlDatagram {
     pub at: Instant,
     /// Its source address.
     pub from: Option<SocketAddr>,
-    /// Length of `bytes` used.
+    /// The shared port it arrived on, for a Noise initiation read there
+    /// (`conn` is then [`SHARED_INITIATION`]); 0 otherwise.
+    pub port: u16,
+    /// Length of `bytes` used; 0: a notice that a client connection's path
+    /// `path` was heard from `from` and needs adding (or moving).
     pub len: usize,
     /// The datagram.
     pub bytes: [u8; CONTROL_DATAGRAM_MAX],
@@ -268,61 +278,27 @@ impl RxWorker {
     /// Runs until shutdown.
     pub fn run(self) {
         let conn = &*self.conn;
+        let rx = Rx {
+            conn,
+            tun: &self.tun,
+            control: &self.control,
+            shared: false,
+        };
         let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
         let mut meta = [RecvMeta::default(); RECV_MESSAGES];
         let mut staging = Staging::new();
-        let mut delay = DelayLine::new(EQUALIZE_SLOTS, conn.lock_reseq().slot_len());
-        let mut crypto = RxCrypto {
-            slots: [None, None, None],
-            generation: 0,
-            peer_on_current: false,
-            scratch: Vec::with_capacity(RECV_LEN),
-            pending: Vec::with_capacity(RECV_MESSAGES),
-            opens: Vec::with_capacity(MAX_OPENS),
-            submitter: self.crypto_pool.submitter(),
-        };
-        let mut repair = RxRepair {
-            detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
-            requests: Vec::with_capacity(REPAIR_QUEUE),
-            answers: Vec::with_capacity(REPAIR_QUEUE),
-            out: vec![0; MAX_DATAGRAM],
-        };
+        let mut crypto = RxCrypto::new(self.crypto_pool.submitter());
+        let mut st = ConnRxState::new(conn);
         let mut start = 0usize;
-        // Paths last seen suspect or down (see `ConnShared::silent_paths`).
-        let mut silent = 0u64;
-        let mut table: Arc<PathTable> = conn.paths();
-        let mut generation = 0u64;
-        let mut paths: Vec<Arc<PathShared>> = Vec::with_capacity(mpt_proto::sched::MAX_PATHS);
         while !self.shutdown.load(Relaxed) {
-            if conn.refresh_paths(&mut table, &mut generation) {
-                // Paths that left the table no longer prove losses in the
-                // resequencer (their slot may be reused by a new path).
-                let mut reseq = conn.lock_reseq();
-                for old in &paths {
-                    if table.get(old.id).is_none_or(|p| !Arc::ptr_eq(p, old)) {
-                        reseq.forget_path(old.id);
-                        if let Some(d) = repair.detectors.get_mut(old.id) {
-                            *d = LossDetector::new();
-                        }
-                    }
-                }
-                drop(reseq);
-                paths.clear();
-                paths.extend(table.iter().cloned());
-            }
-            let now_silent = conn.silent_paths.load(Relaxed);
-            if now_silent != silent {
-                // A path that fell silent proves no loss any more: what
-                // the others deliver is not held waiting for it.
-                let newly = now_silent & !silent;
-                if newly != 0 {
-                    let mut reseq = conn.lock_reseq();
-                    for id in (0..64).filter(|id| newly & (1u64 << id) != 0) {
-                        reseq.forget_path(id);
-                    }
-                }
-                silent = now_silent;
-            }
+            st.refresh(conn);
+            let ConnRxState {
+                delay,
+                repair,
+                table,
+                paths,
+                ..
+            } = &mut st;
             let mut busy = false;
             // Read every path once per round, starting one further each
             // round so no path is always first.
@@ -339,28 +315,157 @@ impl RxWorker {
                     }
                 };
                 busy = true;
-                self.refresh_keys(&mut crypto);
-                self.handle_batch(
-                    path,
+                rx.refresh_keys(&mut crypto);
+                rx.handle_batch(
+                    path.id,
+                    Some(path),
                     &mut bufs[..n],
                     &meta[..n],
                     &mut staging,
                     &mut crypto,
-                    &mut delay,
-                    &mut repair,
+                    delay,
+                    repair,
                 );
-                self.send_repairs(&table, &mut repair);
+                rx.send_repairs(table, repair);
             }
             start = start.wrapping_add(1);
             // One tun write per round over all paths: the larger the run of
             // in-order segments, the more the tun writer can coalesce.
             staging.flush(&self.tun, &conn.drops.tun_write);
             if !busy {
-                self.idle(&paths, &mut staging, &mut delay);
+                rx.idle(paths, &mut staging, delay);
             }
         }
     }
+}
 
+/// A connection's receive state beyond the resequencer: what a worker
+/// keeps between batches. A connection with its own worker keeps it in
+/// that worker; a client connection keeps it in `ConnShared::rx_state`,
+/// for whichever shared worker gets its next datagrams.
+pub struct ConnRxState {
+    /// Key slots with their replay windows (client connections only: the
+    /// shared worker swaps them into its [`RxCrypto`] for a group).
+    slots: Box<[Option<RxKey>; 3]>,
+    /// `ConnCrypto::generation` of `slots`.
+    key_generation: u64,
+    /// The peer was seen sealing with the current keys.
+    peer_on_current: bool,
+    /// Delay equalisation.
+    delay: DelayLine,
+    /// Loss repair.
+    repair: RxRepair,
+    /// Paths last seen suspect or down (see `ConnShared::silent_paths`).
+    silent: u64,
+    /// The path table, and its generation.
+    table: Arc<PathTable>,
+    table_generation: u64,
+    /// The table's paths.
+    paths: Vec<Arc<PathShared>>,
+}
+
+impl std::fmt::Debug for ConnRxState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnRxState")
+            .field("paths", &self.paths.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnRxState {
+    /// Fresh state for `conn`.
+    pub fn new(conn: &ConnShared) -> ConnRxState {
+        ConnRxState {
+            slots: Box::new([None, None, None]),
+            key_generation: 0,
+            peer_on_current: false,
+            delay: DelayLine::new(EQUALIZE_SLOTS, conn.lock_reseq().slot_len()),
+            repair: RxRepair {
+                detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
+                requests: Vec::with_capacity(REPAIR_QUEUE),
+                answers: Vec::with_capacity(REPAIR_QUEUE),
+                out: vec![0; MAX_DATAGRAM],
+            },
+            silent: 0,
+            table: conn.paths(),
+            table_generation: 0,
+            paths: Vec::with_capacity(mpt_proto::sched::MAX_PATHS),
+        }
+    }
+
+    /// Takes a changed path table and newly silent paths (once per batch).
+    fn refresh(&mut self, conn: &ConnShared) {
+        if conn.refresh_paths(&mut self.table, &mut self.table_generation) {
+            // Paths that left the table no longer prove losses in the
+            // resequencer (their slot may be reused by a new path).
+            let mut reseq = conn.lock_reseq();
+            for old in &self.paths {
+                if self
+                    .table
+                    .get(old.id)
+                    .is_none_or(|p| !Arc::ptr_eq(p, old))
+                {
+                    reseq.forget_path(old.id);
+                    if let Some(d) = self.repair.detectors.get_mut(old.id) {
+                        *d = LossDetector::new();
+                    }
+                }
+            }
+            drop(reseq);
+            self.paths.clear();
+            self.paths.extend(self.table.iter().cloned());
+        }
+        let now_silent = conn.silent_paths.load(Relaxed);
+        if now_silent != self.silent {
+            // A path that fell silent proves no loss any more: what
+            // the others deliver is not held waiting for it.
+            let newly = now_silent & !self.silent;
+            if newly != 0 {
+                let mut reseq = conn.lock_reseq();
+                for id in (0..64).filter(|id| newly & (1u64 << id) != 0) {
+                    reseq.forget_path(id);
+                }
+            }
+            self.silent = now_silent;
+        }
+    }
+
+    /// Lends the key slots to a shared worker's `crypto` (and takes them
+    /// back when called again with the same `crypto`).
+    fn swap_keys(&mut self, crypto: &mut RxCrypto) {
+        std::mem::swap(&mut self.slots, &mut crypto.slots);
+        std::mem::swap(&mut self.key_generation, &mut crypto.generation);
+        std::mem::swap(&mut self.peer_on_current, &mut crypto.peer_on_current);
+    }
+}
+
+impl RxCrypto {
+    fn new(submitter: Submitter) -> RxCrypto {
+        RxCrypto {
+            slots: Box::new([None, None, None]),
+            generation: 0,
+            peer_on_current: false,
+            scratch: Vec::with_capacity(RECV_LEN),
+            pending: Vec::with_capacity(RECV_MESSAGES),
+            opens: Vec::with_capacity(MAX_OPENS),
+            submitter,
+        }
+    }
+}
+
+/// What the checks of one connection's datagrams need: the connection,
+/// where its data goes, where its control messages go.
+#[derive(Clone, Copy)]
+struct Rx<'a> {
+    conn: &'a ConnShared,
+    tun: &'a SyncDevice,
+    control: &'a SyncSender<ControlDatagram>,
+    /// Read from a shared port: the path is the header's path id (checked
+    /// after authentication), not the socket's.
+    shared: bool,
+}
+
+impl Rx<'_> {
     /// Picks up changed key sets (checked once per batch); keys new to the
     /// worker start a new replay window.
     fn refresh_keys(&self, crypto: &mut RxCrypto) {
@@ -372,7 +477,7 @@ impl RxWorker {
         crypto.generation = generation;
         let set = c.key_set();
         crypto.peer_on_current = set.peer_on_current;
-        let mut old = std::mem::take(&mut crypto.slots);
+        let mut old = std::mem::take(&mut *crypto.slots);
         let wanted = [
             (KeyRole::Current, set.current),
             (KeyRole::Pending, set.pending),
@@ -504,7 +609,7 @@ impl RxWorker {
     /// else is decided here: `handle_batch` goes through the datagrams in
     /// order afterwards and updates the windows.
     fn open_batch(&self, bufs: &mut [Vec<u8>], meta: &[RecvMeta], crypto: &mut RxCrypto) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let RxCrypto {
             slots,
             opens,
@@ -534,7 +639,7 @@ impl RxWorker {
                     opened: NOT_OPENED,
                 };
                 if let Ok((h, _)) = Header::parse(dgram) {
-                    if h.conn_id == conn.conn_id
+                    if crate::demux::accepts(conn, &h)
                         && h.flags.contains(Flags::SEALED)
                         && dgram.len() >= HEADER_LEN + TAG_LEN
                         && !matches!(
@@ -573,7 +678,8 @@ impl RxWorker {
     #[allow(clippy::too_many_arguments)]
     fn handle_batch(
         &self,
-        path: &PathShared,
+        pi: usize,
+        path: Option<&PathShared>,
         bufs: &mut [Vec<u8>],
         meta: &[RecvMeta],
         staging: &mut Staging,
@@ -581,17 +687,16 @@ impl RxWorker {
         delay: &mut DelayLine,
         repair: &mut RxRepair,
     ) {
-        let conn = &*self.conn;
-        let pi = path.id;
+        let conn = self.conn;
         // Loss repair: how long a hole on this path may wait for its copy
         // (the request goes back on this path, the copy comes on the
         // fastest: within about this path's RTT).
         let ask_repairs = conn.repair.load(Relaxed) && pi < repair.detectors.len();
         let repair_wait = if ask_repairs {
-            let rtt_ms = match path.view.lock() {
+            let rtt_ms = path.and_then(|path| match path.view.lock() {
                 Ok(v) => v.rtt_ms,
                 Err(poisoned) => poisoned.into_inner().rtt_ms,
-            };
+            });
             Duration::from_secs_f64(rtt_ms.unwrap_or(50.0).clamp(1.0, 2_000.0) * 1.5e-3)
                 + REPAIR_MARGIN
         } else {
@@ -611,7 +716,7 @@ impl RxWorker {
         // from: only the path's configured remote address and port count,
         // and nothing is ever learnt from such datagrams.
         let cleartext_peer = match &conn.crypto {
-            None => Some(path.remote().map(|(a, _)| a)),
+            None => Some(path.and_then(|p| p.remote()).map(|(a, _)| a)),
             Some(_) => None,
         };
         let equalize_to = match conn.equalize_owd_us.load(Relaxed) {
@@ -768,12 +873,25 @@ impl RxWorker {
         reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
         self.publish_deadline(&reseq);
         drop(reseq);
-        if let (Some(from), None) = (learnt_from, cleartext_peer) {
-            if path.learn_remote(from) {
-                tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address");
+        match (learnt_from, cleartext_peer, path) {
+            (Some(from), None, Some(path)) if self.shared && !same_family(from, path.local) => {
+                // A client path moved to the other address family: the
+                // control loop moves it to that family's shared socket.
+                self.notice_path(pi, from, now, &mut crypto.pending);
             }
+            (Some(from), None, Some(path)) => {
+                if path.learn_remote(from) {
+                    tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address");
+                }
+            }
+            (Some(from), None, None) if self.shared => {
+                // Authenticated datagrams of a path the client has not
+                // used before (or that died): the control loop adds it.
+                self.notice_path(pi, from, now, &mut crypto.pending);
+            }
+            _ => {}
         }
-        if rx_packets > 0 {
+        if let (Some(path), true) = (path, rx_packets > 0) {
             path.rx_data_packets.add(rx_packets);
             path.rx_packets.add(rx_packets);
             path.rx_bytes.add(rx_bytes);
@@ -835,6 +953,12 @@ impl RxWorker {
         // By connection id, or (public-key sessions) session index.
         if !crate::demux::accepts(conn, &header) {
             conn.drops.unknown_connection.add(1);
+            return (Verdict::Drop, dgram);
+        }
+        // On a shared port the header names the path (the client's path
+        // id; its source address is learnt): the whole group is one path.
+        if self.shared && usize::from(header.path_id) != pi {
+            conn.drops.no_path.add(1);
             return (Verdict::Drop, dgram);
         }
         if let Some((expected, noise)) = crate::demux::handshake_kind(header.msg_type) {
@@ -1044,6 +1168,7 @@ impl RxWorker {
             path: pi,
             at: now,
             from,
+            port: 0,
             len: dgram.len().min(CONTROL_DATAGRAM_MAX),
             bytes: [0; CONTROL_DATAGRAM_MAX],
         };
@@ -1053,6 +1178,32 @@ impl RxWorker {
             pending.push(msg);
         } else {
             conn.drops.control_queue_full.add(1);
+        }
+    }
+
+    /// Tells the control loop that authenticated datagrams of path `pi`
+    /// came from `from` while the connection has no such path (or it is
+    /// on the other family's socket): a message without bytes.
+    fn notice_path(
+        &self,
+        pi: usize,
+        from: SocketAddr,
+        now: Instant,
+        pending: &mut Vec<ControlDatagram>,
+    ) {
+        let msg = ControlDatagram {
+            conn: self.conn.index,
+            path: pi,
+            at: now,
+            from: Some(from),
+            port: 0,
+            len: 0,
+            bytes: [0; CONTROL_DATAGRAM_MAX],
+        };
+        if pending.len() < pending.capacity() {
+            pending.push(msg);
+        } else {
+            self.conn.drops.control_queue_full.add(1);
         }
     }
 
@@ -1229,6 +1380,12 @@ fn resequence(
 /// Whether a datagram from `from` comes from the configured `remote`:
 /// address and port (an IPv6 source's scope id and flow label, which a
 /// configured address does not carry, are not compared).
+fn same_family(a: SocketAddr, b: SocketAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4()
+}
+
+/// Whether a datagram from `from` comes from the configured `remote`:
+/// address and port (see `same_endpoint`).
 fn same_endpoint(from: Option<SocketAddr>, remote: Option<SocketAddr>) -> bool {
     match (from, remote) {
         (Some(f), Some(r)) => f.ip() == r.ip() && f.port() == r.port(),

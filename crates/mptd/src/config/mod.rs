@@ -118,6 +118,13 @@ pub struct ConnectionConfig {
 }
 
 impl ConnectionConfig {
+    /// A server's client connection: no configured paths, served on the
+    /// shared port (`port`), its paths learnt from the client (needs a
+    /// `public_key`; see `crate::shared`).
+    pub fn is_client(&self) -> bool {
+        self.paths.is_empty()
+    }
+
     /// The local addresses on which the peer may have paths opened: each
     /// configured path's own address, and `allow_peer_paths`.
     pub fn peer_locals(&self) -> Vec<Prefix> {
@@ -645,9 +652,6 @@ fn validate(
                 c.dead_timer.0, c.keepalive.0
             )));
         }
-        if c.path.is_empty() {
-            return Err(here("needs at least one [[connection.path]]".into()));
-        }
         if c.path.len() > mpt_proto::sched::MAX_PATHS {
             return Err(here(format!(
                 "{} paths, at most {} allowed",
@@ -701,6 +705,16 @@ fn validate(
                 }
                 Some(Dur(d)) => Some(d),
             };
+        // No paths: a server's client connection, served on the shared
+        // port and its paths learnt from the client's datagrams. Only a
+        // public key can tell such clients apart (the session index
+        // names the connection, the static key identifies the client).
+        if c.path.is_empty() && public_key.is_none() {
+            return Err(here("needs at least one [[connection.path]], or a `public_key` (with `[daemon] private_key_file`) to be a client connection served on the shared port with paths learnt from the client".into()));
+        }
+        if c.path.is_empty() && c.remote_port.is_some() {
+            return Err(here("key `remote_port`: a client connection (no [[connection.path]]) learns its client's ports; remove it".into()));
+        }
         let mut paths: Vec<PathConfig> = Vec::new();
         for p in c.path {
             let pspan = p.span().start;
