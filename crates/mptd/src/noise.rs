@@ -249,6 +249,12 @@ impl NoiseDaemon {
         self.responder.add_peer(key, conn, psk);
     }
 
+    /// Forgets the peer key `key` (a client connection removed by a
+    /// reload): its initiations are refused as from an unknown peer.
+    pub fn remove_peer(&mut self, key: &PublicKey) {
+        let _conn = self.responder.remove_peer(key);
+    }
+
     /// Answers an initiation from `src`; `local_index` is the session index
     /// we take if we accept; the reply is built into `out` with the header
     /// fields of `template`.

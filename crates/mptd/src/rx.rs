@@ -137,6 +137,9 @@ const REPAIR_QUEUE: usize = 32;
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::crypto_pool::{CryptoPool, Submitter};
+use crate::shared::{SessionMap, SharedStats};
+use crate::udp::PathSocket;
+use mpt_proto::noise::Mac1Check;
 use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
@@ -336,6 +339,318 @@ impl RxWorker {
                 rx.idle(paths, &mut staging, delay);
             }
         }
+    }
+}
+
+/// A receive worker of the shared ports (see `crate::shared`): reads its
+/// own SO_REUSEPORT socket of each shared port and family, and serves
+/// every client connection whose datagrams reach it.
+pub struct SharedRxWorker {
+    /// This worker's sockets (per shared port: IPv4 and, if available,
+    /// IPv6).
+    pub sockets: Vec<PathSocket>,
+    /// Session index → connection.
+    pub map: Arc<SessionMap>,
+    /// What the shared ports refused before knowing the connection.
+    pub stats: Arc<SharedStats>,
+    /// Tun queue to write to.
+    pub tun: Arc<SyncDevice>,
+    /// Queue to the control loop.
+    pub control: SyncSender<ControlDatagram>,
+    /// Set on shutdown.
+    pub shutdown: Arc<AtomicBool>,
+    /// The crypto stage, shared with every other worker.
+    pub crypto_pool: Arc<CryptoPool>,
+    /// Checks the mac1 of initiations before they are queued.
+    pub mac1: Mac1Check,
+}
+
+/// A shared worker's buffers for sorting a batch by connection and path.
+struct Sorter {
+    /// Per kept message: (connection slot in `conns`, path id, index).
+    order: Vec<(usize, u16, usize)>,
+    /// The batch's connections, in first-seen order.
+    conns: Vec<Arc<ConnShared>>,
+    /// The messages in sorted order (the receive buffers moved here
+    /// and back: pointer swaps, no copy).
+    bufs: Vec<Vec<u8>>,
+    meta: [RecvMeta; RECV_MESSAGES],
+}
+
+impl SharedRxWorker {
+    /// Runs until shutdown.
+    pub fn run(self) {
+        let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
+        let mut meta = [RecvMeta::default(); RECV_MESSAGES];
+        let mut staging = Staging::new();
+        let mut crypto = RxCrypto::new(self.crypto_pool.submitter());
+        let mut sorter = Sorter {
+            order: Vec::with_capacity(RECV_MESSAGES),
+            conns: Vec::with_capacity(RECV_MESSAGES),
+            bufs: (0..RECV_MESSAGES).map(|_| Vec::new()).collect(),
+            meta: [RecvMeta::default(); RECV_MESSAGES],
+        };
+        // Connections with a gap or a delayed datagram pending: their
+        // timeouts are this worker's to run (bounded by the connections
+        // with data in flight, not by the clients).
+        let mut timers: Vec<Arc<ConnShared>> = Vec::with_capacity(64);
+        let mut start = 0usize;
+        while !self.shutdown.load(Relaxed) {
+            let mut busy = false;
+            for k in 0..self.sockets.len() {
+                let socket = &self.sockets[(start + k) % self.sockets.len()];
+                let n = match socket.recv_batch(&mut bufs, &mut meta) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => {
+                        tracing::trace!(local = %socket.local_addr(), error = %e, "recv error");
+                        continue;
+                    }
+                };
+                busy = true;
+                self.batch(
+                    socket.local_addr().port(),
+                    &mut bufs[..n],
+                    &meta[..n],
+                    &mut sorter,
+                    &mut staging,
+                    &mut crypto,
+                    &mut timers,
+                );
+            }
+            start = start.wrapping_add(1);
+            let next = self.run_timers(&mut timers, &mut staging);
+            staging.flush(&self.tun, &self.stats.tun_write);
+            if !busy {
+                let wait = next.map_or(RECV_TIMEOUT, |t| {
+                    t.saturating_duration_since(Instant::now())
+                        .clamp(Duration::from_micros(100), RECV_TIMEOUT)
+                });
+                if let Err(e) = crate::udp::wait_any_readable(self.sockets.iter(), None, wait) {
+                    tracing::debug!(error = %e, "poll failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+
+    /// One `recvmmsg` of a shared socket: initiations to the control loop
+    /// (after their mac1), the rest sorted by (connection, path, arrival)
+    /// and handled group by group.
+    #[allow(clippy::too_many_arguments)]
+    fn batch(
+        &self,
+        port: u16,
+        bufs: &mut [Vec<u8>],
+        meta: &[RecvMeta],
+        sorter: &mut Sorter,
+        staging: &mut Staging,
+        crypto: &mut RxCrypto,
+        timers: &mut Vec<Arc<ConnShared>>,
+    ) {
+        let now = Instant::now();
+        sorter.order.clear();
+        sorter.conns.clear();
+        {
+            let map = self.map.read();
+            for (i, (buf, m)) in bufs.iter().zip(meta).enumerate() {
+                if m.truncated {
+                    self.stats.malformed.add(1);
+                    continue;
+                }
+                let Some(first) = m.datagrams(buf).next() else {
+                    continue;
+                };
+                let header = match Header::parse(first) {
+                    Ok((h, _)) => h,
+                    Err(_) => {
+                        self.stats.malformed.add(m.datagrams(buf).count() as u64);
+                        continue;
+                    }
+                };
+                if header.msg_type == MsgType::NoiseInitiation {
+                    for dgram in m.datagrams(buf) {
+                        self.initiation(dgram, m.from, port, now);
+                    }
+                    continue;
+                }
+                let Some(conn) = map.get(&header.conn_id) else {
+                    self.stats
+                        .unknown_session
+                        .add(m.datagrams(buf).count() as u64);
+                    continue;
+                };
+                let slot = match sorter.conns.iter().position(|c| Arc::ptr_eq(c, conn)) {
+                    Some(slot) => slot,
+                    None => {
+                        sorter.conns.push(conn.clone());
+                        sorter.conns.len() - 1
+                    }
+                };
+                sorter.order.push((slot, header.path_id, i));
+            }
+        }
+        // Unique keys (the index last): the order within a group is the
+        // arrival order, without a stable (allocating) sort.
+        sorter.order.sort_unstable();
+        for (k, &(_, _, i)) in sorter.order.iter().enumerate() {
+            std::mem::swap(&mut bufs[i], &mut sorter.bufs[k]);
+            sorter.meta[k] = meta[i];
+        }
+        let mut a = 0;
+        while a < sorter.order.len() {
+            let (slot, path_id, _) = sorter.order[a];
+            let mut b = a + 1;
+            while b < sorter.order.len()
+                && sorter.order[b].0 == slot
+                && sorter.order[b].1 == path_id
+            {
+                b += 1;
+            }
+            if let Some(conn) = sorter.conns.get(slot) {
+                self.group(
+                    conn,
+                    usize::from(path_id),
+                    &mut sorter.bufs[a..b],
+                    &sorter.meta[a..b],
+                    staging,
+                    crypto,
+                    timers,
+                );
+            }
+            a = b;
+        }
+        for (k, &(_, _, i)) in sorter.order.iter().enumerate() {
+            std::mem::swap(&mut bufs[i], &mut sorter.bufs[k]);
+        }
+    }
+
+    /// A Noise initiation read on a shared port: its mac1 checked here (a
+    /// flood of bogus ones is dropped and counted at this cost), then
+    /// queued for the control loop.
+    fn initiation(&self, dgram: &[u8], from: Option<SocketAddr>, port: u16, now: Instant) {
+        if dgram.len() != mpt_proto::noise::INITIATION_LEN {
+            self.stats.malformed.add(1);
+            return;
+        }
+        if !self.mac1.check(dgram) {
+            self.stats.bad_mac1.add(1);
+            return;
+        }
+        let path = match Header::parse(dgram) {
+            Ok((h, _)) => usize::from(h.path_id),
+            Err(_) => return,
+        };
+        let mut msg = ControlDatagram {
+            conn: SHARED_INITIATION,
+            path,
+            at: now,
+            from,
+            port,
+            len: dgram.len(),
+            bytes: [0; CONTROL_DATAGRAM_MAX],
+        };
+        msg.bytes[..dgram.len()].copy_from_slice(dgram);
+        match self.control.try_send(msg) {
+            Ok(()) => self.stats.initiations.add(1),
+            Err(TrySendError::Full(_)) => self.stats.queue_full.add(1),
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// One connection's datagrams of one path, under its receive state's
+    /// lock (and, inside, its resequencer's): as a connection's own worker
+    /// handles a batch.
+    #[allow(clippy::too_many_arguments)]
+    fn group(
+        &self,
+        conn: &Arc<ConnShared>,
+        pi: usize,
+        bufs: &mut [Vec<u8>],
+        meta: &[RecvMeta],
+        staging: &mut Staging,
+        crypto: &mut RxCrypto,
+        timers: &mut Vec<Arc<ConnShared>>,
+    ) {
+        if pi >= mpt_proto::sched::MAX_PATHS || conn.removed.load(Relaxed) {
+            let n: usize = bufs
+                .iter()
+                .zip(meta)
+                .map(|(b, m)| m.datagrams(b).count())
+                .sum();
+            if conn.removed.load(Relaxed) {
+                self.stats.unknown_session.add(n as u64);
+            } else {
+                conn.drops.no_path.add(n as u64);
+            }
+            return;
+        }
+        let rx = Rx {
+            conn,
+            tun: &self.tun,
+            control: &self.control,
+            shared: true,
+        };
+        let mut guard = match conn.rx_state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let st = guard.get_or_insert_with(|| Box::new(ConnRxState::new(conn)));
+        st.refresh(conn);
+        st.swap_keys(crypto);
+        rx.refresh_keys(crypto);
+        let ConnRxState {
+            delay,
+            repair,
+            table,
+            ..
+        } = &mut **st;
+        let path = table.get(pi).filter(|p| !p.is_removed()).map(|p| &**p);
+        rx.handle_batch(pi, path, bufs, meta, staging, crypto, delay, repair);
+        rx.send_repairs(table, repair);
+        let pending = delay.next_release().is_some() || conn.reseq_deadline_ns.load(Relaxed) != 0;
+        st.swap_keys(crypto);
+        drop(guard);
+        if pending && !timers.iter().any(|t| Arc::ptr_eq(t, conn)) {
+            timers.push(conn.clone());
+        }
+    }
+
+    /// Runs the due timeouts of the connections in `timers`; keeps those
+    /// with more pending. Returns the next deadline.
+    fn run_timers(
+        &self,
+        timers: &mut Vec<Arc<ConnShared>>,
+        staging: &mut Staging,
+    ) -> Option<Instant> {
+        if timers.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        timers.retain(|conn| {
+            let mut guard = match conn.rx_state.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let Some(st) = guard.as_mut() else {
+                return false;
+            };
+            let rx = Rx {
+                conn,
+                tun: &self.tun,
+                control: &self.control,
+                shared: true,
+            };
+            match rx.timeouts(&mut st.delay, staging, now) {
+                Some(t) => {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                    true
+                }
+                None => false,
+            }
+        });
+        next
     }
 }
 
@@ -1220,6 +1535,35 @@ impl Rx<'_> {
             (t.saturating_duration_since(self.conn.epoch).as_nanos() as u64).max(1)
         });
         self.conn.reseq_deadline_ns.store(ns, Relaxed);
+    }
+
+    /// Releases what is due in the delay line and the resequencer's timed
+    /// out gaps; returns the next deadline of either.
+    fn timeouts(
+        &self,
+        delay: &mut DelayLine,
+        staging: &mut Staging,
+        now: Instant,
+    ) -> Option<Instant> {
+        let conn = self.conn;
+        let errors = &conn.drops.tun_write;
+        let deadline = |ns: u64| (ns != 0).then(|| conn.epoch + Duration::from_nanos(ns));
+        let release = delay.next_release();
+        let gap = deadline(conn.reseq_deadline_ns.load(Relaxed));
+        if release.is_some_and(|t| t <= now) || gap.is_some_and(|t| t <= now) {
+            let mut reseq = conn.lock_reseq();
+            delay.release_due(now, |m, p| {
+                resequence(&mut reseq, m, p, now, staging, self.tun, errors)
+            });
+            reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
+            self.publish_deadline(&reseq);
+        }
+        let release = delay.next_release();
+        let gap = deadline(conn.reseq_deadline_ns.load(Relaxed));
+        match (release, gap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// No datagram queued: release timed-out gaps, then sleep until data

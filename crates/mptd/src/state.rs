@@ -1155,3 +1155,57 @@ impl ConnShared {
         }
     }
 }
+
+/// The connections and the routes to them, as the workers and the status
+/// read them. The control loop replaces the whole (a client connection
+/// added or removed by a reload) and bumps the generation; transmit
+/// workers compare it once per batch, as with a path table. Connections
+/// keep their index for good: a removed one stays in the list, marked
+/// [`ConnShared::removed`], without routes, keys or paths.
+#[derive(Debug)]
+pub struct ConnSet {
+    current: RwLock<(Arc<Vec<Arc<ConnShared>>>, Arc<crate::route::Router>)>,
+    generation: AtomicU64,
+}
+
+impl ConnSet {
+    /// The set as the daemon starts with it.
+    pub fn new(list: Arc<Vec<Arc<ConnShared>>>, router: Arc<crate::route::Router>) -> ConnSet {
+        ConnSet {
+            current: RwLock::new((list, router)),
+            generation: AtomicU64::new(1),
+        }
+    }
+
+    /// The connections and the router.
+    pub fn load(&self) -> (Arc<Vec<Arc<ConnShared>>>, Arc<crate::route::Router>) {
+        match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The connections (removed ones included; see [`ConnShared::removed`]).
+    pub fn list(&self) -> Arc<Vec<Arc<ConnShared>>> {
+        self.load().0
+    }
+
+    /// Changes whenever the set is replaced.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    /// Replaces the set (control loop only) and wakes the transmit
+    /// workers, whose idle tun reads would otherwise hold the old one.
+    pub fn publish(&self, list: Arc<Vec<Arc<ConnShared>>>, router: Arc<crate::route::Router>) {
+        let wakes = list.first().map(|c| c.tx_wake.0.clone());
+        match self.current.write() {
+            Ok(mut g) => *g = (list, router),
+            Err(poisoned) => *poisoned.into_inner() = (list, router),
+        }
+        self.generation.fetch_add(1, Relaxed);
+        for w in wakes.iter().flat_map(|w| w.iter()) {
+            let _ = w.trigger();
+        }
+    }
+}
