@@ -6,7 +6,9 @@
 //! either starts whole or not at all.
 //!
 //! Threads: one transmit worker per tun queue (`threads`, default one per
-//! core), one receive worker per connection, `threads - 1` crypto helpers
+//! core), one receive worker per connection with paths, `threads` shared
+//! receive workers for all client connections when there are any
+//! (`crate::shared`), `threads - 1` crypto helpers
 //! shared by all of them when a connection is encrypted
 //! (`crate::crypto_pool`), one control loop, one control
 //! socket server, and when configured the metrics server and the remote

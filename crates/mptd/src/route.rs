@@ -294,4 +294,35 @@ remote = "127.0.0.2"
         assert_eq!(r.lookup(&[0x45, 0, 0]), None, "truncated packet");
         assert_eq!(r.lookup(&[]), None);
     }
+
+    /// Thousands of clients: each found by its host route, a shared
+    /// network by the longest prefix, a duplicate prefix by the first
+    /// connection that has it; removing one (a router built without it)
+    /// leaves the others.
+    #[test]
+    fn many_connections_route_by_hash_per_prefix_length() {
+        let mut r = Router::default();
+        let host = |i: u32| Prefix {
+            addr: IpAddr::V4(std::net::Ipv4Addr::from(0x0a40_0000 + i)),
+            len: 32,
+        };
+        for i in 0..5000u32 {
+            r.insert(host(i), i as usize);
+        }
+        r.insert(
+            Prefix {
+                addr: "10.64.0.0".parse().unwrap(),
+                len: 10,
+            },
+            9999,
+        );
+        r.insert(host(7), 12345);
+        for i in [0u32, 1, 7, 4999] {
+            let a = (0x0a40_0000 + i).to_be_bytes();
+            assert_eq!(r.lookup(&v4_to(a)), Some(i as usize));
+        }
+        assert_eq!(r.lookup(&v4_to([10, 64, 200, 1])), Some(9999), "the /10");
+        assert_eq!(r.lookup(&v4_to([10, 128, 0, 1])), None);
+        assert_eq!(r.v4.len(), 2, "one table per prefix length");
+    }
 }

@@ -1,6 +1,11 @@
 //! Stage 2 of the data plane: receive on a path → check → resequence →
 //! write tun.
 //!
+//! Client connections on a shared port are served by [`SharedRxWorker`]s
+//! instead (a fixed pool; see `crate::shared` for why): they sort each
+//! batch by connection and path and handle each group as below, with the
+//! connection's receive state ([`ConnRxState`]) taken from the connection.
+//!
 //! One receive worker per connection, reading all of the connection's path
 //! sockets in turn (a poll over them when all are empty). One worker per
 //! connection, not per path: a connection's data must leave in sequence

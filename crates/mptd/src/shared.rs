@@ -122,3 +122,97 @@ pub struct SharedStats {
     /// Tun writes that failed.
     pub tun_write: Counter,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::noise::NoiseIds;
+    use crate::state::{ConnCrypto, PathTable, TxWakes};
+    use mpt_proto::crypto::{Psk, Role};
+    use mpt_proto::reorder::Resequencer;
+    use std::time::{Duration, Instant};
+
+    fn client(index: usize, map: &Arc<SessionMap>) -> Arc<ConnShared> {
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let crypto = ConnCrypto::new_noise(
+            Psk::from_bytes([0; 32]),
+            Duration::from_secs(10),
+            Duration::from_secs(30),
+        );
+        let mut c = ConnShared::new(
+            index,
+            format!("c{index}"),
+            index as u32,
+            now,
+            PathTable::new(Vec::new()),
+            Some(crypto),
+            crate::route::SourceFilter::default(),
+            Resequencer::new(16, 1500, Duration::from_millis(25)),
+            Duration::from_millis(25),
+            crate::udp::Waker::new().unwrap(),
+            TxWakes(Arc::new(Vec::new())),
+        );
+        c.client = true;
+        let c = Arc::new(c);
+        c.crypto
+            .as_ref()
+            .unwrap()
+            .register(map.clone(), Arc::downgrade(&c));
+        c
+    }
+
+    fn ids(local: u32, now: Instant) -> Option<NoiseIds> {
+        Some(NoiseIds {
+            local,
+            remote: local + 1,
+            role: Role::Responder,
+            born: now,
+            seq0: 0,
+        })
+    }
+
+    fn is(found: Option<Arc<ConnShared>>, conn: &Arc<ConnShared>) -> bool {
+        found.is_some_and(|f| Arc::ptr_eq(&f, conn))
+    }
+
+    /// The map follows every key change: pending, confirmed (current),
+    /// replaced (previous, then expired), the handshake in flight, and
+    /// the connection's removal; other connections are never touched.
+    #[test]
+    fn the_index_map_follows_the_keys() {
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let map = Arc::new(SessionMap::default());
+        let a = client(0, &map);
+        let b = client(1, &map);
+        let (ka, kb) = (a.crypto.as_ref().unwrap(), b.crypto.as_ref().unwrap());
+        let keys = || crate::noise::tests::session_keys().0;
+        assert!(map.is_empty());
+        ka.install_pending(keys(), ids(100, now), now);
+        kb.install_current(keys(), ids(200, now), now);
+        assert!(is(map.get(100), &a) && is(map.get(200), &b));
+        assert_eq!(map.len(), 2);
+        // Confirmed: the same index stays, now for the current keys.
+        let pending = ka.key_set().pending.unwrap();
+        assert!(ka.confirm(&pending, now));
+        assert!(is(map.get(100), &a));
+        // A rekey: the new index joins, the old stays while the old keys
+        // open, and goes with them.
+        ka.install_current(keys(), ids(101, now), now);
+        assert!(is(map.get(100), &a) && is(map.get(101), &a));
+        ka.expire(now + Duration::from_secs(31));
+        assert!(map.get(100).is_none() && is(map.get(101), &a));
+        // Our handshake in flight: its response is addressed to its index.
+        kb.set_handshake_index(300);
+        assert!(is(map.get(300), &b));
+        kb.set_handshake_index(0);
+        assert!(map.get(300).is_none());
+        // Removal drops everything of that connection only.
+        ka.drop_all();
+        assert!(map.get(101).is_none());
+        assert!(is(map.get(200), &b));
+        assert_eq!(map.len(), 1);
+        assert!(map.get(0).is_none(), "0 is never an index");
+    }
+}
