@@ -622,7 +622,9 @@ fn validate(
                 "key `name`: a connection of that name already exists".into(),
             ));
         }
-        if connections.iter().any(|o| o.id == c.id) {
+        // A client connection (no paths) is named on the wire by its
+        // session index, never by `id`: clients need no ids of their own.
+        if !c.path.is_empty() && connections.iter().any(|o| o.id == c.id && !o.is_client()) {
             return Err(here(format!(
                 "key `id`: id {} is used by another connection",
                 c.id
