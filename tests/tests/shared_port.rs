@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use mpt_e2e::*;
 use serde_json::Value;
 
@@ -82,7 +82,16 @@ impl Bed {
             for &v6 in paths {
                 let (a, b) = (format!("s{link}"), format!("c{link}"));
                 server_ns.ip(&[
-                    "link", "add", &a, "type", "veth", "peer", "name", &b, "netns", ns.name(),
+                    "link",
+                    "add",
+                    &a,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &b,
+                    "netns",
+                    ns.name(),
                 ])?;
                 for (n, dev, server) in [(&server_ns, &a, true), (&ns, &b, false)] {
                     let addr = outer(link, v6, server);
@@ -227,8 +236,23 @@ impl Bed {
     /// Pings the server from client `k`: (sent, received).
     fn ping(&self, k: usize, n: u32, interval: &str) -> (u64, u64, String) {
         let child = Command::new("ip")
-            .args(["netns", "exec", self.client_ns[k].name(), "ping", "-n", "-q"])
-            .args(["-i", interval, "-W", "1", "-c", &n.to_string(), SERVER_INNER])
+            .args([
+                "netns",
+                "exec",
+                self.client_ns[k].name(),
+                "ping",
+                "-n",
+                "-q",
+            ])
+            .args([
+                "-i",
+                interval,
+                "-W",
+                "1",
+                "-c",
+                &n.to_string(),
+                SERVER_INNER,
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -245,7 +269,14 @@ impl Bed {
             Duration::from_millis(100),
             || {
                 let out = self.client_ns[k].exec(&[
-                    "ping", "-n", "-q", "-c", "1", "-W", "1", SERVER_INNER,
+                    "ping",
+                    "-n",
+                    "-q",
+                    "-c",
+                    "1",
+                    "-W",
+                    "1",
+                    SERVER_INNER,
                 ]);
                 Ok(out.ok().filter(|o| o.contains(" 1 received")).map(|_| ()))
             },
@@ -347,7 +378,12 @@ fn many_clients_share_one_port() {
     }
     for k in 0..3 {
         let (sent, got, text) = bed.ping(k, 10, "0.05");
-        assert_eq!((sent, got), (10, 10), "ping from {}: {text}", bed.cfg[k].name);
+        assert_eq!(
+            (sent, got),
+            (10, 10),
+            "ping from {}: {text}",
+            bed.cfg[k].name
+        );
     }
     for (k, t) in transfers.into_iter().enumerate() {
         let r = t
@@ -359,6 +395,13 @@ fn many_clients_share_one_port() {
             r.bytes,
             r.elapsed,
             r.mbit_per_s()
+        );
+    }
+    for k in 0..3 {
+        let c = bed.server_conn(&bed.cfg[k].name).expect("conn");
+        eprintln!(
+            "server's view of c{k}: drops {} reorder {}",
+            c["drops"], c["reorder"]
         );
     }
     // Both of client 0's paths carried data.
@@ -462,7 +505,11 @@ fn many_clients_share_one_port() {
         .expect("the added client's tunnel");
     for k in [0, 2, 3] {
         let (sent, got, text) = bed.ping(k, 10, "0.05");
-        assert_eq!((sent, got), (10, 10), "ping from c{k} after the reload: {text}");
+        assert_eq!(
+            (sent, got),
+            (10, 10),
+            "ping from c{k} after the reload: {text}"
+        );
     }
 
     for k in 0..4 {

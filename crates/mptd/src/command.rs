@@ -369,15 +369,18 @@ impl ControlLoop {
         // Client connections (no paths, served on the shared port) come
         // and go without a restart; the others are left alone.
         let live = |conns: &[std::sync::Arc<crate::state::ConnShared>], name: &str| {
-            conns
-                .iter()
-                .position(|s| s.name == name && !s.removed.load(std::sync::atomic::Ordering::Relaxed))
+            conns.iter().position(|s| {
+                s.name == name && !s.removed.load(std::sync::atomic::Ordering::Relaxed)
+            })
         };
         for ci in 0..self.conns.len() {
             let conn = &self.conns[ci];
             if conn.client
                 && !conn.removed.load(std::sync::atomic::Ordering::Relaxed)
-                && !new.connections.iter().any(|c| c.name == conn.name && c.is_client())
+                && !new
+                    .connections
+                    .iter()
+                    .any(|c| c.name == conn.name && c.is_client())
             {
                 let name = conn.name.clone();
                 self.remove_client(ci);

@@ -297,7 +297,12 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 }
             }
         }
-        tracing::info!(port, workers = threads, ipv6 = send.v6.is_some(), "shared port for client connections");
+        tracing::info!(
+            port,
+            workers = threads,
+            ipv6 = send.v6.is_some(),
+            "shared port for client connections"
+        );
         shared_send.push(send);
     }
     let shared_stats = Arc::new(crate::shared::SharedStats::default());
@@ -479,7 +484,10 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             crypto_pool: crypto_pool.clone(),
             mac1,
         };
-        handles.push(spawn(format!("rx-shared{w}"), Box::new(move || worker.run()))?);
+        handles.push(spawn(
+            format!("rx-shared{w}"),
+            Box::new(move || worker.run()),
+        )?);
     }
     for (ci, conn) in conns.iter().enumerate() {
         if conn.client {

@@ -570,12 +570,10 @@ impl NoiseConn {
         let len = self.initiator.initiate(index, wall_clock(), now, o)?;
         if rng.take_failure() {
             self.initiator.abandon();
-            crypto
-                .set_handshake_index(0);
+            crypto.set_handshake_index(0);
             return Err(NoiseError::Crypto);
         }
-        crypto
-            .set_handshake_index(index);
+        crypto.set_handshake_index(index);
         Ok(len)
     }
 
@@ -591,8 +589,7 @@ impl NoiseConn {
         let e = self.initiator.handle_response(datagram)?;
         let ids = NoiseIds::of(&e, now, seq);
         crypto.install_current(e.keys, Some(ids), now);
-        crypto
-            .set_handshake_index(0);
+        crypto.set_handshake_index(0);
         self.policy.completed();
         Ok(ids)
     }
@@ -615,8 +612,7 @@ impl NoiseConn {
         }
         if self.initiator.pending_index().is_some() {
             self.initiator.abandon();
-            crypto
-                .set_handshake_index(0);
+            crypto.set_handshake_index(0);
         }
         true
     }

@@ -130,7 +130,7 @@ impl Router {
                 None => {
                     self.v4.push((mask, HashMap::new()));
                     // Longest first (masks of longer prefixes are larger).
-                    self.v4.sort_by(|a, b| b.0.cmp(&a.0));
+                    self.v4.sort_by_key(|e| std::cmp::Reverse(e.0));
                     self.v4.iter().position(|(m, _)| *m == mask).unwrap_or(0)
                 }
             };
@@ -141,7 +141,7 @@ impl Router {
                 Some(at) => at,
                 None => {
                     self.v6.push((mask, HashMap::new()));
-                    self.v6.sort_by(|a, b| b.0.cmp(&a.0));
+                    self.v6.sort_by_key(|e| std::cmp::Reverse(e.0));
                     self.v6.iter().position(|(m, _)| *m == mask).unwrap_or(0)
                 }
             };

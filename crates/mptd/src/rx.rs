@@ -142,12 +142,12 @@ const REPAIR_QUEUE: usize = 32;
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::crypto_pool::{CryptoPool, Submitter};
-use crate::shared::{SessionMap, SharedStats};
-use crate::udp::PathSocket;
-use mpt_proto::noise::Mac1Check;
 use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
+use crate::shared::{SessionMap, SharedStats};
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
+use crate::udp::PathSocket;
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
+use mpt_proto::noise::Mac1Check;
 
 /// Length of a receive buffer: with UDP GRO the kernel coalesces up to
 /// 64 KB of datagrams into one message.
@@ -720,11 +720,7 @@ impl ConnRxState {
             // resequencer (their slot may be reused by a new path).
             let mut reseq = conn.lock_reseq();
             for old in &self.paths {
-                if self
-                    .table
-                    .get(old.id)
-                    .is_none_or(|p| !Arc::ptr_eq(p, old))
-                {
+                if self.table.get(old.id).is_none_or(|p| !Arc::ptr_eq(p, old)) {
                     reseq.forget_path(old.id);
                     if let Some(d) = self.repair.detectors.get_mut(old.id) {
                         *d = LossDetector::new();
@@ -775,7 +771,6 @@ impl RxCrypto {
 
 /// What the checks of one connection's datagrams need: the connection,
 /// where its data goes, where its control messages go.
-#[derive(Clone, Copy)]
 struct Rx<'a> {
     conn: &'a ConnShared,
     tun: &'a SyncDevice,
@@ -827,7 +822,7 @@ impl Rx<'_> {
         now: Instant,
         crypto: &mut RxCrypto,
     ) -> Option<usize> {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let candidates = crypto.slots.iter().flatten().count();
         let (mut tried, mut replayed) = (0usize, false);
         for i in 0..crypto.slots.len() {
@@ -885,7 +880,7 @@ impl Rx<'_> {
 
     /// Counts a sealed datagram no key set opened.
     fn count_unopened(&self, replayed: bool, copied: bool) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         if replayed && copied {
             // A redundancy copy got here first: expected, not an attack.
             conn.copies.duplicates.add(1);
@@ -899,7 +894,7 @@ impl Rx<'_> {
     /// A datagram opened with slot `i` (its window updated): notes that
     /// the peer uses the current keys, or confirms pending ones.
     fn opened_with(&self, i: usize, now: Instant, crypto: &mut RxCrypto) -> Option<usize> {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let Some(c) = &conn.crypto else {
             return Some(i);
         };
@@ -1112,7 +1107,7 @@ impl Rx<'_> {
                             kind: Kind::Skip,
                         };
                         delay.push(now, own, &[], now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                         let skip = HEADER_LEN
                             + REPAIR_PREFIX_LEN
@@ -1124,7 +1119,7 @@ impl Rx<'_> {
                             kind: Kind::Repair,
                         };
                         delay.push(now, meta, &dgram[skip..], now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                     }
                     Verdict::Data(seq, flow) => {
@@ -1168,7 +1163,7 @@ impl Rx<'_> {
                             kind: Kind::Data,
                         };
                         delay.push(release, meta, packet, now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                     }
                     Verdict::Skip(seq) => {
@@ -1180,7 +1175,7 @@ impl Rx<'_> {
                             kind: Kind::Skip,
                         };
                         delay.push(now, meta, &[], now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                     }
                     Verdict::Drop => {}
@@ -1188,9 +1183,9 @@ impl Rx<'_> {
             }
         }
         delay.release_due(now, |m, p| {
-            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
         });
-        reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
+        reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
         self.publish_deadline(&reseq);
         drop(reseq);
         match (learnt_from, cleartext_peer, path) {
@@ -1199,10 +1194,8 @@ impl Rx<'_> {
                 // control loop moves it to that family's shared socket.
                 self.notice_path(pi, from, now, &mut crypto.pending);
             }
-            (Some(from), None, Some(path)) => {
-                if path.learn_remote(from) {
-                    tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address");
-                }
+            (Some(from), None, Some(path)) if path.learn_remote(from) => {
+                tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address");
             }
             (Some(from), None, None) if self.shared => {
                 // Authenticated datagrams of a path the client has not
@@ -1254,7 +1247,7 @@ impl Rx<'_> {
         crypto: &mut RxCrypto,
         repair: &mut RxRepair,
     ) -> (Verdict, &'a [u8]) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let header = match Header::parse(dgram) {
             Ok((h, _)) => h,
             Err(DecodeError::TooShort { .. }) => {
@@ -1403,7 +1396,7 @@ impl Rx<'_> {
         opened_by: Option<usize>,
         crypto: &mut RxCrypto,
     ) -> Verdict {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let Ok(r) = Repair::parse(payload) else {
             conn.drops.malformed.add(1);
             return Verdict::Skip(header.seq);
@@ -1452,7 +1445,7 @@ impl Rx<'_> {
         if repair.requests.is_empty() && repair.answers.is_empty() {
             return;
         }
-        let conn = &*self.conn;
+        let conn = self.conn;
         let now = Instant::now();
         let RxRepair {
             requests,
@@ -1482,7 +1475,7 @@ impl Rx<'_> {
         now: Instant,
         pending: &mut Vec<ControlDatagram>,
     ) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let mut msg = ControlDatagram {
             conn: conn.index,
             path: pi,
@@ -1574,7 +1567,7 @@ impl Rx<'_> {
     /// No datagram queued: release timed-out gaps, then sleep until data
     /// arrives, the next gap times out, or it is time to check shutdown.
     fn idle(&self, paths: &[Arc<PathShared>], staging: &mut Staging, delay: &mut DelayLine) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let errors = &conn.drops.tun_write;
         let mut wait = RECV_TIMEOUT;
         if let Some(due) = delay.next_release() {
@@ -1582,10 +1575,10 @@ impl Rx<'_> {
             if due <= now {
                 let mut reseq = conn.lock_reseq();
                 delay.release_due(now, |m, p| {
-                    resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                    resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                 });
-                reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
-                staging.flush(&self.tun, errors);
+                reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
+                staging.flush(self.tun, errors);
                 self.publish_deadline(&reseq);
                 return;
             }
@@ -1597,8 +1590,8 @@ impl Rx<'_> {
             let now = Instant::now();
             if deadline <= now {
                 let mut reseq = conn.lock_reseq();
-                reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
-                staging.flush(&self.tun, errors);
+                reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
+                staging.flush(self.tun, errors);
                 self.publish_deadline(&reseq);
                 return;
             }

@@ -90,7 +90,9 @@ impl SessionMap {
             if i != 0 && !after.contains(&i) {
                 // Only if it is still ours (indexes are unique, but a
                 // late removal must never take another's entry).
-                if g.get(&i).is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), conn.as_ptr())) {
+                if g.get(&i)
+                    .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), conn.as_ptr()))
+                {
                     g.remove(&i);
                 }
             }

@@ -1156,6 +1156,9 @@ impl ConnShared {
     }
 }
 
+/// The connections (by index) and the router to them.
+pub type ConnsAndRouter = (Arc<Vec<Arc<ConnShared>>>, Arc<crate::route::Router>);
+
 /// The connections and the routes to them, as the workers and the status
 /// read them. The control loop replaces the whole (a client connection
 /// added or removed by a reload) and bumps the generation; transmit
@@ -1164,7 +1167,7 @@ impl ConnShared {
 /// [`ConnShared::removed`], without routes, keys or paths.
 #[derive(Debug)]
 pub struct ConnSet {
-    current: RwLock<(Arc<Vec<Arc<ConnShared>>>, Arc<crate::route::Router>)>,
+    current: RwLock<ConnsAndRouter>,
     generation: AtomicU64,
 }
 
@@ -1178,7 +1181,7 @@ impl ConnSet {
     }
 
     /// The connections and the router.
-    pub fn load(&self) -> (Arc<Vec<Arc<ConnShared>>>, Arc<crate::route::Router>) {
+    pub fn load(&self) -> ConnsAndRouter {
         match self.current.read() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),

@@ -518,7 +518,8 @@ fn client_connections_need_a_public_key_and_no_paths() {
     assert!(e.message.contains("private_key_file"), "{e}");
     // A client's ports are learnt: remote_port makes no sense.
     let text = with_identity(&peer)
-        + &client_connection("c", 9, &peer_public(0x44)).replace("public_key", "remote_port = 1\npublic_key");
+        + &client_connection("c", 9, &peer_public(0x44))
+            .replace("public_key", "remote_port = 1\npublic_key");
     let e = parse_ids(&text).expect_err("remote_port on a client");
     assert!(e.message.contains("remote_port"), "{e}");
     // Two clients may not share a key (which would be which?).
