@@ -9,7 +9,9 @@
 //!   port, as behind a NAT that rebinds) is served again, and the server
 //!   learns its new address;
 //! - a client whose key the server does not list gets no tunnel, and the
-//!   refusal is counted (`noise.refused.unknown_peer`);
+//!   refusal is counted (`noise.refused.unknown_peer`); initiations not
+//!   made for the server's key are dropped by the receive workers and
+//!   counted (`shared_port.bad_mac1`) without reaching the handshake;
 //! - `mpt reload` adds that client (it gets its tunnel without a restart)
 //!   and removes another, which is cut off within a second while the
 //!   others carry on; its datagrams are refused and counted.
@@ -426,6 +428,48 @@ fn many_clients_share_one_port() {
         num(&st, &["noise", "refused", "unknown_peer"]) >= 1,
         "refusal not counted: {}",
         st["noise"]
+    );
+
+    // A flood of initiations not made for the server's key: dropped and
+    // counted by the receive workers (mac1), never queued to the
+    // handshake (whose refusal counters do not move).
+    let before = bed.server().status().expect("status");
+    let bogus: Vec<Vec<u8>> = (0..200u32)
+        .map(|i| {
+            let mut d = vec![0u8; 168];
+            d[0] = 0x1b; // version 1, type 11 (Noise initiation)
+            for (j, b) in d[24..].iter_mut().enumerate() {
+                *b = (i as usize * 31 + j * 7) as u8;
+            }
+            d
+        })
+        .collect();
+    let (link, _) = bed.cfg[3].links[0];
+    let to = std::net::SocketAddr::new(outer(link, false, true).parse().unwrap(), DATA_PORT);
+    send_datagrams(
+        &bed.client_ns[3],
+        outer(link, false, false).parse().unwrap(),
+        to,
+        bogus,
+    )
+    .expect("bogus initiations sent");
+    wait_until(
+        "the bogus initiations to be counted",
+        Duration::from_secs(3),
+        POLL,
+        || {
+            let st = bed.server().status()?;
+            Ok((num(&st, &["shared_port", "bad_mac1"])
+                >= num(&before, &["shared_port", "bad_mac1"]) + 200)
+                .then_some(()))
+        },
+    )
+    .expect("bad_mac1 counted");
+    let after = bed.server().status().expect("status");
+    assert_eq!(
+        num(&after, &["noise", "refused", "mac1"]),
+        num(&before, &["noise", "refused", "mac1"]),
+        "bogus initiations reached the handshake"
     );
 
     // NAT rebinding: client 2 comes back from another source port.
