@@ -954,7 +954,7 @@ impl Rx<'_> {
                     opened: NOT_OPENED,
                 };
                 if let Ok((h, _)) = Header::parse(dgram) {
-                    if crate::demux::accepts(conn, &h)
+                    if h.conn_id == conn.conn_id
                         && h.flags.contains(Flags::SEALED)
                         && dgram.len() >= HEADER_LEN + TAG_LEN
                         && !matches!(
