@@ -366,8 +366,38 @@ impl ControlLoop {
         let new = config::load(&self.config_path).map_err(|e| e.to_string())?;
         let mut changes = Vec::new();
         let mut not_applied = Vec::new();
+        // Client connections (no paths, served on the shared port) come
+        // and go without a restart; the others are left alone.
+        let live = |conns: &[std::sync::Arc<crate::state::ConnShared>], name: &str| {
+            conns.iter().position(|s| {
+                s.name == name && !s.removed.load(std::sync::atomic::Ordering::Relaxed)
+            })
+        };
+        for ci in 0..self.conns.len() {
+            let conn = &self.conns[ci];
+            if conn.client
+                && !conn.removed.load(std::sync::atomic::Ordering::Relaxed)
+                && !new
+                    .connections
+                    .iter()
+                    .any(|c| c.name == conn.name && c.is_client())
+            {
+                let name = conn.name.clone();
+                self.remove_client(ci);
+                changes.push(format!("connection {name}: removed (client)"));
+            }
+        }
+        for c in new.connections.iter().filter(|c| c.is_client()) {
+            if live(&self.conns, &c.name).is_some() {
+                continue;
+            }
+            match self.add_client(c) {
+                Ok(()) => changes.push(format!("connection {}: added (client)", c.name)),
+                Err(e) => not_applied.push(format!("connection {}: not added: {e}", c.name)),
+            }
+        }
         for c in &new.connections {
-            let Some(ci) = self.conns.iter().position(|s| s.name == c.name) else {
+            let Some(ci) = live(&self.conns, &c.name) else {
                 not_applied.push(format!(
                     "connection {} is new (restart to add connections)",
                     c.name
@@ -500,6 +530,9 @@ impl ControlLoop {
         not_applied.extend(config::reload::needs_restart(&self.config, &new));
         config::reload::record_applied(&mut self.config, &new);
         for s in self.conns.iter() {
+            if s.removed.load(std::sync::atomic::Ordering::Relaxed) {
+                continue;
+            }
             if !new.connections.iter().any(|c| c.name == s.name) {
                 not_applied.push(format!(
                     "connection {} is gone from the file (restart to remove connections)",

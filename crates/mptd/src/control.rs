@@ -20,7 +20,6 @@ use std::net::IpAddr;
 use serde_json::{json, Value};
 
 use crate::command::{Command, Request};
-use crate::state::ConnShared;
 use crate::tx::TxStats;
 use mpt_proto::path::AdminStatus;
 use mpt_proto::reorder::{HoldHistogram, HOLD_BUCKETS};
@@ -35,8 +34,8 @@ const MAX_REQUEST: usize = 64 * 1024;
 /// What the status request reads.
 #[derive(Clone)]
 pub struct StatusSource {
-    /// Connections.
-    pub conns: Arc<Vec<Arc<ConnShared>>>,
+    /// Connections (those removed by a reload are not shown).
+    pub conns: Arc<crate::state::ConnSet>,
     /// Transmit-stage counters.
     pub tx: Arc<TxStats>,
     /// Tun interface name.
@@ -50,6 +49,9 @@ pub struct StatusSource {
     /// The public-key handshake's daemon-wide counters (`None`: no
     /// connection uses it).
     pub noise: Option<Arc<crate::noise::NoiseDaemonStats>>,
+    /// What the shared ports refused before knowing the connection
+    /// (`None`: no client connection).
+    pub shared: Option<Arc<crate::shared::SharedStats>>,
 }
 
 /// Handshake counters as JSON (the `noise` objects of the status).
@@ -326,7 +328,9 @@ pub fn status(source: &StatusSource) -> Value {
     let now = Instant::now();
     let conns: Vec<Value> = source
         .conns
+        .list()
         .iter()
+        .filter(|c| !c.removed.load(Relaxed))
         .map(|c| {
             let d = &c.drops;
             let paths: Vec<Value> = c
@@ -482,6 +486,14 @@ pub fn status(source: &StatusSource) -> Value {
             v["refused"]["entropy"] = json!(n.refusals.entropy.get());
             v
         }),
+        "shared_port": source.shared.as_ref().map(|s| json!({
+            "unknown_session": s.unknown_session.get(),
+            "malformed": s.malformed.get(),
+            "bad_mac1": s.bad_mac1.get(),
+            "initiations": s.initiations.get(),
+            "queue_full": s.queue_full.get(),
+            "tun_write_errors": s.tun_write.get(),
+        })),
         "connections": conns,
     })
 }

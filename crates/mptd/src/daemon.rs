@@ -6,7 +6,9 @@
 //! either starts whole or not at all.
 //!
 //! Threads: one transmit worker per tun queue (`threads`, default one per
-//! core), one receive worker per connection, `threads - 1` crypto helpers
+//! core), one receive worker per connection with paths, `threads` shared
+//! receive workers for all client connections when there are any
+//! (`crate::shared`), `threads - 1` crypto helpers
 //! shared by all of them when a connection is encrypted
 //! (`crate::crypto_pool`), one control loop, one control
 //! socket server, and when configured the metrics server and the remote
@@ -53,7 +55,7 @@ const CONTROL_QUEUE: usize = 4096;
 /// Resequencing window per connection, in packets: 4096 covers a 10 ms
 /// gap at ~5 Gbit/s of 1400-byte packets (5.7 MB per connection at MTU
 /// 1400).
-const REORDER_SLOTS: usize = 4096;
+pub const REORDER_SLOTS: usize = 4096;
 
 /// Gap timeout until the control loop has RTT samples to adapt it, and its
 /// floor. Losses are normally detected without it (see
@@ -118,6 +120,9 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let first_control_id = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_micros() as u64);
+    // Client connections (no paths): the session index map of the
+    // shared ports' workers.
+    let session_map = Arc::new(crate::shared::SessionMap::default());
     for (ci, c) in config.connections.iter().enumerate() {
         let mut paths = Vec::new();
         let mut params = Vec::new();
@@ -201,7 +206,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             }
         };
         psks.push(psk);
-        conns.push(Arc::new(ConnShared::new(
+        let mut conn = ConnShared::new(
             ci,
             c.name.clone(),
             c.id,
@@ -217,7 +222,16 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             DEFAULT_REORDER_TIMEOUT,
             crate::udp::Waker::new().context("creating a wake-up event")?,
             crate::state::TxWakes(tx_wakes.clone()),
-        )));
+        );
+        conn.client = c.is_client();
+        let conn = Arc::new(conn);
+        if conn.client {
+            if let Some(crypto) = &conn.crypto {
+                crypto.register(session_map.clone(), Arc::downgrade(&conn));
+            }
+            tracing::info!(conn = %c.name, port = c.port, "client connection on the shared port");
+        }
+        conns.push(conn);
         if let Some(shared) = conns.last() {
             shared.adaptive.store(
                 c.scheduler == crate::config::SchedulerKind::Adaptive,
@@ -237,12 +251,68 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         }
     }
     let conns = Arc::new(conns);
+    // The shared ports: per port of a client connection, one socket per
+    // receive worker and family (SO_REUSEPORT; see `crate::shared`).
+    let mut shared_ports: Vec<u16> = config
+        .connections
+        .iter()
+        .filter(|c| c.is_client())
+        .map(|c| c.port)
+        .collect();
+    shared_ports.sort_unstable();
+    shared_ports.dedup();
+    let mut shared_sockets: Vec<Vec<PathSocket>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut shared_send = Vec::new();
+    for &port in &shared_ports {
+        let mut send = crate::control_loop::SharedPort {
+            port,
+            v4: None,
+            v6: None,
+        };
+        for any in [
+            SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)),
+            SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+        ] {
+            for (w, sockets) in shared_sockets.iter_mut().enumerate() {
+                match PathSocket::bind_shared(any) {
+                    Ok(s) => {
+                        if w == 0 {
+                            let handle = s.try_clone().context("shared port socket")?;
+                            if any.is_ipv4() {
+                                send.v4 = Some(handle);
+                            } else {
+                                send.v6 = Some(handle);
+                            }
+                        }
+                        sockets.push(s);
+                    }
+                    // No IPv6 on this host: clients use IPv4.
+                    Err(e) if any.is_ipv6() && w == 0 => {
+                        tracing::warn!(port, error = %e, "shared port: no IPv6 socket; clients reach it over IPv4 only");
+                        break;
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("shared port: binding {any}"));
+                    }
+                }
+            }
+        }
+        tracing::info!(
+            port,
+            workers = threads,
+            ipv6 = send.v6.is_some(),
+            "shared port for client connections"
+        );
+        shared_send.push(send);
+    }
+    let shared_stats = Arc::new(crate::shared::SharedStats::default());
     let listener = control::bind(&config.daemon.control)
         .with_context(|| format!("control socket {}", config.daemon.control.display()))?;
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let tx_stats = Arc::new(TxStats::default());
     let router = Arc::new(Router::from_config(&config));
+    let conn_set = Arc::new(crate::state::ConnSet::new(conns.clone(), router.clone()));
     let (control_tx, control_rx) = sync_channel(CONTROL_QUEUE);
     let mut handles: Vec<JoinHandle<()>> = Vec::new();
     let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<JoinHandle<()>> {
@@ -285,6 +355,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         })
         .collect();
     let noise_stats = noise.as_ref().map(|n| n.stats.clone());
+    let noise_mac1 = noise.as_ref().map(|n| n.identity().mac1_check());
     let (command_tx, command_rx) = sync_channel(16);
     // Link and address events: a listener thread feeds the control loop
     // (and wakes it, so a link lost is acted on at once, not at its next
@@ -306,6 +377,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                                 path: 0,
                                 at: Instant::now(),
                                 from: None,
+                                port: 0,
                                 len: 0,
                                 bytes: [0; crate::rx::CONTROL_DATAGRAM_MAX],
                             });
@@ -347,6 +419,11 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         readiness: Some(Readiness::new(now)),
         models: Vec::new(),
         links,
+        shared_ports: shared_send,
+        conn_set: conn_set.clone(),
+        session_map: session_map.clone(),
+        tx_wakes: crate::state::TxWakes(tx_wakes.clone()),
+        tun_name: tun.name.clone(),
     };
     handles.push(spawn(
         "control".into(),
@@ -378,6 +455,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         let w = TxWorker {
             tun: queue.clone(),
             conns: conns.clone(),
+            set: conn_set.clone(),
             router: router.clone(),
             stats: tx_stats.clone(),
             shutdown: shutdown.clone(),
@@ -388,7 +466,33 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         handles.push(spawn(format!("tx{qi}"), Box::new(move || w.run()))?);
     }
     let mut path_count = 0;
+    let mac1 = noise_mac1;
+    for (w, sockets) in shared_sockets.into_iter().enumerate() {
+        if sockets.is_empty() {
+            continue;
+        }
+        let Some(mac1) = mac1.clone() else {
+            bail!("client connections need [daemon] private_key_file");
+        };
+        let worker = crate::rx::SharedRxWorker {
+            sockets,
+            map: session_map.clone(),
+            stats: shared_stats.clone(),
+            tun: tun.queues[w % tun.queues.len()].clone(),
+            control: control_tx.clone(),
+            shutdown: shutdown.clone(),
+            crypto_pool: crypto_pool.clone(),
+            mac1,
+        };
+        handles.push(spawn(
+            format!("rx-shared{w}"),
+            Box::new(move || worker.run()),
+        )?);
+    }
     for (ci, conn) in conns.iter().enumerate() {
+        if conn.client {
+            continue;
+        }
         path_count += conn.paths().len();
         let w = RxWorker {
             conn: conn.clone(),
@@ -404,13 +508,14 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     }
     drop(control_tx);
     let source = StatusSource {
-        conns: conns.clone(),
+        conns: conn_set.clone(),
         tx: tx_stats.clone(),
         tun_name: tun.name.clone(),
         started: now,
         commands: command_tx.clone(),
         netlink: netlink_stats,
         noise: noise_stats,
+        shared: (!shared_ports.is_empty()).then(|| shared_stats.clone()),
     };
     let metrics = match config.daemon.metrics.as_str() {
         "" => None,
@@ -517,7 +622,7 @@ fn warn_unimplemented(config: &Config) {
 }
 
 /// Routes `net` into the tunnel. The route disappears with the interface.
-fn add_route(net: &Prefix, dev: &str) -> Result<()> {
+pub fn add_route(net: &Prefix, dev: &str) -> Result<()> {
     let family = if net.addr.is_ipv4() { "-4" } else { "-6" };
     let out = std::process::Command::new("ip")
         .args([family, "route", "replace", &net.to_string(), "dev", dev])
@@ -526,6 +631,23 @@ fn add_route(net: &Prefix, dev: &str) -> Result<()> {
     if !out.status.success() {
         bail!(
             "ip route replace failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Takes the route to `net` out of the tunnel (a removed client's
+/// `networks`).
+pub fn del_route(net: &Prefix, dev: &str) -> Result<()> {
+    let family = if net.addr.is_ipv4() { "-4" } else { "-6" };
+    let out = std::process::Command::new("ip")
+        .args([family, "route", "del", &net.to_string(), "dev", dev])
+        .output()
+        .context("running `ip route` (is iproute2 installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "ip route del failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }

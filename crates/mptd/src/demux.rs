@@ -8,9 +8,12 @@
 //! in an initiation (which names no session yet; the responder finds the
 //! connection from the initiator's static key).
 //!
-//! While each connection has its own path sockets this is a check of the
-//! socket's connection ([`accepts`]); a shared listening port would look
-//! the connection up among all ([`find`]) with the same rule.
+//! On a connection's own path sockets this is a check of the socket's
+//! connection ([`accepts`]). On a shared port (client connections) the
+//! connection is looked up by session index in `crate::shared::SessionMap`
+//! (one hash lookup), and then checked with [`accepts`] like anywhere
+//! else; [`find`] is the same rule as a scan, the reference the map is
+//! tested against.
 //!
 //! [`ConnCrypto::knows_index`]: crate::state::ConnCrypto::knows_index
 

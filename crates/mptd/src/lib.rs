@@ -37,6 +37,7 @@ pub mod pathset;
 pub mod repair;
 pub mod route;
 pub mod rx;
+pub mod shared;
 pub mod state;
 pub mod tun;
 pub mod tx;

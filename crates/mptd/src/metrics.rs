@@ -76,7 +76,8 @@ pub fn render(source: &StatusSource) -> String {
     let (mut repairs, mut copies, mut copy_bytes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut handovers, mut handover_gap) = (Vec::new(), Vec::new());
     let now = Instant::now();
-    for c in source.conns.iter() {
+    let list = source.conns.list();
+    for c in list.iter().filter(|c| !c.removed.load(Relaxed)) {
         for p in c.paths().iter().filter(|p| !p.is_removed()) {
             let v = p.view();
             let l = format!("conn=\"{}\",path=\"{}\"", esc(&c.name), esc(&p.name));

@@ -249,6 +249,12 @@ impl NoiseDaemon {
         self.responder.add_peer(key, conn, psk);
     }
 
+    /// Forgets the peer key `key` (a client connection removed by a
+    /// reload): its initiations are refused as from an unknown peer.
+    pub fn remove_peer(&mut self, key: &PublicKey) {
+        let _conn = self.responder.remove_peer(key);
+    }
+
     /// Answers an initiation from `src`; `local_index` is the session index
     /// we take if we accept; the reply is built into `out` with the header
     /// fields of `template`.
@@ -564,14 +570,10 @@ impl NoiseConn {
         let len = self.initiator.initiate(index, wall_clock(), now, o)?;
         if rng.take_failure() {
             self.initiator.abandon();
-            crypto
-                .handshake_index
-                .store(0, std::sync::atomic::Ordering::Relaxed);
+            crypto.set_handshake_index(0);
             return Err(NoiseError::Crypto);
         }
-        crypto
-            .handshake_index
-            .store(index, std::sync::atomic::Ordering::Relaxed);
+        crypto.set_handshake_index(index);
         Ok(len)
     }
 
@@ -587,9 +589,7 @@ impl NoiseConn {
         let e = self.initiator.handle_response(datagram)?;
         let ids = NoiseIds::of(&e, now, seq);
         crypto.install_current(e.keys, Some(ids), now);
-        crypto
-            .handshake_index
-            .store(0, std::sync::atomic::Ordering::Relaxed);
+        crypto.set_handshake_index(0);
         self.policy.completed();
         Ok(ids)
     }
@@ -612,9 +612,7 @@ impl NoiseConn {
         }
         if self.initiator.pending_index().is_some() {
             self.initiator.abandon();
-            crypto
-                .handshake_index
-                .store(0, std::sync::atomic::Ordering::Relaxed);
+            crypto.set_handshake_index(0);
         }
         true
     }

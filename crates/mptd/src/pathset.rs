@@ -150,8 +150,27 @@ pub fn add(
         interface: new.interface.clone(),
         source,
     })?;
-    // `bind_reclaiming` may have replaced the table.
+    add_socket(conn, session, id, new, socket, now)
+}
+
+/// Adds `new` under id `id` with `socket` (already bound): table, session.
+/// A client connection's learnt paths send through a handle on their
+/// shared port's socket (`crate::shared`).
+pub fn add_socket(
+    conn: &ConnShared,
+    session: &mut Session,
+    id: usize,
+    new: NewPath,
+    socket: PathSocket,
+    now: Instant,
+) -> Result<Arc<PathShared>, AddError> {
+    if id >= MAX_PATHS {
+        return Err(AddError::NoRoom);
+    }
     let table = conn.paths();
+    if table.get(id).is_some() || session.path(id).is_some() {
+        return Err(AddError::IdInUse(id));
+    }
     let sched = SchedPath {
         weight: new.params.weight_out,
         window: new.params.window,

@@ -1,16 +1,16 @@
 //! Which connection a packet read from tun belongs to.
 //!
 //! The destination address picks the connection: each peer's tunnel
-//! addresses (as host routes) and its `networks`. Longest prefix wins. The
-//! table is small (a few entries per peer) and read-only while running, so
-//! a linear scan over entries sorted by prefix length is both simplest and
-//! fastest here.
+//! addresses (as host routes) and its `networks`. Longest prefix wins,
+//! with a hash table per prefix length ([`Router`]), so a server with many
+//! clients routes a packet at the same cost as one with a single peer.
 //!
 //! The same prefixes, read the other way, say which inner source addresses
 //! a peer may send from ([`SourceFilter`]): on a daemon with several peers,
 //! one peer must not be able to inject packets that claim to come from
 //! another peer's addresses (or from anything it is not routed for).
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use crate::config::{Config, ConnectionConfig, Prefix};
@@ -87,27 +87,66 @@ impl SourceFilter {
 }
 
 /// Destination → connection index.
+///
+/// Longest prefix match with one hash table per prefix length in use,
+/// tried from the longest: the cost per packet is a lookup per distinct
+/// prefix length (a server with many clients has few: their /32 and /128
+/// tunnel addresses, maybe a /24 each), whatever the number of
+/// connections. A linear scan over entries was enough for a few peers,
+/// not for a server with thousands of clients.
 #[derive(Debug, Clone, Default)]
 pub struct Router {
-    v4: Vec<(u32, u32, usize)>,
-    v6: Vec<(u128, u128, usize)>,
+    v4: Vec<(u32, HashMap<u32, usize>)>,
+    v6: Vec<(u128, HashMap<u128, usize>)>,
 }
 
 impl Router {
     /// Builds the table from a validated config.
     pub fn from_config(config: &Config) -> Router {
-        let mut entries: Vec<(Prefix, usize)> = Vec::new();
-        for (i, c) in config.connections.iter().enumerate() {
-            entries.extend(peer_prefixes(c).map(|p| (p, i)));
-        }
-        entries.sort_by_key(|(p, _)| std::cmp::Reverse(p.len));
         let mut r = Router::default();
-        for (p, i) in entries {
-            let (v4, v6) = masked([p]);
-            r.v4.extend(v4.into_iter().map(|(net, mask)| (net, mask, i)));
-            r.v6.extend(v6.into_iter().map(|(net, mask)| (net, mask, i)));
+        for (i, c) in config.connections.iter().enumerate() {
+            for p in peer_prefixes(c) {
+                r.insert(p, i);
+            }
         }
         r
+    }
+
+    /// Routes connection `c`'s prefixes (its peer's tunnel addresses and
+    /// `networks`) to index `conn`.
+    pub fn add_connection(&mut self, c: &ConnectionConfig, conn: usize) {
+        for p in peer_prefixes(c) {
+            self.insert(p, conn);
+        }
+    }
+
+    /// Routes `prefix` to connection `conn`, unless an earlier connection
+    /// has that very prefix (the first in the config wins, as before).
+    pub fn insert(&mut self, prefix: Prefix, conn: usize) {
+        let (v4, v6) = masked([prefix]);
+        for (net, mask) in v4 {
+            let at = match self.v4.iter().position(|(m, _)| *m == mask) {
+                Some(at) => at,
+                None => {
+                    self.v4.push((mask, HashMap::new()));
+                    // Longest first (masks of longer prefixes are larger).
+                    self.v4.sort_by_key(|e| std::cmp::Reverse(e.0));
+                    self.v4.iter().position(|(m, _)| *m == mask).unwrap_or(0)
+                }
+            };
+            self.v4[at].1.entry(net).or_insert(conn);
+        }
+        for (net, mask) in v6 {
+            let at = match self.v6.iter().position(|(m, _)| *m == mask) {
+                Some(at) => at,
+                None => {
+                    self.v6.push((mask, HashMap::new()));
+                    self.v6.sort_by_key(|e| std::cmp::Reverse(e.0));
+                    self.v6.iter().position(|(m, _)| *m == mask).unwrap_or(0)
+                }
+            };
+            self.v6[at].1.entry(net).or_insert(conn);
+        }
     }
 
     /// The connection for the packet's destination, if any.
@@ -118,16 +157,14 @@ impl Router {
                 let d = u32::from_be_bytes(d);
                 self.v4
                     .iter()
-                    .find(|(net, mask, _)| d & mask == *net)
-                    .map(|e| e.2)
+                    .find_map(|(mask, nets)| nets.get(&(d & mask)).copied())
             }
             6 => {
                 let d: [u8; 16] = packet.get(24..40)?.try_into().ok()?;
                 let d = u128::from_be_bytes(d);
                 self.v6
                     .iter()
-                    .find(|(net, mask, _)| d & mask == *net)
-                    .map(|e| e.2)
+                    .find_map(|(mask, nets)| nets.get(&(d & mask)).copied())
             }
             _ => None,
         }
@@ -256,5 +293,36 @@ remote = "127.0.0.2"
         assert_eq!(r.lookup(&v6_to("ff02::16")), None);
         assert_eq!(r.lookup(&[0x45, 0, 0]), None, "truncated packet");
         assert_eq!(r.lookup(&[]), None);
+    }
+
+    /// Thousands of clients: each found by its host route, a shared
+    /// network by the longest prefix, a duplicate prefix by the first
+    /// connection that has it; removing one (a router built without it)
+    /// leaves the others.
+    #[test]
+    fn many_connections_route_by_hash_per_prefix_length() {
+        let mut r = Router::default();
+        let host = |i: u32| Prefix {
+            addr: IpAddr::V4(std::net::Ipv4Addr::from(0x0a40_0000 + i)),
+            len: 32,
+        };
+        for i in 0..5000u32 {
+            r.insert(host(i), i as usize);
+        }
+        r.insert(
+            Prefix {
+                addr: "10.64.0.0".parse().unwrap(),
+                len: 10,
+            },
+            9999,
+        );
+        r.insert(host(7), 12345);
+        for i in [0u32, 1, 7, 4999] {
+            let a = (0x0a40_0000 + i).to_be_bytes();
+            assert_eq!(r.lookup(&v4_to(a)), Some(i as usize));
+        }
+        assert_eq!(r.lookup(&v4_to([10, 64, 200, 1])), Some(9999), "the /10");
+        assert_eq!(r.lookup(&v4_to([10, 128, 0, 1])), None);
+        assert_eq!(r.v4.len(), 2, "one table per prefix length");
     }
 }

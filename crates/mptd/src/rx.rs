@@ -1,6 +1,11 @@
 //! Stage 2 of the data plane: receive on a path → check → resequence →
 //! write tun.
 //!
+//! Client connections on a shared port are served by [`SharedRxWorker`]s
+//! instead (a fixed pool; see `crate::shared` for why): they sort each
+//! batch by connection and path and handle each group as below, with the
+//! connection's receive state ([`ConnRxState`]) taken from the connection.
+//!
 //! One receive worker per connection, reading all of the connection's path
 //! sockets in turn (a poll over them when all are empty). One worker per
 //! connection, not per path: a connection's data must leave in sequence
@@ -66,7 +71,9 @@ struct RxKey {
 /// the order they are tried, each with its replay window (kept as long as
 /// the same keys stay, whatever their role).
 struct RxCrypto {
-    slots: [Option<RxKey>; 3],
+    /// Boxed: a shared worker swaps in the slots of the connection whose
+    /// datagrams it handles (a pointer swap).
+    slots: Box<[Option<RxKey>; 3]>,
     /// `ConnCrypto::generation` of `slots`.
     generation: u64,
     /// The peer was seen sealing with the current keys.
@@ -136,8 +143,11 @@ use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::crypto_pool::{CryptoPool, Submitter};
 use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
+use crate::shared::{SessionMap, SharedStats};
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
+use crate::udp::PathSocket;
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
+use mpt_proto::noise::Mac1Check;
 
 /// Length of a receive buffer: with UDP GRO the kernel coalesces up to
 /// 64 KB of datagrams into one message.
@@ -166,6 +176,10 @@ const STAGE_SLOTS: usize = tun_rs::IDEAL_BATCH_SIZE;
 /// a Noise initiation is 168 bytes).
 pub const CONTROL_DATAGRAM_MAX: usize = mpt_proto::noise::INITIATION_LEN;
 
+/// `ControlDatagram::conn` of a Noise initiation read on a shared port:
+/// it names no connection (the control loop finds it by the static key).
+pub const SHARED_INITIATION: usize = usize::MAX - 1;
+
 /// A probe, reply or handshake message handed to the control loop. Sealed
 /// probes and replies arrive opened, with the SEALED flag cleared.
 #[derive(Debug, Clone, Copy)]
@@ -178,7 +192,11 @@ pub struct ControlDatagram {
     pub at: Instant,
     /// Its source address.
     pub from: Option<SocketAddr>,
-    /// Length of `bytes` used.
+    /// The shared port it arrived on, for a Noise initiation read there
+    /// (`conn` is then [`SHARED_INITIATION`]); 0 otherwise.
+    pub port: u16,
+    /// Length of `bytes` used; 0: a notice that a client connection's path
+    /// `path` was heard from `from` and needs adding (or moving).
     pub len: usize,
     /// The datagram.
     pub bytes: [u8; CONTROL_DATAGRAM_MAX],
@@ -268,61 +286,27 @@ impl RxWorker {
     /// Runs until shutdown.
     pub fn run(self) {
         let conn = &*self.conn;
+        let rx = Rx {
+            conn,
+            tun: &self.tun,
+            control: &self.control,
+            shared: false,
+        };
         let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
         let mut meta = [RecvMeta::default(); RECV_MESSAGES];
         let mut staging = Staging::new();
-        let mut delay = DelayLine::new(EQUALIZE_SLOTS, conn.lock_reseq().slot_len());
-        let mut crypto = RxCrypto {
-            slots: [None, None, None],
-            generation: 0,
-            peer_on_current: false,
-            scratch: Vec::with_capacity(RECV_LEN),
-            pending: Vec::with_capacity(RECV_MESSAGES),
-            opens: Vec::with_capacity(MAX_OPENS),
-            submitter: self.crypto_pool.submitter(),
-        };
-        let mut repair = RxRepair {
-            detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
-            requests: Vec::with_capacity(REPAIR_QUEUE),
-            answers: Vec::with_capacity(REPAIR_QUEUE),
-            out: vec![0; MAX_DATAGRAM],
-        };
+        let mut crypto = RxCrypto::new(self.crypto_pool.submitter());
+        let mut st = ConnRxState::new(conn);
         let mut start = 0usize;
-        // Paths last seen suspect or down (see `ConnShared::silent_paths`).
-        let mut silent = 0u64;
-        let mut table: Arc<PathTable> = conn.paths();
-        let mut generation = 0u64;
-        let mut paths: Vec<Arc<PathShared>> = Vec::with_capacity(mpt_proto::sched::MAX_PATHS);
         while !self.shutdown.load(Relaxed) {
-            if conn.refresh_paths(&mut table, &mut generation) {
-                // Paths that left the table no longer prove losses in the
-                // resequencer (their slot may be reused by a new path).
-                let mut reseq = conn.lock_reseq();
-                for old in &paths {
-                    if table.get(old.id).is_none_or(|p| !Arc::ptr_eq(p, old)) {
-                        reseq.forget_path(old.id);
-                        if let Some(d) = repair.detectors.get_mut(old.id) {
-                            *d = LossDetector::new();
-                        }
-                    }
-                }
-                drop(reseq);
-                paths.clear();
-                paths.extend(table.iter().cloned());
-            }
-            let now_silent = conn.silent_paths.load(Relaxed);
-            if now_silent != silent {
-                // A path that fell silent proves no loss any more: what
-                // the others deliver is not held waiting for it.
-                let newly = now_silent & !silent;
-                if newly != 0 {
-                    let mut reseq = conn.lock_reseq();
-                    for id in (0..64).filter(|id| newly & (1u64 << id) != 0) {
-                        reseq.forget_path(id);
-                    }
-                }
-                silent = now_silent;
-            }
+            st.refresh(conn);
+            let ConnRxState {
+                delay,
+                repair,
+                table,
+                paths,
+                ..
+            } = &mut st;
             let mut busy = false;
             // Read every path once per round, starting one further each
             // round so no path is always first.
@@ -339,28 +323,464 @@ impl RxWorker {
                     }
                 };
                 busy = true;
-                self.refresh_keys(&mut crypto);
-                self.handle_batch(
-                    path,
+                rx.refresh_keys(&mut crypto);
+                rx.handle_batch(
+                    path.id,
+                    Some(path),
                     &mut bufs[..n],
                     &meta[..n],
                     &mut staging,
                     &mut crypto,
-                    &mut delay,
-                    &mut repair,
+                    delay,
+                    repair,
                 );
-                self.send_repairs(&table, &mut repair);
+                rx.send_repairs(table, repair);
             }
             start = start.wrapping_add(1);
             // One tun write per round over all paths: the larger the run of
             // in-order segments, the more the tun writer can coalesce.
             staging.flush(&self.tun, &conn.drops.tun_write);
             if !busy {
-                self.idle(&paths, &mut staging, &mut delay);
+                rx.idle(paths, &mut staging, delay);
+            }
+        }
+    }
+}
+
+/// A receive worker of the shared ports (see `crate::shared`): reads its
+/// own SO_REUSEPORT socket of each shared port and family, and serves
+/// every client connection whose datagrams reach it.
+pub struct SharedRxWorker {
+    /// This worker's sockets (per shared port: IPv4 and, if available,
+    /// IPv6).
+    pub sockets: Vec<PathSocket>,
+    /// Session index → connection.
+    pub map: Arc<SessionMap>,
+    /// What the shared ports refused before knowing the connection.
+    pub stats: Arc<SharedStats>,
+    /// Tun queue to write to.
+    pub tun: Arc<SyncDevice>,
+    /// Queue to the control loop.
+    pub control: SyncSender<ControlDatagram>,
+    /// Set on shutdown.
+    pub shutdown: Arc<AtomicBool>,
+    /// The crypto stage, shared with every other worker.
+    pub crypto_pool: Arc<CryptoPool>,
+    /// Checks the mac1 of initiations before they are queued.
+    pub mac1: Mac1Check,
+}
+
+/// A shared worker's buffers for sorting a batch by connection and path.
+struct Sorter {
+    /// Per kept message: (connection slot in `conns`, path id, index).
+    order: Vec<(usize, u16, usize)>,
+    /// The batch's connections, in first-seen order.
+    conns: Vec<Arc<ConnShared>>,
+    /// The messages in sorted order (the receive buffers moved here
+    /// and back: pointer swaps, no copy).
+    bufs: Vec<Vec<u8>>,
+    meta: [RecvMeta; RECV_MESSAGES],
+}
+
+impl SharedRxWorker {
+    /// Runs until shutdown.
+    pub fn run(self) {
+        let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
+        let mut meta = [RecvMeta::default(); RECV_MESSAGES];
+        let mut staging = Staging::new();
+        let mut crypto = RxCrypto::new(self.crypto_pool.submitter());
+        let mut sorter = Sorter {
+            order: Vec::with_capacity(RECV_MESSAGES),
+            conns: Vec::with_capacity(RECV_MESSAGES),
+            bufs: (0..RECV_MESSAGES).map(|_| Vec::new()).collect(),
+            meta: [RecvMeta::default(); RECV_MESSAGES],
+        };
+        // Connections with a gap or a delayed datagram pending: their
+        // timeouts are this worker's to run (bounded by the connections
+        // with data in flight, not by the clients).
+        let mut timers: Vec<Arc<ConnShared>> = Vec::with_capacity(64);
+        let mut start = 0usize;
+        while !self.shutdown.load(Relaxed) {
+            let mut busy = false;
+            for k in 0..self.sockets.len() {
+                let socket = &self.sockets[(start + k) % self.sockets.len()];
+                let n = match socket.recv_batch(&mut bufs, &mut meta) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => {
+                        tracing::trace!(local = %socket.local_addr(), error = %e, "recv error");
+                        continue;
+                    }
+                };
+                busy = true;
+                self.batch(
+                    socket.local_addr().port(),
+                    &mut bufs[..n],
+                    &meta[..n],
+                    &mut sorter,
+                    &mut staging,
+                    &mut crypto,
+                    &mut timers,
+                );
+            }
+            start = start.wrapping_add(1);
+            let next = self.run_timers(&mut timers, &mut staging);
+            staging.flush(&self.tun, &self.stats.tun_write);
+            if !busy {
+                let wait = next.map_or(RECV_TIMEOUT, |t| {
+                    t.saturating_duration_since(Instant::now())
+                        .clamp(Duration::from_micros(100), RECV_TIMEOUT)
+                });
+                if let Err(e) = crate::udp::wait_any_readable(self.sockets.iter(), None, wait) {
+                    tracing::debug!(error = %e, "poll failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
             }
         }
     }
 
+    /// One `recvmmsg` of a shared socket: initiations to the control loop
+    /// (after their mac1), the rest sorted by (connection, path, arrival)
+    /// and handled group by group.
+    #[allow(clippy::too_many_arguments)]
+    fn batch(
+        &self,
+        port: u16,
+        bufs: &mut [Vec<u8>],
+        meta: &[RecvMeta],
+        sorter: &mut Sorter,
+        staging: &mut Staging,
+        crypto: &mut RxCrypto,
+        timers: &mut Vec<Arc<ConnShared>>,
+    ) {
+        let now = Instant::now();
+        sorter.order.clear();
+        sorter.conns.clear();
+        {
+            let map = self.map.read();
+            for (i, (buf, m)) in bufs.iter().zip(meta).enumerate() {
+                if m.truncated {
+                    self.stats.malformed.add(1);
+                    continue;
+                }
+                let Some(first) = m.datagrams(buf).next() else {
+                    continue;
+                };
+                let header = match Header::parse(first) {
+                    Ok((h, _)) => h,
+                    Err(_) => {
+                        self.stats.malformed.add(m.datagrams(buf).count() as u64);
+                        continue;
+                    }
+                };
+                if header.msg_type == MsgType::NoiseInitiation {
+                    for dgram in m.datagrams(buf) {
+                        self.initiation(dgram, m.from, port, now);
+                    }
+                    continue;
+                }
+                let Some(conn) = map.get(&header.conn_id) else {
+                    self.stats
+                        .unknown_session
+                        .add(m.datagrams(buf).count() as u64);
+                    continue;
+                };
+                let slot = match sorter.conns.iter().position(|c| Arc::ptr_eq(c, conn)) {
+                    Some(slot) => slot,
+                    None => {
+                        sorter.conns.push(conn.clone());
+                        sorter.conns.len() - 1
+                    }
+                };
+                sorter.order.push((slot, header.path_id, i));
+            }
+        }
+        // Unique keys (the index last): the order within a group is the
+        // arrival order, without a stable (allocating) sort.
+        sorter.order.sort_unstable();
+        for (k, &(_, _, i)) in sorter.order.iter().enumerate() {
+            std::mem::swap(&mut bufs[i], &mut sorter.bufs[k]);
+            sorter.meta[k] = meta[i];
+        }
+        let mut a = 0;
+        while a < sorter.order.len() {
+            let (slot, path_id, _) = sorter.order[a];
+            let mut b = a + 1;
+            while b < sorter.order.len()
+                && sorter.order[b].0 == slot
+                && sorter.order[b].1 == path_id
+            {
+                b += 1;
+            }
+            if let Some(conn) = sorter.conns.get(slot) {
+                self.group(
+                    conn,
+                    usize::from(path_id),
+                    &mut sorter.bufs[a..b],
+                    &sorter.meta[a..b],
+                    staging,
+                    crypto,
+                    timers,
+                );
+            }
+            a = b;
+        }
+        for (k, &(_, _, i)) in sorter.order.iter().enumerate() {
+            std::mem::swap(&mut bufs[i], &mut sorter.bufs[k]);
+        }
+    }
+
+    /// A Noise initiation read on a shared port: its mac1 checked here (a
+    /// flood of bogus ones is dropped and counted at this cost), then
+    /// queued for the control loop.
+    fn initiation(&self, dgram: &[u8], from: Option<SocketAddr>, port: u16, now: Instant) {
+        if dgram.len() != mpt_proto::noise::INITIATION_LEN {
+            self.stats.malformed.add(1);
+            return;
+        }
+        if !self.mac1.check(dgram) {
+            self.stats.bad_mac1.add(1);
+            return;
+        }
+        let path = match Header::parse(dgram) {
+            Ok((h, _)) => usize::from(h.path_id),
+            Err(_) => return,
+        };
+        let mut msg = ControlDatagram {
+            conn: SHARED_INITIATION,
+            path,
+            at: now,
+            from,
+            port,
+            len: dgram.len(),
+            bytes: [0; CONTROL_DATAGRAM_MAX],
+        };
+        msg.bytes[..dgram.len()].copy_from_slice(dgram);
+        match self.control.try_send(msg) {
+            Ok(()) => self.stats.initiations.add(1),
+            Err(TrySendError::Full(_)) => self.stats.queue_full.add(1),
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// One connection's datagrams of one path, under its receive state's
+    /// lock (and, inside, its resequencer's): as a connection's own worker
+    /// handles a batch.
+    #[allow(clippy::too_many_arguments)]
+    fn group(
+        &self,
+        conn: &Arc<ConnShared>,
+        pi: usize,
+        bufs: &mut [Vec<u8>],
+        meta: &[RecvMeta],
+        staging: &mut Staging,
+        crypto: &mut RxCrypto,
+        timers: &mut Vec<Arc<ConnShared>>,
+    ) {
+        if pi >= mpt_proto::sched::MAX_PATHS || conn.removed.load(Relaxed) {
+            let n: usize = bufs
+                .iter()
+                .zip(meta)
+                .map(|(b, m)| m.datagrams(b).count())
+                .sum();
+            if conn.removed.load(Relaxed) {
+                self.stats.unknown_session.add(n as u64);
+            } else {
+                conn.drops.no_path.add(n as u64);
+            }
+            return;
+        }
+        let rx = Rx {
+            conn,
+            tun: &self.tun,
+            control: &self.control,
+            shared: true,
+        };
+        let mut guard = match conn.rx_state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let st = guard.get_or_insert_with(|| Box::new(ConnRxState::new(conn)));
+        st.refresh(conn);
+        st.swap_keys(crypto);
+        rx.refresh_keys(crypto);
+        let ConnRxState {
+            delay,
+            repair,
+            table,
+            ..
+        } = &mut **st;
+        let path = table.get(pi).filter(|p| !p.is_removed()).map(|p| &**p);
+        rx.handle_batch(pi, path, bufs, meta, staging, crypto, delay, repair);
+        rx.send_repairs(table, repair);
+        let pending = delay.next_release().is_some() || conn.reseq_deadline_ns.load(Relaxed) != 0;
+        st.swap_keys(crypto);
+        drop(guard);
+        if pending && !timers.iter().any(|t| Arc::ptr_eq(t, conn)) {
+            timers.push(conn.clone());
+        }
+    }
+
+    /// Runs the due timeouts of the connections in `timers`; keeps those
+    /// with more pending. Returns the next deadline.
+    fn run_timers(
+        &self,
+        timers: &mut Vec<Arc<ConnShared>>,
+        staging: &mut Staging,
+    ) -> Option<Instant> {
+        if timers.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        timers.retain(|conn| {
+            let mut guard = match conn.rx_state.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let Some(st) = guard.as_mut() else {
+                return false;
+            };
+            let rx = Rx {
+                conn,
+                tun: &self.tun,
+                control: &self.control,
+                shared: true,
+            };
+            match rx.timeouts(&mut st.delay, staging, now) {
+                Some(t) => {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                    true
+                }
+                None => false,
+            }
+        });
+        next
+    }
+}
+
+/// A connection's receive state beyond the resequencer: what a worker
+/// keeps between batches. A connection with its own worker keeps it in
+/// that worker; a client connection keeps it in `ConnShared::rx_state`,
+/// for whichever shared worker gets its next datagrams.
+pub struct ConnRxState {
+    /// Key slots with their replay windows (client connections only: the
+    /// shared worker swaps them into its [`RxCrypto`] for a group).
+    slots: Box<[Option<RxKey>; 3]>,
+    /// `ConnCrypto::generation` of `slots`.
+    key_generation: u64,
+    /// The peer was seen sealing with the current keys.
+    peer_on_current: bool,
+    /// Delay equalisation.
+    delay: DelayLine,
+    /// Loss repair.
+    repair: RxRepair,
+    /// Paths last seen suspect or down (see `ConnShared::silent_paths`).
+    silent: u64,
+    /// The path table, and its generation.
+    table: Arc<PathTable>,
+    table_generation: u64,
+    /// The table's paths.
+    paths: Vec<Arc<PathShared>>,
+}
+
+impl std::fmt::Debug for ConnRxState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnRxState")
+            .field("paths", &self.paths.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnRxState {
+    /// Fresh state for `conn`.
+    pub fn new(conn: &ConnShared) -> ConnRxState {
+        ConnRxState {
+            slots: Box::new([None, None, None]),
+            key_generation: 0,
+            peer_on_current: false,
+            delay: DelayLine::new(EQUALIZE_SLOTS, conn.lock_reseq().slot_len()),
+            repair: RxRepair {
+                detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
+                requests: Vec::with_capacity(REPAIR_QUEUE),
+                answers: Vec::with_capacity(REPAIR_QUEUE),
+                out: vec![0; MAX_DATAGRAM],
+            },
+            silent: 0,
+            table: conn.paths(),
+            table_generation: 0,
+            paths: Vec::with_capacity(mpt_proto::sched::MAX_PATHS),
+        }
+    }
+
+    /// Takes a changed path table and newly silent paths (once per batch).
+    fn refresh(&mut self, conn: &ConnShared) {
+        if conn.refresh_paths(&mut self.table, &mut self.table_generation) {
+            // Paths that left the table no longer prove losses in the
+            // resequencer (their slot may be reused by a new path).
+            let mut reseq = conn.lock_reseq();
+            for old in &self.paths {
+                if self.table.get(old.id).is_none_or(|p| !Arc::ptr_eq(p, old)) {
+                    reseq.forget_path(old.id);
+                    if let Some(d) = self.repair.detectors.get_mut(old.id) {
+                        *d = LossDetector::new();
+                    }
+                }
+            }
+            drop(reseq);
+            self.paths.clear();
+            self.paths.extend(self.table.iter().cloned());
+        }
+        let now_silent = conn.silent_paths.load(Relaxed);
+        if now_silent != self.silent {
+            // A path that fell silent proves no loss any more: what
+            // the others deliver is not held waiting for it.
+            let newly = now_silent & !self.silent;
+            if newly != 0 {
+                let mut reseq = conn.lock_reseq();
+                for id in (0..64).filter(|id| newly & (1u64 << id) != 0) {
+                    reseq.forget_path(id);
+                }
+            }
+            self.silent = now_silent;
+        }
+    }
+
+    /// Lends the key slots to a shared worker's `crypto` (and takes them
+    /// back when called again with the same `crypto`).
+    fn swap_keys(&mut self, crypto: &mut RxCrypto) {
+        std::mem::swap(&mut self.slots, &mut crypto.slots);
+        std::mem::swap(&mut self.key_generation, &mut crypto.generation);
+        std::mem::swap(&mut self.peer_on_current, &mut crypto.peer_on_current);
+    }
+}
+
+impl RxCrypto {
+    fn new(submitter: Submitter) -> RxCrypto {
+        RxCrypto {
+            slots: Box::new([None, None, None]),
+            generation: 0,
+            peer_on_current: false,
+            scratch: Vec::with_capacity(RECV_LEN),
+            pending: Vec::with_capacity(RECV_MESSAGES),
+            opens: Vec::with_capacity(MAX_OPENS),
+            submitter,
+        }
+    }
+}
+
+/// What the checks of one connection's datagrams need: the connection,
+/// where its data goes, where its control messages go.
+struct Rx<'a> {
+    conn: &'a ConnShared,
+    tun: &'a SyncDevice,
+    control: &'a SyncSender<ControlDatagram>,
+    /// Read from a shared port: the path is the header's path id (checked
+    /// after authentication), not the socket's.
+    shared: bool,
+}
+
+impl Rx<'_> {
     /// Picks up changed key sets (checked once per batch); keys new to the
     /// worker start a new replay window.
     fn refresh_keys(&self, crypto: &mut RxCrypto) {
@@ -372,7 +792,7 @@ impl RxWorker {
         crypto.generation = generation;
         let set = c.key_set();
         crypto.peer_on_current = set.peer_on_current;
-        let mut old = std::mem::take(&mut crypto.slots);
+        let mut old = std::mem::take(&mut *crypto.slots);
         let wanted = [
             (KeyRole::Current, set.current),
             (KeyRole::Pending, set.pending),
@@ -402,7 +822,7 @@ impl RxWorker {
         now: Instant,
         crypto: &mut RxCrypto,
     ) -> Option<usize> {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let candidates = crypto.slots.iter().flatten().count();
         let (mut tried, mut replayed) = (0usize, false);
         for i in 0..crypto.slots.len() {
@@ -460,7 +880,7 @@ impl RxWorker {
 
     /// Counts a sealed datagram no key set opened.
     fn count_unopened(&self, replayed: bool, copied: bool) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         if replayed && copied {
             // A redundancy copy got here first: expected, not an attack.
             conn.copies.duplicates.add(1);
@@ -474,7 +894,7 @@ impl RxWorker {
     /// A datagram opened with slot `i` (its window updated): notes that
     /// the peer uses the current keys, or confirms pending ones.
     fn opened_with(&self, i: usize, now: Instant, crypto: &mut RxCrypto) -> Option<usize> {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let Some(c) = &conn.crypto else {
             return Some(i);
         };
@@ -504,7 +924,7 @@ impl RxWorker {
     /// else is decided here: `handle_batch` goes through the datagrams in
     /// order afterwards and updates the windows.
     fn open_batch(&self, bufs: &mut [Vec<u8>], meta: &[RecvMeta], crypto: &mut RxCrypto) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let RxCrypto {
             slots,
             opens,
@@ -573,7 +993,8 @@ impl RxWorker {
     #[allow(clippy::too_many_arguments)]
     fn handle_batch(
         &self,
-        path: &PathShared,
+        pi: usize,
+        path: Option<&PathShared>,
         bufs: &mut [Vec<u8>],
         meta: &[RecvMeta],
         staging: &mut Staging,
@@ -581,17 +1002,16 @@ impl RxWorker {
         delay: &mut DelayLine,
         repair: &mut RxRepair,
     ) {
-        let conn = &*self.conn;
-        let pi = path.id;
+        let conn = self.conn;
         // Loss repair: how long a hole on this path may wait for its copy
         // (the request goes back on this path, the copy comes on the
         // fastest: within about this path's RTT).
         let ask_repairs = conn.repair.load(Relaxed) && pi < repair.detectors.len();
         let repair_wait = if ask_repairs {
-            let rtt_ms = match path.view.lock() {
+            let rtt_ms = path.and_then(|path| match path.view.lock() {
                 Ok(v) => v.rtt_ms,
                 Err(poisoned) => poisoned.into_inner().rtt_ms,
-            };
+            });
             Duration::from_secs_f64(rtt_ms.unwrap_or(50.0).clamp(1.0, 2_000.0) * 1.5e-3)
                 + REPAIR_MARGIN
         } else {
@@ -611,7 +1031,7 @@ impl RxWorker {
         // from: only the path's configured remote address and port count,
         // and nothing is ever learnt from such datagrams.
         let cleartext_peer = match &conn.crypto {
-            None => Some(path.remote().map(|(a, _)| a)),
+            None => Some(path.and_then(|p| p.remote()).map(|(a, _)| a)),
             Some(_) => None,
         };
         let equalize_to = match conn.equalize_owd_us.load(Relaxed) {
@@ -687,7 +1107,7 @@ impl RxWorker {
                             kind: Kind::Skip,
                         };
                         delay.push(now, own, &[], now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                         let skip = HEADER_LEN
                             + REPAIR_PREFIX_LEN
@@ -699,7 +1119,7 @@ impl RxWorker {
                             kind: Kind::Repair,
                         };
                         delay.push(now, meta, &dgram[skip..], now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                     }
                     Verdict::Data(seq, flow) => {
@@ -743,7 +1163,7 @@ impl RxWorker {
                             kind: Kind::Data,
                         };
                         delay.push(release, meta, packet, now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                     }
                     Verdict::Skip(seq) => {
@@ -755,7 +1175,7 @@ impl RxWorker {
                             kind: Kind::Skip,
                         };
                         delay.push(now, meta, &[], now, |m, p| {
-                            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                         });
                     }
                     Verdict::Drop => {}
@@ -763,17 +1183,28 @@ impl RxWorker {
             }
         }
         delay.release_due(now, |m, p| {
-            resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+            resequence(&mut reseq, m, p, now, staging, self.tun, errors)
         });
-        reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
+        reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
         self.publish_deadline(&reseq);
         drop(reseq);
-        if let (Some(from), None) = (learnt_from, cleartext_peer) {
-            if path.learn_remote(from) {
+        match (learnt_from, cleartext_peer, path) {
+            (Some(from), None, Some(path)) if self.shared && !same_family(from, path.local) => {
+                // A client path moved to the other address family: the
+                // control loop moves it to that family's shared socket.
+                self.notice_path(pi, from, now, &mut crypto.pending);
+            }
+            (Some(from), None, Some(path)) if path.learn_remote(from) => {
                 tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address");
             }
+            (Some(from), None, None) if self.shared => {
+                // Authenticated datagrams of a path the client has not
+                // used before (or that died): the control loop adds it.
+                self.notice_path(pi, from, now, &mut crypto.pending);
+            }
+            _ => {}
         }
-        if rx_packets > 0 {
+        if let (Some(path), true) = (path, rx_packets > 0) {
             path.rx_data_packets.add(rx_packets);
             path.rx_packets.add(rx_packets);
             path.rx_bytes.add(rx_bytes);
@@ -816,7 +1247,7 @@ impl RxWorker {
         crypto: &mut RxCrypto,
         repair: &mut RxRepair,
     ) -> (Verdict, &'a [u8]) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let header = match Header::parse(dgram) {
             Ok((h, _)) => h,
             Err(DecodeError::TooShort { .. }) => {
@@ -835,6 +1266,12 @@ impl RxWorker {
         // By connection id, or (public-key sessions) session index.
         if !crate::demux::accepts(conn, &header) {
             conn.drops.unknown_connection.add(1);
+            return (Verdict::Drop, dgram);
+        }
+        // On a shared port the header names the path (the client's path
+        // id; its source address is learnt): the whole group is one path.
+        if self.shared && usize::from(header.path_id) != pi {
+            conn.drops.no_path.add(1);
             return (Verdict::Drop, dgram);
         }
         if let Some((expected, noise)) = crate::demux::handshake_kind(header.msg_type) {
@@ -959,7 +1396,7 @@ impl RxWorker {
         opened_by: Option<usize>,
         crypto: &mut RxCrypto,
     ) -> Verdict {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let Ok(r) = Repair::parse(payload) else {
             conn.drops.malformed.add(1);
             return Verdict::Skip(header.seq);
@@ -1008,7 +1445,7 @@ impl RxWorker {
         if repair.requests.is_empty() && repair.answers.is_empty() {
             return;
         }
-        let conn = &*self.conn;
+        let conn = self.conn;
         let now = Instant::now();
         let RxRepair {
             requests,
@@ -1038,12 +1475,13 @@ impl RxWorker {
         now: Instant,
         pending: &mut Vec<ControlDatagram>,
     ) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let mut msg = ControlDatagram {
             conn: conn.index,
             path: pi,
             at: now,
             from,
+            port: 0,
             len: dgram.len().min(CONTROL_DATAGRAM_MAX),
             bytes: [0; CONTROL_DATAGRAM_MAX],
         };
@@ -1053,6 +1491,32 @@ impl RxWorker {
             pending.push(msg);
         } else {
             conn.drops.control_queue_full.add(1);
+        }
+    }
+
+    /// Tells the control loop that authenticated datagrams of path `pi`
+    /// came from `from` while the connection has no such path (or it is
+    /// on the other family's socket): a message without bytes.
+    fn notice_path(
+        &self,
+        pi: usize,
+        from: SocketAddr,
+        now: Instant,
+        pending: &mut Vec<ControlDatagram>,
+    ) {
+        let msg = ControlDatagram {
+            conn: self.conn.index,
+            path: pi,
+            at: now,
+            from: Some(from),
+            port: 0,
+            len: 0,
+            bytes: [0; CONTROL_DATAGRAM_MAX],
+        };
+        if pending.len() < pending.capacity() {
+            pending.push(msg);
+        } else {
+            self.conn.drops.control_queue_full.add(1);
         }
     }
 
@@ -1071,10 +1535,39 @@ impl RxWorker {
         self.conn.reseq_deadline_ns.store(ns, Relaxed);
     }
 
+    /// Releases what is due in the delay line and the resequencer's timed
+    /// out gaps; returns the next deadline of either.
+    fn timeouts(
+        &self,
+        delay: &mut DelayLine,
+        staging: &mut Staging,
+        now: Instant,
+    ) -> Option<Instant> {
+        let conn = self.conn;
+        let errors = &conn.drops.tun_write;
+        let deadline = |ns: u64| (ns != 0).then(|| conn.epoch + Duration::from_nanos(ns));
+        let release = delay.next_release();
+        let gap = deadline(conn.reseq_deadline_ns.load(Relaxed));
+        if release.is_some_and(|t| t <= now) || gap.is_some_and(|t| t <= now) {
+            let mut reseq = conn.lock_reseq();
+            delay.release_due(now, |m, p| {
+                resequence(&mut reseq, m, p, now, staging, self.tun, errors)
+            });
+            reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
+            self.publish_deadline(&reseq);
+        }
+        let release = delay.next_release();
+        let gap = deadline(conn.reseq_deadline_ns.load(Relaxed));
+        match (release, gap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// No datagram queued: release timed-out gaps, then sleep until data
     /// arrives, the next gap times out, or it is time to check shutdown.
     fn idle(&self, paths: &[Arc<PathShared>], staging: &mut Staging, delay: &mut DelayLine) {
-        let conn = &*self.conn;
+        let conn = self.conn;
         let errors = &conn.drops.tun_write;
         let mut wait = RECV_TIMEOUT;
         if let Some(due) = delay.next_release() {
@@ -1082,10 +1575,10 @@ impl RxWorker {
             if due <= now {
                 let mut reseq = conn.lock_reseq();
                 delay.release_due(now, |m, p| {
-                    resequence(&mut reseq, m, p, now, staging, &self.tun, errors)
+                    resequence(&mut reseq, m, p, now, staging, self.tun, errors)
                 });
-                reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
-                staging.flush(&self.tun, errors);
+                reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
+                staging.flush(self.tun, errors);
                 self.publish_deadline(&reseq);
                 return;
             }
@@ -1097,8 +1590,8 @@ impl RxWorker {
             let now = Instant::now();
             if deadline <= now {
                 let mut reseq = conn.lock_reseq();
-                reseq.handle_timeout(now, |p| staging.push(p, &self.tun, errors));
-                staging.flush(&self.tun, errors);
+                reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
+                staging.flush(self.tun, errors);
                 self.publish_deadline(&reseq);
                 return;
             }
@@ -1229,6 +1722,12 @@ fn resequence(
 /// Whether a datagram from `from` comes from the configured `remote`:
 /// address and port (an IPv6 source's scope id and flow label, which a
 /// configured address does not carry, are not compared).
+fn same_family(a: SocketAddr, b: SocketAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4()
+}
+
+/// Whether a datagram from `from` comes from the configured `remote`:
+/// address and port (see `same_endpoint`).
 fn same_endpoint(from: Option<SocketAddr>, remote: Option<SocketAddr>) -> bool {
     match (from, remote) {
         (Some(f), Some(r)) => f.ip() == r.ip() && f.port() == r.port(),

@@ -176,6 +176,9 @@ pub struct ConnCrypto {
     /// Noise: the handshake's counters for this connection, as the control
     /// loop last published them.
     pub noise_counters: Mutex<mpt_proto::noise::HandshakeCounters>,
+    /// Client connections: the shared port's session map this connection's
+    /// indexes are kept in (set once, when the connection is created).
+    registry: std::sync::OnceLock<(Arc<crate::shared::SessionMap>, std::sync::Weak<ConnShared>)>,
 }
 
 impl ConnCrypto {
@@ -193,6 +196,7 @@ impl ConnCrypto {
             local_indexes: Default::default(),
             handshake_index: AtomicU32::new(0),
             noise_counters: Mutex::default(),
+            registry: std::sync::OnceLock::new(),
         }
     }
 
@@ -215,12 +219,50 @@ impl ConnCrypto {
         };
         let changed = f(&mut g);
         if changed {
-            for (slot, index) in self.local_indexes.iter().zip(g.local_indexes()) {
+            let before: [u32; 3] = std::array::from_fn(|i| self.local_indexes[i].load(Relaxed));
+            let after = g.local_indexes();
+            for (slot, index) in self.local_indexes.iter().zip(after) {
                 slot.store(index, Relaxed);
+            }
+            // Under the key lock, so two changes cannot reach the map in
+            // the other order.
+            if before != after {
+                if let Some((map, conn)) = self.registry.get() {
+                    map.replace(conn, &before, &after);
+                }
             }
             self.generation.fetch_add(1, Relaxed);
         }
         changed
+    }
+
+    /// Client connections: keeps this connection's session indexes (those
+    /// of its keys and of its handshake in flight) in `map`, from now on.
+    pub fn register(&self, map: Arc<crate::shared::SessionMap>, conn: std::sync::Weak<ConnShared>) {
+        let _ = self.registry.set((map, conn));
+    }
+
+    /// Notes our session index of the handshake in flight (0: none); a
+    /// client connection's is also put in its shared port's session map.
+    pub fn set_handshake_index(&self, index: u32) {
+        let _keys_lock = self.keys.write();
+        let before = self.handshake_index.swap(index, Relaxed);
+        if before != index {
+            if let Some((map, conn)) = self.registry.get() {
+                map.replace(conn, &[before], &[index]);
+            }
+        }
+    }
+
+    /// Client connection removed: drops every key set and handshake, so
+    /// nothing it receives opens any more and its indexes leave the map.
+    pub fn drop_all(&self) {
+        self.set_handshake_index(0);
+        self.write(|k| {
+            let had = k.current.is_some() || k.pending.is_some() || k.previous.is_some();
+            *k = KeySet::default();
+            had
+        });
     }
 
     /// Whether `index` is our session index of one of the key sets (Noise;
@@ -885,6 +927,15 @@ pub struct ConnShared {
     pub repairs: RepairCounters,
     /// Handovers of our traffic off failed paths.
     pub handovers: HandoverRecord,
+    /// A server's client connection: no path socket of its own; served by
+    /// the shared port's workers, its paths learnt (`crate::shared`).
+    pub client: bool,
+    /// Client connections: the receive state the shared workers keep for
+    /// it (replay windows, delay line, loss detectors), taken under this
+    /// lock once per group of a batch. Created by the first worker.
+    pub rx_state: Mutex<Option<Box<crate::rx::ConnRxState>>>,
+    /// Removed by a reload: its datagrams are refused (and counted).
+    pub removed: AtomicBool,
 }
 
 /// Handovers of a connection's outgoing traffic (see
@@ -1018,6 +1069,9 @@ impl ConnShared {
             copies: CopyCounters::default(),
             repairs: RepairCounters::default(),
             handovers: HandoverRecord::default(),
+            client: false,
+            rx_state: Mutex::new(None),
+            removed: AtomicBool::new(false),
         }
     }
 
@@ -1098,6 +1152,63 @@ impl ConnShared {
         match self.reseq.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+/// The connections (by index) and the router to them.
+pub type ConnsAndRouter = (Arc<Vec<Arc<ConnShared>>>, Arc<crate::route::Router>);
+
+/// The connections and the routes to them, as the workers and the status
+/// read them. The control loop replaces the whole (a client connection
+/// added or removed by a reload) and bumps the generation; transmit
+/// workers compare it once per batch, as with a path table. Connections
+/// keep their index for good: a removed one stays in the list, marked
+/// [`ConnShared::removed`], without routes, keys or paths.
+#[derive(Debug)]
+pub struct ConnSet {
+    current: RwLock<ConnsAndRouter>,
+    generation: AtomicU64,
+}
+
+impl ConnSet {
+    /// The set as the daemon starts with it.
+    pub fn new(list: Arc<Vec<Arc<ConnShared>>>, router: Arc<crate::route::Router>) -> ConnSet {
+        ConnSet {
+            current: RwLock::new((list, router)),
+            generation: AtomicU64::new(1),
+        }
+    }
+
+    /// The connections and the router.
+    pub fn load(&self) -> ConnsAndRouter {
+        match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The connections (removed ones included; see [`ConnShared::removed`]).
+    pub fn list(&self) -> Arc<Vec<Arc<ConnShared>>> {
+        self.load().0
+    }
+
+    /// Changes whenever the set is replaced.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    /// Replaces the set (control loop only) and wakes the transmit
+    /// workers, whose idle tun reads would otherwise hold the old one.
+    pub fn publish(&self, list: Arc<Vec<Arc<ConnShared>>>, router: Arc<crate::route::Router>) {
+        let wakes = list.first().map(|c| c.tx_wake.0.clone());
+        match self.current.write() {
+            Ok(mut g) => *g = (list, router),
+            Err(poisoned) => *poisoned.into_inner() = (list, router),
+        }
+        self.generation.fetch_add(1, Relaxed);
+        for w in wakes.iter().flat_map(|w| w.iter()) {
+            let _ = w.trigger();
         }
     }
 }

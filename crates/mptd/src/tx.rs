@@ -94,6 +94,9 @@ pub struct TxWorker {
     pub tun: Arc<SyncDevice>,
     /// All connections, by index.
     pub conns: Arc<Vec<Arc<ConnShared>>>,
+    /// Where `conns` and `router` come from: replaced when a reload adds
+    /// or removes a client connection (checked once per batch).
+    pub set: Arc<crate::state::ConnSet>,
     /// Destination → connection.
     pub router: Arc<Router>,
     /// Daemon-wide counters.
@@ -175,7 +178,7 @@ fn second_path(models: &[PathModel], mask: u64, picked: usize) -> u8 {
 
 impl TxWorker {
     /// Runs until shutdown.
-    pub fn run(self) {
+    pub fn run(mut self) {
         let seg_len = PACKET_OFFSET + self.mtu + 64;
         let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65535];
         let mut bufs: Vec<Vec<u8>> = (0..IDEAL_BATCH_SIZE).map(|_| vec![0u8; seg_len]).collect();
@@ -203,6 +206,11 @@ impl TxWorker {
         let mut masks: Vec<u64> = vec![0; self.conns.len()];
         let mut plan: Vec<PlanEntry> = Vec::with_capacity(IDEAL_BATCH_SIZE);
         let mut counts: Vec<u32> = vec![0; self.conns.len()];
+        // Which connections the current batch routes to (`stamps[c]` is
+        // the batch that last did).
+        let mut stamps: Vec<u64> = vec![0; self.conns.len()];
+        let mut batch_no = 0u64;
+        let mut touched: Vec<usize> = Vec::with_capacity(self.conns.len().min(IDEAL_BATCH_SIZE));
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
         let mut gso_buf: Vec<u8> = Vec::with_capacity(MAX_GSO_BYTES);
         // Per connection: the last sequence number sent per flow bucket, so
@@ -229,6 +237,7 @@ impl TxWorker {
         // keys, sealed).
         let mut counted = vec![false; IDEAL_BATCH_SIZE];
         let mut consecutive_errors = 0u32;
+        let mut set_generation = self.set.generation();
         while !self.shutdown.load(Relaxed) {
             let n = match self.tun.recv_multiple_intr(
                 &mut original,
@@ -267,46 +276,79 @@ impl TxWorker {
                 }
             };
             consecutive_errors = 0;
-            let now = Instant::now();
-            // Per batch: a fresh view of weights, models and live paths
-            // (the path table itself only when it changed).
-            for (c, conn) in self.conns.iter().enumerate() {
-                conn.refresh_paths(&mut tables[c], &mut generations[c]);
-                let params = &mut sched_params[c];
-                params.clear();
-                params.resize(
-                    tables[c].slots(),
-                    SchedPath {
-                        weight: 0,
-                        window: 1,
-                    },
-                );
-                for p in tables[c].iter() {
-                    params[p.id] = p.sched();
-                }
-                masks[c] = conn.eligible.load(Relaxed);
-                redundancy[c] = conn.redundancy();
-                models[c].clear();
-                charged[c].clear();
-                if conn.adaptive.load(Relaxed) {
-                    let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
-                    models[c].resize(tables[c].slots(), PathModel::default());
-                    charged[c].resize(tables[c].slots(), 0);
-                    for p in tables[c].iter() {
-                        models[c][p.id] = p.model.load(p.id, conn_ns);
-                        adaptive[c].set_busy_until(p.id, p.model.busy_until());
-                    }
-                    flowlet_gaps[c] = Flowlets::gap_for(models[c].iter().map(|m| m.owd_ns));
-                }
+            let set_now = self.set.generation();
+            if set_now != set_generation {
+                // Connections added (or removed: they keep their slot).
+                set_generation = set_now;
+                (self.conns, self.router) = self.set.load();
+                let n = self.conns.len();
+                scheds.resize_with(n, Weighted::new);
+                adaptive.resize_with(n, Adaptive::new);
+                let slots = mpt_proto::sched::MAX_PATHS;
+                models.resize_with(n, || Vec::with_capacity(slots));
+                charged.resize_with(n, || Vec::with_capacity(slots));
+                sched_params.resize_with(n, || Vec::with_capacity(slots));
+                let from = tables.len();
+                tables.extend(self.conns.iter().skip(from).map(|c| c.paths()));
+                generations.resize(n, 0);
+                masks.resize(n, 0);
+                counts.resize(n, 0);
+                stamps.resize(n, 0);
+                bases.resize(n, 0);
+                flows.resize_with(n, FlowTable::new);
+                flowlets.resize_with(n, Flowlets::new);
+                flowlet_gaps.resize(n, 0);
+                realtime.resize_with(n, RealtimeFlows::new);
+                redundancy.resize(n, Redundancy::Off);
             }
+            let now = Instant::now();
+            // Per batch, for each connection it routes packets to (and
+            // only those: the cost does not grow with the connections
+            // that send nothing, e.g. a server's idle clients): a fresh
+            // view of weights, models and live paths (the path table
+            // itself only when it changed).
+            batch_no = batch_no.wrapping_add(1);
+            touched.clear();
             plan.clear();
-            counts.iter_mut().for_each(|c| *c = 0);
             for (i, &size) in sizes.iter().enumerate().take(n) {
                 let packet = &bufs[i][PACKET_OFFSET..PACKET_OFFSET + size];
                 let Some(c) = self.router.lookup(packet) else {
                     self.stats.no_route.add(1);
                     continue;
                 };
+                if stamps[c] != batch_no {
+                    stamps[c] = batch_no;
+                    touched.push(c);
+                    counts[c] = 0;
+                    let conn = &self.conns[c];
+                    conn.refresh_paths(&mut tables[c], &mut generations[c]);
+                    let params = &mut sched_params[c];
+                    params.clear();
+                    params.resize(
+                        tables[c].slots(),
+                        SchedPath {
+                            weight: 0,
+                            window: 1,
+                        },
+                    );
+                    for p in tables[c].iter() {
+                        params[p.id] = p.sched();
+                    }
+                    masks[c] = conn.eligible.load(Relaxed);
+                    redundancy[c] = conn.redundancy();
+                    models[c].clear();
+                    charged[c].clear();
+                    if conn.adaptive.load(Relaxed) {
+                        let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+                        models[c].resize(tables[c].slots(), PathModel::default());
+                        charged[c].resize(tables[c].slots(), 0);
+                        for p in tables[c].iter() {
+                            models[c][p.id] = p.model.load(p.id, conn_ns);
+                            adaptive[c].set_busy_until(p.id, p.model.busy_until());
+                        }
+                        flowlet_gaps[c] = Flowlets::gap_for(models[c].iter().map(|m| m.owd_ns));
+                    }
+                }
                 hashes[i] = flow_hash(packet);
                 let conn = &self.conns[c];
                 let pick = if models[c].is_empty() {
@@ -349,7 +391,8 @@ impl TxWorker {
                     None => self.conns[c].drops.no_path.add(1),
                 }
             }
-            for (c, &count) in counts.iter().enumerate() {
+            for &c in &touched {
+                let count = counts[c];
                 bases[c] = if count > 0 {
                     self.conns[c].seq.fetch_add(u64::from(count), Relaxed)
                 } else {
@@ -362,7 +405,8 @@ impl TxWorker {
                 gaps[e.buf()] = flows[c].gap(hashes[e.buf()], bases[c] + u64::from(e.rank()));
             }
             // Add what this batch charged to the paths' shared clocks.
-            for (c, conn) in self.conns.iter().enumerate() {
+            for &c in &touched {
+                let conn = &self.conns[c];
                 if charged[c].iter().all(|&ns| ns == 0) {
                     continue;
                 }

@@ -125,6 +125,46 @@ impl PathSocket {
         })
     }
 
+    /// Binds the wildcard address `local` (`0.0.0.0:port` or `[::]:port`,
+    /// IPv6-only) with SO_REUSEPORT: one of the shared port's sockets,
+    /// one per receive worker and family (see `crate::shared`). The
+    /// kernel hashes each client source (address and port) to one of
+    /// them, so a path's datagrams always reach the same worker, in order.
+    pub fn bind_shared(local: SocketAddr) -> io::Result<PathSocket> {
+        let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+        if local.is_ipv6() {
+            s.set_only_v6(true)?;
+        }
+        s.set_reuse_port(true)?;
+        s.set_recv_buffer_size(SOCKET_BUFFER)?;
+        s.set_send_buffer_size(SOCKET_BUFFER)?;
+        force_buffer(&s, libc::SO_RCVBUFFORCE);
+        force_buffer(&s, libc::SO_SNDBUFFORCE);
+        s.bind(&local.into())?;
+        let socket: UdpSocket = s.into();
+        let local = socket.local_addr()?;
+        let gro = set_int_opt(&socket, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        Ok(PathSocket {
+            socket,
+            local,
+            gso: GsoState::new(),
+            gro,
+        })
+    }
+
+    /// A second handle on the same socket (a duplicated descriptor), for
+    /// sending: the learnt paths of client connections all send through
+    /// their shared port's socket. Never read from (the receive workers
+    /// read the original).
+    pub fn try_clone(&self) -> io::Result<PathSocket> {
+        Ok(PathSocket {
+            socket: self.socket.try_clone()?,
+            local: self.local,
+            gso: GsoState::new(),
+            gro: self.gro,
+        })
+    }
+
     /// Whether the kernel coalesces received datagrams (UDP_GRO).
     pub fn gro(&self) -> bool {
         self.gro

@@ -147,6 +147,42 @@ impl Identity {
         self.public
     }
 
+    /// What checks the mac1 of initiations (proof that the sender knows
+    /// our public key), without the private key: for the receive side to
+    /// drop bogus initiations before they cost the handshake anything.
+    pub fn mac1_check(&self) -> Mac1Check {
+        Mac1Check {
+            key: self.macs.mac1,
+        }
+    }
+}
+
+/// Checks the mac1 of initiations addressed to one public key (see
+/// [`Identity::mac1_check`]).
+#[derive(Clone)]
+pub struct Mac1Check {
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for Mac1Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mac1Check").finish_non_exhaustive()
+    }
+}
+
+impl Mac1Check {
+    /// Whether `datagram` is a well-formed initiation whose mac1 was made
+    /// for our public key. The responder checks it again (this is a
+    /// filter, not the decision).
+    pub fn check(&self, datagram: &[u8]) -> bool {
+        match parse_initiation(datagram) {
+            Ok(m) => ct_eq(&mac::mac(&self.key, &[m.mac1_covered()]), &m.mac1()),
+            Err(_) => false,
+        }
+    }
+}
+
+impl Identity {
     /// A snow handshake state with our static key, the prologue, `psk` in
     /// slot 2, the responder's key when we initiate, and `seed` as the
     /// ephemeral key.

@@ -118,6 +118,13 @@ pub struct ConnectionConfig {
 }
 
 impl ConnectionConfig {
+    /// A server's client connection: no configured paths, served on the
+    /// shared port (`port`), its paths learnt from the client (needs a
+    /// `public_key`; see `crate::shared`).
+    pub fn is_client(&self) -> bool {
+        self.paths.is_empty()
+    }
+
     /// The local addresses on which the peer may have paths opened: each
     /// configured path's own address, and `allow_peer_paths`.
     pub fn peer_locals(&self) -> Vec<Prefix> {
@@ -615,7 +622,9 @@ fn validate(
                 "key `name`: a connection of that name already exists".into(),
             ));
         }
-        if connections.iter().any(|o| o.id == c.id) {
+        // A client connection (no paths) is named on the wire by its
+        // session index, never by `id`: clients need no ids of their own.
+        if !c.path.is_empty() && connections.iter().any(|o| o.id == c.id && !o.is_client()) {
             return Err(here(format!(
                 "key `id`: id {} is used by another connection",
                 c.id
@@ -644,9 +653,6 @@ fn validate(
                 "key `dead_timer`: {:?} must be longer than keepalive {:?}",
                 c.dead_timer.0, c.keepalive.0
             )));
-        }
-        if c.path.is_empty() {
-            return Err(here("needs at least one [[connection.path]]".into()));
         }
         if c.path.len() > mpt_proto::sched::MAX_PATHS {
             return Err(here(format!(
@@ -701,6 +707,16 @@ fn validate(
                 }
                 Some(Dur(d)) => Some(d),
             };
+        // No paths: a server's client connection, served on the shared
+        // port and its paths learnt from the client's datagrams. Only a
+        // public key can tell such clients apart (the session index
+        // names the connection, the static key identifies the client).
+        if c.path.is_empty() && public_key.is_none() {
+            return Err(here("needs at least one [[connection.path]], or a `public_key` (with `[daemon] private_key_file`) to be a client connection served on the shared port with paths learnt from the client".into()));
+        }
+        if c.path.is_empty() && c.remote_port.is_some() {
+            return Err(here("key `remote_port`: a client connection (no [[connection.path]]) learns its client's ports; remove it".into()));
+        }
         let mut paths: Vec<PathConfig> = Vec::new();
         for p in c.path {
             let pspan = p.span().start;

@@ -67,6 +67,10 @@ fn connection(old: &ConnectionConfig, new: &ConnectionConfig, out: &mut Vec<Stri
         ("scheduler", old.scheduler != new.scheduler),
         ("key_file", old.key_file != new.key_file),
         ("public_key", old.public_key != new.public_key),
+        (
+            "[[connection.path]] (a client connection has none, others some)",
+            old.is_client() != new.is_client(),
+        ),
     ];
     for (key, changed) in keys {
         if changed {

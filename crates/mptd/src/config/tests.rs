@@ -476,3 +476,55 @@ fn rekey_after_only_with_a_public_key_and_within_bounds() {
         assert!(e.message.contains("public_key"), "{e}");
     }
 }
+
+/// A client connection: `public_key`, no paths (served on the shared port).
+fn client_connection(name: &str, id: u32, public_key: &str) -> String {
+    format!(
+        r#"
+[[connection]]
+name = "{name}"
+id = {id}
+peer_ipv4 = "192.168.200.{}"
+public_key = "{public_key}"
+"#,
+        10 + id
+    )
+}
+
+#[test]
+fn client_connections_need_a_public_key_and_no_paths() {
+    let peer = peer_public(0x22);
+    // Valid: public_key, [daemon] private_key_file, no paths.
+    let text = with_identity(&peer)
+        + &client_connection("client-1", 5, &peer_public(0x44))
+        + &client_connection("client-2", 6, &peer_public(0x55));
+    let c = parse_ids(&text).expect("valid");
+    assert!(!c.connections[0].is_client());
+    let client = &c.connections[1];
+    assert!(client.is_client() && client.paths.is_empty());
+    assert_eq!(client.port, 65022, "the shared port by default");
+    assert!(c.connections[2].is_client());
+    // Without public_key: an error that says what a path-less connection is.
+    let text = GOOD.to_string()
+        + "\n[[connection]]\nname = \"nokey\"\nid = 9\npeer_ipv4 = \"192.168.200.9\"\nkey_file = \"/etc/mpt/k\"\n";
+    let e = error_of(&text);
+    assert!(
+        e.message.contains("at least one [[connection.path]]") && e.message.contains("public_key"),
+        "{e}"
+    );
+    // public_key without [daemon] private_key_file: refused as before.
+    let text = GOOD.to_string() + &client_connection("c", 9, &peer);
+    let e = error_of(&text);
+    assert!(e.message.contains("private_key_file"), "{e}");
+    // A client's ports are learnt: remote_port makes no sense.
+    let text = with_identity(&peer)
+        + &client_connection("c", 9, &peer_public(0x44))
+            .replace("public_key", "remote_port = 1\npublic_key");
+    let e = parse_ids(&text).expect_err("remote_port on a client");
+    assert!(e.message.contains("remote_port"), "{e}");
+    // Two clients may not share a key (which would be which?).
+    let text = with_identity(&peer)
+        + &client_connection("c1", 5, &peer_public(0x44))
+        + &client_connection("c2", 6, &peer_public(0x44));
+    assert!(parse_ids(&text).is_err());
+}
