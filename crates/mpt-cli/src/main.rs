@@ -1083,13 +1083,7 @@ fn config_check(file: &std::path::Path) -> Result<u8, Failure> {
             for w in c.identity_warnings() {
                 eprintln!("warning: {w}");
             }
-            let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
-            println!(
-                "{}: ok ({} connection(s), {} path(s))",
-                file.display(),
-                c.connections.len(),
-                paths
-            );
+            println!("{}", c.check_report(file));
             Ok(0)
         }
         Err(e) => Err(Failure {
