@@ -51,8 +51,6 @@ pub struct DaemonConfig {
     pub control: PathBuf,
     /// Remote command port (0 = off).
     pub cmd_port: u16,
-    /// Accept peers not listed.
-    pub accept_remote: bool,
     /// `include` pattern ("" = none), as written.
     pub include: String,
     /// Data-plane workers (tun queues); 0 = one per core.
@@ -340,8 +338,9 @@ struct RawDaemon {
     control: PathBuf,
     #[serde(default)]
     cmd_port: u16,
+    /// Removed (refused with advice); any value.
     #[serde(default)]
-    accept_remote: bool,
+    accept_remote: Option<Spanned<toml::Value>>,
     #[serde(default)]
     include: String,
     #[serde(default)]
@@ -428,6 +427,9 @@ pub struct ConfigError {
     /// What is wrong, naming the key.
     pub message: String,
 }
+
+/// Why `[daemon] accept_remote` is refused, and what to do instead.
+pub const ACCEPT_REMOTE_REMOVED: &str = "accept_remote was removed: list each client with public_key (a connection without [[connection.path]] learns its paths); use include = \"clients.d/*.toml\" for many";
 
 /// Largest weight accepted; keeps scheduler credit arithmetic far from
 /// overflow with 64 paths.
@@ -628,6 +630,12 @@ fn validate(
         Some(d) => {
             let span = d.span().start;
             let d = d.into_inner();
+            if let Some(v) = &d.accept_remote {
+                return Err((
+                    v.span().start,
+                    format!("[daemon] key `accept_remote`: {ACCEPT_REMOTE_REMOVED}"),
+                ));
+            }
             // `private_key_file = ""` (as in the spec's example) means none.
             let private_key_file = d.private_key_file.filter(|p| !p.as_os_str().is_empty());
             let public_key = match &private_key_file {
@@ -649,7 +657,6 @@ fn validate(
             DaemonConfig {
                 control: d.control,
                 cmd_port: d.cmd_port,
-                accept_remote: d.accept_remote,
                 include: d.include,
                 threads: d.threads,
                 metrics: d.metrics,
@@ -661,7 +668,6 @@ fn validate(
         None => DaemonConfig {
             control: default_control(),
             cmd_port: 0,
-            accept_remote: false,
             include: String::new(),
             threads: 0,
             metrics: String::new(),

@@ -739,3 +739,19 @@ fn reload_sees_included_connections_change() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn accept_remote_is_refused_with_advice() {
+    for value in ["true", "false", "\"yes\""] {
+        let text = GOOD.replace(
+            "control = \"/tmp/x.sock\"",
+            &format!("control = \"/tmp/x.sock\"\naccept_remote = {value}"),
+        );
+        let e = parse(&text, "a.toml").unwrap_err();
+        assert_eq!((e.line, e.column), (4, 17), "{e}");
+        assert!(e.message.contains("key `accept_remote`"), "{e}");
+        assert!(e.message.contains("accept_remote was removed"), "{e}");
+        assert!(e.message.contains("public_key"), "{e}");
+        assert!(e.message.contains("include = \"clients.d/*.toml\""), "{e}");
+    }
+}
