@@ -153,24 +153,45 @@ packet received and since the last state change, smoothed/minimum RTT,
 loss, packets and bit rates. Rates come from two samples 0.5 s apart
 (--once: one sample, byte totals instead). A missing figure shows as '-'.
 
+With more than 8 connections (a server with many clients) the table has
+one line per connection instead: its state (up: a path is up; keying:
+no session keys yet; waiting: no path yet; else the best path state),
+paths up/total, the peer's address (of the first up path; +N: more
+addresses), tx/rx bit rates (or bytes with --once) summed over its paths,
+and LAST HS, the time since its last handshake (or rekey).
+`mpt status CONNECTION` shows one connection in full; --full and --brief
+force either layout. An unknown CONNECTION is an error that suggests
+close names.
+
 --json prints the daemon's status document (the stable contract for
-scripts, see SPEC section 4) and takes one sample.
+scripts, see SPEC section 4; with CONNECTION, that connection only) and
+takes one sample.
 
 Exit codes: 0 ok, 1 mptd not reachable or answered an error, 2 usage.
 
 Examples:
   mpt status
+  mpt status client-017
   mpt --socket /run/mpt/other.sock status --once
   mpt status --json | jq '.connections[].paths[] | {name, state, rtt_ms}'";
 
 #[derive(Args, Debug)]
 struct StatusArgs {
+    /// Only this connection, in full detail.
+    #[arg(value_name = "CONNECTION")]
+    conn: Option<String>,
     /// Print the daemon's status document as JSON (for scripts).
     #[arg(long)]
     json: bool,
     /// One sample: byte totals instead of rates (no 0.5 s wait).
     #[arg(long)]
     once: bool,
+    /// Every connection in full detail, however many there are.
+    #[arg(long, conflicts_with = "brief")]
+    full: bool,
+    /// One line per connection, however few there are.
+    #[arg(long)]
+    brief: bool,
 }
 
 /// Time between the two status samples that rates are computed from.
@@ -648,30 +669,46 @@ fn main() -> ExitCode {
 
 /// `mpt status`.
 fn status(endpoint: &Endpoint, args: &StatusArgs) -> Result<u8, Failure> {
-    use mpt_cli::ctl::status::{render, Traffic, WIDTH};
-    fn doc(mut response: serde_json::Value) -> Result<serde_json::Value, Failure> {
-        match response.get_mut("status").map(serde_json::Value::take) {
-            Some(s) if s.is_object() => Ok(s),
-            _ => Err(runtime(anyhow::anyhow!(
-                "malformed response from mptd: no \"status\" object"
-            ))),
+    use mpt_cli::ctl::status::{only_connection, render_layout, Layout, Traffic, WIDTH};
+    let doc = |mut response: serde_json::Value| -> Result<serde_json::Value, Failure> {
+        let status = match response.get_mut("status").map(serde_json::Value::take) {
+            Some(s) if s.is_object() => s,
+            _ => {
+                return Err(runtime(anyhow::anyhow!(
+                    "malformed response from mptd: no \"status\" object"
+                )))
+            }
+        };
+        // A daemon older than the `conn` field sends every connection.
+        match &args.conn {
+            None => Ok(status),
+            Some(name) => only_connection(status, name).map_err(|e| usage(anyhow::anyhow!(e))),
         }
-    }
+    };
+    let request = match &args.conn {
+        None => Request::Status,
+        Some(conn) => Request::StatusOf { conn: conn.clone() },
+    };
+    let layout = match (args.full || args.conn.is_some(), args.brief) {
+        (true, _) => Layout::Full,
+        (false, true) => Layout::Compact,
+        (false, false) => Layout::Auto,
+    };
     let mut client = endpoint.connect().map_err(runtime)?;
-    let first = doc(client.call(&Request::Status).map_err(runtime)?)?;
+    let first = doc(client.call(&request).map_err(runtime)?)?;
     let text = if args.json {
         serde_json::to_string_pretty(&first).map_err(runtime)? + "\n"
     } else if args.once {
-        render(&first, Traffic::Totals, WIDTH)
+        render_layout(&first, Traffic::Totals, WIDTH, layout)
     } else {
         let t0 = Instant::now();
         std::thread::sleep(RATE_INTERVAL);
-        let second = doc(client.call(&Request::Status).map_err(runtime)?)?;
+        let second = doc(client.call(&request).map_err(runtime)?)?;
         let traffic = Traffic::Rates {
             earlier: &first,
             elapsed: t0.elapsed(),
         };
-        render(&second, traffic, WIDTH)
+        render_layout(&second, traffic, WIDTH, layout)
     };
     print!("{text}");
     Ok(0)
@@ -763,7 +800,7 @@ fn path_call(endpoint: &Endpoint, req: &Request) -> Result<u8, Failure> {
         },
         Request::PathAdd { conn, name, .. } => println!("{conn} {name}: added{peer}"),
         Request::PathRemove { conn, path, .. } => println!("{conn} {path}: removed{peer}"),
-        Request::Status | Request::Reload => {}
+        Request::Status | Request::StatusOf { .. } | Request::Reload => {}
     }
     Ok(0)
 }

@@ -215,9 +215,4 @@ impl Sources {
             message,
         }
     }
-
-    /// Whether anything was included.
-    pub fn has_includes(&self) -> bool {
-        self.segments.len() > 1
-    }
 }
