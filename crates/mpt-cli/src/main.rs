@@ -361,7 +361,7 @@ enum ConfigCommand {
 
 const BENCH_HELP: &str = "\
 SCENARIO is a preset (ethernet, satellite, lte-gateway, handover, dtn-relay,
-unlike) or a
+unlike, clients) or a
 scenario TOML file (see conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
 joined by the case's paths (tbf-shaped veths, or veths through the link
 emulator in a middle namespace), runs mptd on both sides and measures with
@@ -374,6 +374,22 @@ Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json,
 results.csv, plot.svg, and work/ with the mptd configs and logs and the
 iperf3 JSON. mptd is taken from MPTD_BIN, next to `mpt`, or PATH.
 
+`clients` (one server, many clients) is different: namespaces
+mptemu-<pid>-clients-{s,c}, one server mptd and --clients client mptds
+(each with its own tun, control socket, key pair and addresses, all in
+the client namespace, --paths-per-client veth paths each), every
+connection with the public-key handshake. It reports the time until every
+client is up (server status: session established, all paths up), the
+server's threads and memory (/proc/PID/status: Threads, VmRSS, VmHWM),
+single-stream TCP of one client alone and of --senders clients at once
+(iperf3 bound to each client's tunnel address; target: their sum at least
+0.8 of one client alone), the last client alone with its keys renewed
+every --rekey-after seconds (TCP retransmits against client 0), and with
+--flood the senders again while a thread sends forged Noise initiations
+from spoofed addresses to the server ports as fast as it can (target:
+less than 20 % lost, server memory not growing). Output: results.json,
+results.csv and work/ (configs, keys, logs, iperf3 JSON).
+
 Exit codes: 0 done, 1 runtime failure, 2 usage error, 130 interrupted.
 
 Examples:
@@ -384,11 +400,12 @@ Examples:
   sudo mpt bench satellite --quick
   sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths vs tunnel
   sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
-  sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32";
+  sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
+  sudo mpt bench clients --clients 200 --senders 4 --flood";
 
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike) or TOML file.
+    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, clients) or TOML file.
     scenario: String,
     /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
     #[arg(long, value_name = "LIST", value_delimiter = ',',
@@ -413,6 +430,27 @@ struct BenchArgs {
     /// leaves mptd's default, the others ask for weighted).
     #[arg(long, value_parser = ["adaptive", "weighted"])]
     scheduler: Option<String>,
+    /// clients: client mptds on one server [default: 200; --quick: 8].
+    #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
+    clients: Option<usize>,
+    /// clients: paths of each client [default: 2].
+    #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
+    paths_per_client: Option<usize>,
+    /// clients: clients sending TCP at once [default: 4; --quick: 2].
+    #[arg(long, value_name = "K", help_heading = "mpt bench clients")]
+    senders: Option<usize>,
+    /// clients: serve every client on the server's one port 65022, client
+    /// connections without paths [default: a port per client connection].
+    #[arg(long, help_heading = "mpt bench clients")]
+    shared_port: bool,
+    /// clients: measure the senders again under a flood of forged
+    /// handshake initiations from spoofed addresses.
+    #[arg(long, help_heading = "mpt bench clients")]
+    flood: bool,
+    /// clients: the last client renews its keys this often; it is measured
+    /// alone against client 0 (TCP retransmits); 0 = off [default: 2].
+    #[arg(long, value_name = "SECONDS", help_heading = "mpt bench clients")]
+    rekey_after: Option<u64>,
 }
 
 fn p_bench_seconds(s: &str) -> Result<f64, String> {
@@ -977,6 +1015,22 @@ fn emu_profiles(name: Option<&str>) -> Result<u8, Failure> {
 
 fn bench(args: BenchArgs) -> Result<u8, Failure> {
     use mpt_cli::bench::{self, scenario};
+    if args.scenario == "clients" {
+        return bench_clients(args);
+    }
+    let clients_only = [
+        ("--clients", args.clients.is_some()),
+        ("--paths-per-client", args.paths_per_client.is_some()),
+        ("--senders", args.senders.is_some()),
+        ("--shared-port", args.shared_port),
+        ("--flood", args.flood),
+        ("--rekey-after", args.rekey_after.is_some()),
+    ];
+    if let Some((flag, _)) = clients_only.iter().find(|(_, set)| *set) {
+        return Err(usage(anyhow::anyhow!(
+            "{flag} applies to `mpt bench clients` only"
+        )));
+    }
     let combos = args
         .combos
         .as_deref()
@@ -1033,6 +1087,76 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
         Err(e) => Err(runtime(e.context(format!(
             "mpt bench failed (partial results and logs in {})",
             opts.out.display()
+        )))),
+    }
+}
+
+/// `mpt bench clients`: one server, many clients.
+fn bench_clients(args: BenchArgs) -> Result<u8, Failure> {
+    use mpt_cli::bench::{self, clients};
+    if args.paths.is_some() || args.combos.is_some() || args.scheduler.is_some() {
+        return Err(usage(anyhow::anyhow!(
+            "--paths, --combos and --scheduler do not apply to `mpt bench clients` \
+             (see --clients, --paths-per-client)"
+        )));
+    }
+    let mptd = match args.mptd {
+        Some(p) if p.is_file() => p,
+        Some(p) => {
+            return Err(usage(anyhow::anyhow!(
+                "--mptd {}: no such file",
+                p.display()
+            )))
+        }
+        None => bench::find_mptd().map_err(runtime)?,
+    };
+    let out = args.out.unwrap_or_else(|| bench::default_out("clients"));
+    let mut o = clients::Options::new(out, mptd);
+    if args.quick {
+        o.clients = 8;
+        o.senders = 2;
+        o.duration = Duration::from_secs(3);
+    }
+    if let Some(n) = args.clients {
+        o.clients = n;
+    }
+    if let Some(n) = args.paths_per_client {
+        o.paths_per_client = n;
+    }
+    if let Some(k) = args.senders {
+        o.senders = k;
+    } else {
+        o.senders = o.senders.min(o.clients);
+    }
+    if let Some(d) = args.duration {
+        o.duration = Duration::from_secs_f64(d.round().max(1.0));
+    }
+    o.shared_port = args.shared_port;
+    o.flood = args.flood;
+    if let Some(r) = args.rekey_after {
+        o.rekey_after = (r > 0).then(|| Duration::from_secs(r));
+    }
+    o.check().map_err(|m| usage(anyhow::anyhow!(m)))?;
+    let stop = signal::install()
+        .context("installing signal handlers")
+        .map_err(runtime)?;
+    match clients::run(&o, stop) {
+        Ok(report) => {
+            println!();
+            print!("{}", report.table());
+            println!("results in {}", o.out.display());
+            Ok(0)
+        }
+        Err(e) if e.is::<bench::Interrupted>() => {
+            eprintln!(
+                "interrupted; testbed removed, partial results in {}",
+                o.out.display()
+            );
+            Ok(130)
+        }
+        Err(e) => Err(runtime(e.context(format!(
+            "mpt bench clients failed (partial results and logs in {})",
+            o.out.display()
         )))),
     }
 }
