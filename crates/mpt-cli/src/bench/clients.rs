@@ -329,6 +329,9 @@ pub struct FloodResult {
     /// Forged initiations sent, and their rate.
     pub datagrams: u64,
     pub per_second: f64,
+    /// CPU of this process (the flooding thread, mostly) over the flood,
+    /// percent of one core: it competes with the tunnel for the cores.
+    pub flood_cpu_pct: Option<f64>,
     /// Throughput lost to the flood: 1 - flooded / quiet, percent.
     pub drop_pct: f64,
     /// Server memory before and after the flood.
@@ -420,6 +423,10 @@ impl Report {
             put("flood_mbps", format!("{:.3}", f.senders.mbps));
             put("flood_drop_pct", format!("{:.3}", f.drop_pct));
             put("flood_datagrams_per_s", format!("{:.0}", f.per_second));
+            put(
+                "flood_cpu_pct",
+                f.flood_cpu_pct.map_or(String::new(), |p| format!("{p:.1}")),
+            );
             put("flood_rss_kib_before", f.server_before.rss_kib.to_string());
             put("flood_rss_kib_after", f.server_after.rss_kib.to_string());
             put("flood_up_after", f.up_after.to_string());
@@ -450,7 +457,7 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "  all up:          {} ({} of {}{})",
+            "  all up:            {} ({} of {}{})",
             if self.all_up { "yes" } else { "NO" },
             self.up_count,
             self.clients,
@@ -461,7 +468,7 @@ impl Report {
             if let Some(m) = m {
                 let _ = writeln!(
                     s,
-                    "  server ({tag}):   {} threads, RSS {:.1} MiB, peak {:.1} MiB",
+                    "  server ({tag:<4}):   {} threads, RSS {:.1} MiB, peak {:.1} MiB",
                     m.threads,
                     m.rss_kib as f64 / 1024.0,
                     m.hwm_kib as f64 / 1024.0
@@ -469,13 +476,13 @@ impl Report {
             }
         }
         if let Some(m) = &self.single {
-            let _ = writeln!(s, "  one client:      {:.1} Mbit/s TCP", m.mbps);
+            let _ = writeln!(s, "  one client:        {:.1} Mbit/s TCP", m.mbps);
         }
         if let Some(a) = &self.aggregate {
             let _ = writeln!(
                 s,
-                "  {} at once:      {:.1} Mbit/s TCP in all (ratio to one client {})",
-                a.clients.len(),
+                "  {:<18} {:.1} Mbit/s TCP in all (ratio to one client {})",
+                format!("{} at once:", a.clients.len()),
                 a.mbps,
                 self.aggregate_ratio
                     .map_or("-".to_string(), |r| format!("{r:.2}, target >= 0.8"))
@@ -484,11 +491,13 @@ impl Report {
         if let Some(f) = &self.flood {
             let _ = writeln!(
                 s,
-                "  under flood:     {:.1} Mbit/s ({:.1} % less; target < 20 %), {:.0} forged initiations/s, \
-                 server RSS {:.1} -> {:.1} MiB, {} up after",
+                "  under flood:       {:.1} Mbit/s ({:.1} % less; target < 20 %), {:.0} forged initiations/s \
+                 (the flooding thread used {} of a core), server RSS {:.1} -> {:.1} MiB, {} up after",
                 f.senders.mbps,
                 f.drop_pct,
                 f.per_second,
+                f.flood_cpu_pct
+                    .map_or("-".to_string(), |p| format!("{p:.0} %")),
                 f.server_before.rss_kib as f64 / 1024.0,
                 f.server_after.rss_kib as f64 / 1024.0,
                 f.up_after
@@ -497,7 +506,7 @@ impl Report {
         if let Some(r) = &self.rekey {
             let _ = writeln!(
                 s,
-                "  rekeys:          {} in {} s (every {} s): {:.1} Mbit/s, {} retransmits; without: {:.1} Mbit/s, {} retransmits",
+                "  rekeys:            {} in {} s (every {} s): {:.1} Mbit/s, {} retransmits; without: {:.1} Mbit/s, {} retransmits",
                 r.rekeys,
                 self.duration_s,
                 r.rekey_after_s,
@@ -593,14 +602,11 @@ fn count_up(status: &Value, paths: usize) -> usize {
                         .pointer("/session/established")
                         .and_then(Value::as_bool)
                         .unwrap_or(false);
-                    let up = c
-                        .get("paths")
-                        .and_then(Value::as_array)
-                        .map_or(0, |ps| {
-                            ps.iter()
-                                .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
-                                .count()
-                        });
+                    let up = c.get("paths").and_then(Value::as_array).map_or(0, |ps| {
+                        ps.iter()
+                            .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
+                            .count()
+                    });
                     established && up >= paths
                 })
                 .count()
@@ -626,8 +632,18 @@ fn build(
     let mut c_cmds = vec!["link set dev lo up".to_string()];
     for k in 0..o.paths_per_client {
         ip(&[
-            "-n", &cn, "link", "add", &format!("c{k}"), "type", "veth", "peer", "name",
-            &format!("s{k}"), "netns", &sn,
+            "-n",
+            &cn,
+            "link",
+            "add",
+            &format!("c{k}"),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("s{k}"),
+            "netns",
+            &sn,
         ])
         .with_context(|| format!("veth pair {k}"))?;
         s_cmds.push(format!("addr add {}/16 dev s{k}", server_ip(k)));
@@ -651,7 +667,9 @@ fn build(
         let key = work.join(format!("client-{i}.key"));
         client_publics.push(keypair(&key)?);
         let control = work.join(format!("client-{i}.sock"));
-        let rekey = o.rekey_after.filter(|_| o.clients >= 2 && i == o.clients - 1);
+        let rekey = o
+            .rekey_after
+            .filter(|_| o.clients >= 2 && i == o.clients - 1);
         let cfg = client_config(
             i,
             &control,
@@ -795,7 +813,17 @@ fn tcp_at_once(
             server.port.to_string(),
         );
         let args = [
-            "-c", &target, "-B", &bind, "-p", &port, "-t", &secs, "-J", "--connect-timeout", "5000",
+            "-c",
+            &target,
+            "-B",
+            &bind,
+            "-p",
+            &port,
+            "-t",
+            &secs,
+            "-J",
+            "--connect-timeout",
+            "5000",
         ];
         procs.push(Proc::spawn_in(
             bed.c.name(),
@@ -825,8 +853,8 @@ fn tcp_at_once(
         ..Aggregate::default()
     };
     for (&i, json) in senders.iter().zip(&outs) {
-        let text = std::fs::read_to_string(json)
-            .with_context(|| format!("reading {}", json.display()))?;
+        let text =
+            std::fs::read_to_string(json).with_context(|| format!("reading {}", json.display()))?;
         let m = iperf::parse(&text, None)
             .with_context(|| format!("client {i} ({tag}), output in {}", json.display()))?;
         agg.mbps += m.mbps;
@@ -919,7 +947,12 @@ impl XorShift {
 /// One forged datagram: IPv4 header (checksum, length and id left to the
 /// kernel), UDP header (no checksum), then an initiation-sized message with
 /// our header (type NoiseInitiation, conn_id 0) and a random body.
-pub fn forged_initiation(rng_bytes: &mut dyn FnMut() -> u64, src: Ipv4Addr, dst: Ipv4Addr, port: u16) -> Vec<u8> {
+pub fn forged_initiation(
+    rng_bytes: &mut dyn FnMut() -> u64,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    port: u16,
+) -> Vec<u8> {
     use mpt_proto::noise::INITIATION_LEN;
     use mpt_proto::wire::{Flags, Header, MsgType};
     let udp_len = 8 + INITIATION_LEN;
@@ -1064,8 +1097,8 @@ pub fn run(o: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
 
 fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> anyhow::Result<()> {
     println!(
-        "==> clients: building the testbed ({} and {} namespaces, {} veth pair(s))",
-        "server", "client", o.paths_per_client
+        "==> clients: building the testbed (server and client namespaces, {} veth pair(s))",
+        o.paths_per_client
     );
     let mut t_start = None;
     let mut bed = build(o, work, stop, &mut t_start)?;
@@ -1097,7 +1130,10 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
         .rekey_after
         .filter(|_| o.clients >= 2)
         .map(|_| o.clients - 1);
-    println!("==> clients: one client alone, TCP ({} s)", o.duration.as_secs());
+    println!(
+        "==> clients: one client alone, TCP ({} s)",
+        o.duration.as_secs()
+    );
     let single = tcp_at_once(&bed, &[0], o, work, "single", stop)?;
     let single_m = single.per_sender[0].clone();
     println!("    {:.1} Mbit/s", single_m.mbps);
@@ -1158,10 +1194,17 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
         } else {
             (0..o.clients).map(|i| server_port(i, false)).collect()
         };
+        let cpu0 = (super::testbed::cpu_time(std::process::id()), Instant::now());
         let flood = Flood::start(bed.c.name(), ports);
         sleep(Duration::from_millis(500), stop)?;
         let agg = tcp_at_once(&bed, &senders, o, work, "flood", stop);
         let (datagrams, per_second) = flood.finish()?;
+        let flood_cpu_pct = match (cpu0.0, super::testbed::cpu_time(std::process::id())) {
+            (Some(a), Some(b)) => {
+                Some(100.0 * b.saturating_sub(a).as_secs_f64() / cpu0.1.elapsed().as_secs_f64())
+            }
+            _ => None,
+        };
         let agg = agg?;
         // Half-done handshakes and cookies time out within seconds.
         sleep(Duration::from_secs(2), stop)?;
@@ -1175,6 +1218,7 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
             senders: agg,
             datagrams,
             per_second,
+            flood_cpu_pct,
             server_before: before,
             server_after: proc_mem(server_pid).unwrap_or_default(),
             up_after: count_up(&status, o.paths_per_client),
@@ -1200,7 +1244,8 @@ mod tests {
     use super::*;
 
     fn tempdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("mpt-bench-clients-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("mpt-bench-clients-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
@@ -1327,7 +1372,10 @@ mod tests {
         assert_eq!(h.conn_id, 0);
         assert_eq!(&p[12..16], &[10, 100, 200, 9]);
         assert_eq!(u16::from_be_bytes([p[22], p[23]]), 20001);
-        assert_eq!(usize::from(u16::from_be_bytes([p[24], p[25]])), 8 + msg.len());
+        assert_eq!(
+            usize::from(u16::from_be_bytes([p[24], p[25]])),
+            8 + msg.len()
+        );
         // It parses as an initiation (the responder then refuses its MAC).
         assert!(mpt_proto::noise::parse_initiation(msg).is_ok());
     }
