@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{line_col, ConfigError, RawConnection};
+use super::{key_at, line_col, ConfigError, RawConnection};
 
 /// A file read through `include`, with the connections it defined.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +165,13 @@ impl Sources {
             let offset = e.span().map_or(0, |s| s.start);
             let (line, column) = line_col(text, offset);
             let mut message = e.message().trim().to_string();
-            if message.contains("unknown field") {
+            if let Some(key) = key_at(text, offset) {
+                if !message.contains(&format!("`{key}`")) {
+                    message = format!("key `{key}`: {message}");
+                }
+            }
+            // A top-level key or table other than [[connection]].
+            if message.contains("unknown field") && message.contains("expected `connection`") {
                 message.push_str(" (an included file holds [[connection]] tables only)");
             }
             ConfigError {

@@ -598,9 +598,16 @@ fn include_errors_name_the_included_file_and_position() {
     assert!(e.message.contains("tunnel"), "{e}");
     assert!(e.message.contains("[[connection]] tables only"), "{e}");
     assert!(e.line > 1, "{e}");
+    // A key after the last path belongs to that path: no hint about
+    // top-level tables then.
+    write(&inc, &format!("{}threads = 2\n", client_conn("x", 2, 3)));
+    let e = load(&main).unwrap_err();
+    assert!(e.message.contains("unknown field `threads`"), "{e}");
+    assert!(!e.message.contains("tables only"), "{e}");
     // A top-level key.
     write(&inc, "threads = 2\n");
     let e = load(&main).unwrap_err();
+    assert!(e.message.contains("tables only"), "{e}");
     assert_eq!(
         (e.file.as_str(), e.line, e.column),
         (inc_name.as_str(), 1, 1),
