@@ -195,7 +195,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__bench)
-            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --log --socket --help"
+            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --clients --paths-per-client --senders --shared-port --flood --rekey-after --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -223,6 +223,22 @@ _mpt() {
                     ;;
                 --scheduler)
                     COMPREPLY=($(compgen -W "adaptive weighted" -- "${cur}"))
+                    return 0
+                    ;;
+                --clients)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --paths-per-client)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --senders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rekey-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --log)
@@ -1069,7 +1085,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__status)
-            opts="-h --json --once --log --socket --help"
+            opts="-h --json --once --full --brief --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

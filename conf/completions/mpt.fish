@@ -47,6 +47,8 @@ complete -c mpt -n "__fish_mpt_using_subcommand status" -l log -d 'Log filter (t
 complete -c mpt -n "__fish_mpt_using_subcommand status" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand status" -l json -d 'Print the daemon\'s status document as JSON (for scripts)'
 complete -c mpt -n "__fish_mpt_using_subcommand status" -l once -d 'One sample: byte totals instead of rates (no 0.5 s wait)'
+complete -c mpt -n "__fish_mpt_using_subcommand status" -l full -d 'Every connection in full detail, however many there are'
+complete -c mpt -n "__fish_mpt_using_subcommand status" -l brief -d 'One line per connection, however few there are'
 complete -c mpt -n "__fish_mpt_using_subcommand status" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand path; and not __fish_seen_subcommand_from add remove help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
@@ -125,9 +127,15 @@ complete -c mpt -n "__fish_mpt_using_subcommand bench" -l out -d 'Output directo
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l mptd -d 'mptd binary (default: MPTD_BIN, next to mpt, then PATH)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l scheduler -d 'mptd\'s scheduler in every case (default: the scenario\'s; `unlike` leaves mptd\'s default, the others ask for weighted)' -r -f -a "adaptive\t''
 weighted\t''"
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l clients -d 'clients: client mptds on one server [default: 200; --quick: 8]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l paths-per-client -d 'clients: paths of each client [default: 2]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l senders -d 'clients: clients sending TCP at once [default: 4; --quick: 2]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l rekey-after -d 'clients: the last client renews its keys this often; it is measured alone against client 0 (TCP retransmits); 0 = off [default: 2]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l quick -d 'Short run for CI: the scenario\'s [quick] settings (ethernet: 2 paths, 3 s)'
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l shared-port -d 'clients: serve every client on the server\'s one port 65022, client connections without paths [default: a port per client connection]'
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l flood -d 'clients: measure the senders again under a flood of forged handshake initiations from spoofed addresses'
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F

@@ -128,3 +128,59 @@ fn daemon_with_bad_config_exits_2_without_half_starting() {
     assert!(!ns.link_exists(TUN), "{TUN} left behind");
     assert!(!sock.exists(), "control socket left behind");
 }
+
+/// `[daemon] include`: the connections of a main file split off into
+/// `clients.d/*.toml`; `mptd --check` and `mpt config check` accept it and
+/// list the included file, and an error in it names that file.
+#[test]
+fn check_reads_and_reports_included_files() {
+    let dir = TempDir::new("cfg").expect("temp dir");
+    let good = good_config(dir.path());
+    let at = good.find("[[connection]]").expect("a connection");
+    let main = good[..at].replacen(
+        "[daemon]\n",
+        "[daemon]\ninclude = \"clients.d/*.toml\"\n",
+        1,
+    );
+    assert_ne!(main, good[..at], "include not inserted");
+    std::fs::create_dir_all(dir.path().join("clients.d")).expect("mkdir");
+    let inc = dir.path().join("clients.d/site.toml");
+    std::fs::write(&inc, &good[at..]).expect("write include");
+    let f = dir.path().join("main.toml");
+    std::fs::write(&f, &main).expect("write main");
+    for bin in [mptd_bin().expect("mptd"), mpt_bin().expect("mpt")] {
+        let mut cmd = Command::new(&bin);
+        if bin.ends_with("mpt") {
+            cmd.args(["config", "check"]);
+        } else {
+            cmd.arg("--check");
+        }
+        let out = cmd.arg(&f).output().expect("run the check");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {stdout}{}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("ok (1 connection(s), 2 path(s))"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("site.toml: 1 connection(s)"), "{stdout}");
+    }
+    // An error inside the included file names it, not the main file.
+    std::fs::write(
+        &inc,
+        good[at..].replacen("status = \"up\"", "status = \"sideways\"", 1),
+    )
+    .expect("write include");
+    let (code, err) = check(&f);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("site.toml:") && err.contains("status"),
+        "{err}"
+    );
+    assert!(!err.contains("main.toml"), "{err}");
+}

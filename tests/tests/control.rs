@@ -197,6 +197,14 @@ fn metrics_endpoint_serves_the_documented_series() {
     ] {
         assert!(page.contains(series), "metrics lack {series}:\n{page}");
     }
+    // Every sample is labelled by connection (conn="" for what belongs to
+    // none), so a server with many clients can be broken down.
+    for (series, _) in samples(&page) {
+        assert!(
+            series.contains("{conn=\""),
+            "sample without a conn label: {series}"
+        );
+    }
     let tx_line = page
         .lines()
         .find(|l| {
@@ -371,6 +379,8 @@ fn hostile_control_requests_get_errors_and_forwarding_continues() {
         b"{\"version\":1}\n",
         b"{\"version\":1,\"request\":\"path_weight\",\"conn\":\"x\",\"path\":\"y\",\"weight_out\":-5}\n",
         b"[1,2,3]\n",
+        b"{\"version\":1,\"request\":\"status\",\"conn\":5}\n",
+        b"{\"version\":1,\"request\":\"status\",\"conn\":\"no-such-connection\"}\n",
     ] {
         let r = ask(bad);
         assert_eq!(r["ok"], false, "{} -> {r}", String::from_utf8_lossy(bad));
@@ -386,6 +396,24 @@ fn hostile_control_requests_get_errors_and_forwarding_continues() {
         .request(&json!({"version": 1, "request": "status"}))
         .expect("status");
     assert_eq!(st["ok"], true);
+    // One connection by name; a near miss is refused with the real name.
+    let name = st["status"]["connections"][0]["name"]
+        .as_str()
+        .expect("a connection name")
+        .to_string();
+    let one =
+        ask(format!("{{\"version\":1,\"request\":\"status\",\"conn\":\"{name}\"}}\n").as_bytes());
+    assert_eq!(
+        one["status"]["connections"].as_array().map(Vec::len),
+        Some(1),
+        "{one}"
+    );
+    let (code, out, _) = mpt(&sock, &["status", &name, "--once"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("RTT/MIN"), "{out}");
+    let (code, _, err) = mpt(&sock, &["status", &format!("{name}x")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&format!("did you mean `{name}`?")), "{err}");
     bed.transfer(Side::A, Family::V4, 4 << 20)
         .expect("traffic after hostile requests");
     bed.shutdown().expect("clean shutdown");

@@ -153,24 +153,45 @@ packet received and since the last state change, smoothed/minimum RTT,
 loss, packets and bit rates. Rates come from two samples 0.5 s apart
 (--once: one sample, byte totals instead). A missing figure shows as '-'.
 
+With more than 8 connections (a server with many clients) the table has
+one line per connection instead: its state (up: a path is up; keying:
+no session keys yet; waiting: no path yet; else the best path state),
+paths up/total, the peer's address (of the first up path; +N: more
+addresses), tx/rx bit rates (or bytes with --once) summed over its paths,
+and LAST HS, the time since its last handshake (or rekey).
+`mpt status CONNECTION` shows one connection in full; --full and --brief
+force either layout. An unknown CONNECTION is an error that suggests
+close names.
+
 --json prints the daemon's status document (the stable contract for
-scripts, see SPEC section 4) and takes one sample.
+scripts, see SPEC section 4; with CONNECTION, that connection only) and
+takes one sample.
 
 Exit codes: 0 ok, 1 mptd not reachable or answered an error, 2 usage.
 
 Examples:
   mpt status
+  mpt status client-017
   mpt --socket /run/mpt/other.sock status --once
   mpt status --json | jq '.connections[].paths[] | {name, state, rtt_ms}'";
 
 #[derive(Args, Debug)]
 struct StatusArgs {
+    /// Only this connection, in full detail.
+    #[arg(value_name = "CONNECTION")]
+    conn: Option<String>,
     /// Print the daemon's status document as JSON (for scripts).
     #[arg(long)]
     json: bool,
     /// One sample: byte totals instead of rates (no 0.5 s wait).
     #[arg(long)]
     once: bool,
+    /// Every connection in full detail, however many there are.
+    #[arg(long, conflicts_with = "brief")]
+    full: bool,
+    /// One line per connection, however few there are.
+    #[arg(long)]
+    brief: bool,
 }
 
 /// Time between the two status samples that rates are computed from.
@@ -340,7 +361,7 @@ enum ConfigCommand {
 
 const BENCH_HELP: &str = "\
 SCENARIO is a preset (ethernet, satellite, lte-gateway, handover, dtn-relay,
-unlike) or a
+unlike, clients) or a
 scenario TOML file (see conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
 joined by the case's paths (tbf-shaped veths, or veths through the link
 emulator in a middle namespace), runs mptd on both sides and measures with
@@ -353,6 +374,22 @@ Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json,
 results.csv, plot.svg, and work/ with the mptd configs and logs and the
 iperf3 JSON. mptd is taken from MPTD_BIN, next to `mpt`, or PATH.
 
+`clients` (one server, many clients) is different: namespaces
+mptemu-<pid>-clients-{s,c}, one server mptd and --clients client mptds
+(each with its own tun, control socket, key pair and addresses, all in
+the client namespace, --paths-per-client veth paths each), every
+connection with the public-key handshake. It reports the time until every
+client is up (server status: session established, all paths up), the
+server's threads and memory (/proc/PID/status: Threads, VmRSS, VmHWM),
+single-stream TCP of one client alone and of --senders clients at once
+(iperf3 bound to each client's tunnel address; target: their sum at least
+0.8 of one client alone), the last client alone with its keys renewed
+every --rekey-after seconds (TCP retransmits against client 0), and with
+--flood the senders again while a thread sends forged Noise initiations
+from spoofed addresses to the server ports as fast as it can (target:
+less than 20 % lost, server memory not growing). Output: results.json,
+results.csv and work/ (configs, keys, logs, iperf3 JSON).
+
 Exit codes: 0 done, 1 runtime failure, 2 usage error, 130 interrupted.
 
 Examples:
@@ -363,11 +400,12 @@ Examples:
   sudo mpt bench satellite --quick
   sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths vs tunnel
   sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
-  sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32";
+  sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
+  sudo mpt bench clients --clients 200 --senders 4 --flood";
 
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike) or TOML file.
+    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, clients) or TOML file.
     scenario: String,
     /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
     #[arg(long, value_name = "LIST", value_delimiter = ',',
@@ -392,6 +430,27 @@ struct BenchArgs {
     /// leaves mptd's default, the others ask for weighted).
     #[arg(long, value_parser = ["adaptive", "weighted"])]
     scheduler: Option<String>,
+    /// clients: client mptds on one server [default: 200; --quick: 8].
+    #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
+    clients: Option<usize>,
+    /// clients: paths of each client [default: 2].
+    #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
+    paths_per_client: Option<usize>,
+    /// clients: clients sending TCP at once [default: 4; --quick: 2].
+    #[arg(long, value_name = "K", help_heading = "mpt bench clients")]
+    senders: Option<usize>,
+    /// clients: serve every client on the server's one port 65022, client
+    /// connections without paths [default: a port per client connection].
+    #[arg(long, help_heading = "mpt bench clients")]
+    shared_port: bool,
+    /// clients: measure the senders again under a flood of forged
+    /// handshake initiations from spoofed addresses.
+    #[arg(long, help_heading = "mpt bench clients")]
+    flood: bool,
+    /// clients: the last client renews its keys this often; it is measured
+    /// alone against client 0 (TCP retransmits); 0 = off [default: 2].
+    #[arg(long, value_name = "SECONDS", help_heading = "mpt bench clients")]
+    rekey_after: Option<u64>,
 }
 
 fn p_bench_seconds(s: &str) -> Result<f64, String> {
@@ -648,30 +707,46 @@ fn main() -> ExitCode {
 
 /// `mpt status`.
 fn status(endpoint: &Endpoint, args: &StatusArgs) -> Result<u8, Failure> {
-    use mpt_cli::ctl::status::{render, Traffic, WIDTH};
-    fn doc(mut response: serde_json::Value) -> Result<serde_json::Value, Failure> {
-        match response.get_mut("status").map(serde_json::Value::take) {
-            Some(s) if s.is_object() => Ok(s),
-            _ => Err(runtime(anyhow::anyhow!(
-                "malformed response from mptd: no \"status\" object"
-            ))),
+    use mpt_cli::ctl::status::{only_connection, render_layout, Layout, Traffic, WIDTH};
+    let doc = |mut response: serde_json::Value| -> Result<serde_json::Value, Failure> {
+        let status = match response.get_mut("status").map(serde_json::Value::take) {
+            Some(s) if s.is_object() => s,
+            _ => {
+                return Err(runtime(anyhow::anyhow!(
+                    "malformed response from mptd: no \"status\" object"
+                )))
+            }
+        };
+        // A daemon older than the `conn` field sends every connection.
+        match &args.conn {
+            None => Ok(status),
+            Some(name) => only_connection(status, name).map_err(|e| usage(anyhow::anyhow!(e))),
         }
-    }
+    };
+    let request = match &args.conn {
+        None => Request::Status,
+        Some(conn) => Request::StatusOf { conn: conn.clone() },
+    };
+    let layout = match (args.full || args.conn.is_some(), args.brief) {
+        (true, _) => Layout::Full,
+        (false, true) => Layout::Compact,
+        (false, false) => Layout::Auto,
+    };
     let mut client = endpoint.connect().map_err(runtime)?;
-    let first = doc(client.call(&Request::Status).map_err(runtime)?)?;
+    let first = doc(client.call(&request).map_err(runtime)?)?;
     let text = if args.json {
         serde_json::to_string_pretty(&first).map_err(runtime)? + "\n"
     } else if args.once {
-        render(&first, Traffic::Totals, WIDTH)
+        render_layout(&first, Traffic::Totals, WIDTH, layout)
     } else {
         let t0 = Instant::now();
         std::thread::sleep(RATE_INTERVAL);
-        let second = doc(client.call(&Request::Status).map_err(runtime)?)?;
+        let second = doc(client.call(&request).map_err(runtime)?)?;
         let traffic = Traffic::Rates {
             earlier: &first,
             elapsed: t0.elapsed(),
         };
-        render(&second, traffic, WIDTH)
+        render_layout(&second, traffic, WIDTH, layout)
     };
     print!("{text}");
     Ok(0)
@@ -763,7 +838,7 @@ fn path_call(endpoint: &Endpoint, req: &Request) -> Result<u8, Failure> {
         },
         Request::PathAdd { conn, name, .. } => println!("{conn} {name}: added{peer}"),
         Request::PathRemove { conn, path, .. } => println!("{conn} {path}: removed{peer}"),
-        Request::Status | Request::Reload => {}
+        Request::Status | Request::StatusOf { .. } | Request::Reload => {}
     }
     Ok(0)
 }
@@ -940,6 +1015,22 @@ fn emu_profiles(name: Option<&str>) -> Result<u8, Failure> {
 
 fn bench(args: BenchArgs) -> Result<u8, Failure> {
     use mpt_cli::bench::{self, scenario};
+    if args.scenario == "clients" {
+        return bench_clients(args);
+    }
+    let clients_only = [
+        ("--clients", args.clients.is_some()),
+        ("--paths-per-client", args.paths_per_client.is_some()),
+        ("--senders", args.senders.is_some()),
+        ("--shared-port", args.shared_port),
+        ("--flood", args.flood),
+        ("--rekey-after", args.rekey_after.is_some()),
+    ];
+    if let Some((flag, _)) = clients_only.iter().find(|(_, set)| *set) {
+        return Err(usage(anyhow::anyhow!(
+            "{flag} applies to `mpt bench clients` only"
+        )));
+    }
     let combos = args
         .combos
         .as_deref()
@@ -996,6 +1087,76 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
         Err(e) => Err(runtime(e.context(format!(
             "mpt bench failed (partial results and logs in {})",
             opts.out.display()
+        )))),
+    }
+}
+
+/// `mpt bench clients`: one server, many clients.
+fn bench_clients(args: BenchArgs) -> Result<u8, Failure> {
+    use mpt_cli::bench::{self, clients};
+    if args.paths.is_some() || args.combos.is_some() || args.scheduler.is_some() {
+        return Err(usage(anyhow::anyhow!(
+            "--paths, --combos and --scheduler do not apply to `mpt bench clients` \
+             (see --clients, --paths-per-client)"
+        )));
+    }
+    let mptd = match args.mptd {
+        Some(p) if p.is_file() => p,
+        Some(p) => {
+            return Err(usage(anyhow::anyhow!(
+                "--mptd {}: no such file",
+                p.display()
+            )))
+        }
+        None => bench::find_mptd().map_err(runtime)?,
+    };
+    let out = args.out.unwrap_or_else(|| bench::default_out("clients"));
+    let mut o = clients::Options::new(out, mptd);
+    if args.quick {
+        o.clients = 8;
+        o.senders = 2;
+        o.duration = Duration::from_secs(3);
+    }
+    if let Some(n) = args.clients {
+        o.clients = n;
+    }
+    if let Some(n) = args.paths_per_client {
+        o.paths_per_client = n;
+    }
+    if let Some(k) = args.senders {
+        o.senders = k;
+    } else {
+        o.senders = o.senders.min(o.clients);
+    }
+    if let Some(d) = args.duration {
+        o.duration = Duration::from_secs_f64(d.round().max(1.0));
+    }
+    o.shared_port = args.shared_port;
+    o.flood = args.flood;
+    if let Some(r) = args.rekey_after {
+        o.rekey_after = (r > 0).then(|| Duration::from_secs(r));
+    }
+    o.check().map_err(|m| usage(anyhow::anyhow!(m)))?;
+    let stop = signal::install()
+        .context("installing signal handlers")
+        .map_err(runtime)?;
+    match clients::run(&o, stop) {
+        Ok(report) => {
+            println!();
+            print!("{}", report.table());
+            println!("results in {}", o.out.display());
+            Ok(0)
+        }
+        Err(e) if e.is::<bench::Interrupted>() => {
+            eprintln!(
+                "interrupted; testbed removed, partial results in {}",
+                o.out.display()
+            );
+            Ok(130)
+        }
+        Err(e) => Err(runtime(e.context(format!(
+            "mpt bench clients failed (partial results and logs in {})",
+            o.out.display()
         )))),
     }
 }
@@ -1083,13 +1244,7 @@ fn config_check(file: &std::path::Path) -> Result<u8, Failure> {
             for w in c.identity_warnings() {
                 eprintln!("warning: {w}");
             }
-            let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
-            println!(
-                "{}: ok ({} connection(s), {} path(s))",
-                file.display(),
-                c.connections.len(),
-                paths
-            );
+            println!("{}", c.check_report(file));
             Ok(0)
         }
         Err(e) => Err(Failure {

@@ -224,6 +224,33 @@ fn status_once_samples_once() {
 }
 
 #[test]
+fn status_of_one_connection_asks_for_it_and_copes_with_old_daemons() {
+    // The daemon filters ...
+    let d = FakeDaemon::answering(&[ok(json!({"status": status_doc(7)}))]);
+    let o = mpt(&d.sock(), &["status", "site-b", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        d.requests(),
+        [json!({"version": 1, "request": "status", "conn": "site-b"})]
+    );
+    // ... an old one sends everything: the client keeps the one asked for
+    // (here none matches: a usage error with the close names).
+    let d = FakeDaemon::answering(&[ok(json!({"status": status_doc(7)}))]);
+    let o = mpt(&d.sock(), &["status", "site-c", "--once"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("did you mean `site-b`?"),
+        "{}",
+        stderr(&o)
+    );
+    // The daemon's own refusal is shown as it is.
+    let d = FakeDaemon::answering(&[failed("no connection `x`; did you mean `y`?")]);
+    let o = mpt(&d.sock(), &["status", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("did you mean `y`?"), "{}", stderr(&o));
+}
+
+#[test]
 fn status_without_status_object_fails() {
     let d = FakeDaemon::answering(&[ok(json!({}))]);
     let o = mpt(&d.sock(), &["status", "--json"]);

@@ -87,7 +87,6 @@ fn twelve_paths_fit_80_columns_with_rates() {
         },
         WIDTH,
     );
-    println!("{text}");
     assert_fits(&text);
     // 12 paths, each in both tables.
     for i in 1..=12 {
@@ -135,7 +134,6 @@ fn addresses_fit_or_are_shortened() {
         })
         .collect();
     let text = render(&doc(typical), Traffic::Totals, WIDTH);
-    println!("{text}");
     assert!(
         row(&text, "path12", 0).contains("10.0.12.1:65022 -> 10.0.12.2:65022"),
         "{text}"
@@ -151,7 +149,6 @@ fn addresses_fit_or_are_shortened() {
     p["local"] = json!("[2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff]:65022");
     p["remote"] = json!("[2001:db8:1111:2222:3333:4444:5555:6666]:65022");
     let text = render(&doc(vec![p.clone(); 12]), Traffic::Totals, WIDTH);
-    println!("{text}");
     assert_fits(&text);
     assert!(row(&text, "path01", 0).contains('…'));
     // Without the pressure of a narrow table it is left whole.
@@ -193,7 +190,6 @@ fn missing_and_null_fields_show_as_dash() {
         Traffic::Totals,
         WIDTH,
     );
-    println!("{text}");
     assert!(text.starts_with("tunnel -, up -\n"), "{text}");
     assert!(text.contains("c: session -"), "{text}");
     let links: Vec<&str> = row(&text, "p", 0).split_whitespace().collect();
@@ -211,7 +207,6 @@ fn missing_and_null_fields_show_as_dash() {
     let mut d = doc(vec![p]);
     d["connections"][0]["session"] = json!({"encrypted": false, "established": false});
     let text = render(&d, Traffic::Totals, WIDTH);
-    println!("{text}");
     assert!(
         row(&text, "path01", 0).contains("192.168.1.10:65022 -> ?"),
         "{text}"
@@ -273,7 +268,6 @@ fn rates_need_both_samples_and_a_forward_counter() {
         },
         WIDTH,
     );
-    println!("{text}");
     let p1: Vec<&str> = row(&text, "path01", 1).split_whitespace().collect();
     assert_eq!(p1[5..], ["-", "8.00k"]);
     let p2: Vec<&str> = row(&text, "path02", 1).split_whitespace().collect();
@@ -385,4 +379,103 @@ fn responses_are_checked() {
             String::from_utf8_lossy(bad)
         );
     }
+}
+
+/// A server with `n` clients of two paths each; client `i` sent
+/// `i * tx` bytes on each path.
+fn many(n: usize, tx: u64) -> Value {
+    let conns: Vec<Value> = (0..n)
+        .map(|i| {
+            let state = if i == 3 { "down" } else { "up" };
+            let paths: Vec<Value> = (0..2)
+                .map(|k| {
+                    json!({
+                        "name": format!("p{k}"),
+                        "state": state,
+                        "local": "0.0.0.0:65022",
+                        "remote": format!("198.51.100.{}:{}", i + 1, 40000 + k),
+                        "tx_bytes": tx * i as u64,
+                        "rx_bytes": tx * i as u64 / 1000,
+                    })
+                })
+                .collect();
+            json!({
+                "name": format!("client-with-a-long-name-{i:03}"),
+                "session": {"encrypted": true, "established": i != 5, "key_age_s": 75.0},
+                "paths": if i == 7 { vec![] } else { paths },
+            })
+        })
+        .collect();
+    json!({"tunnel": "mpt0", "uptime_s": 60, "connections": conns})
+}
+
+#[test]
+fn many_connections_get_one_line_each() {
+    use mpt_cli::ctl::status::{render_layout, Layout};
+    let earlier = many(200, 0);
+    let later = many(200, 1_000_000);
+    let traffic = Traffic::Rates {
+        earlier: &earlier,
+        elapsed: Duration::from_secs(1),
+    };
+    let text = render(&later, traffic, WIDTH);
+    assert_fits(&text);
+    // Header, summary, column heads, 200 rows, the hint.
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("client-")).count(),
+        200,
+        "{text}"
+    );
+    assert!(!text.contains("RTT/MIN"), "no path tables:\n{text}");
+    assert!(
+        text.contains("200 connections: 197 up, 1 down, 1 keying, 1 waiting"),
+        "{text}"
+    );
+    // Client 10: two paths of 10 MB/s each = 160 Mbit/s out, two paths
+    // to one address (same IP, two ports: no "+N").
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("client-wi…name-000 "))
+        .expect("names cut in the middle at 18");
+    assert!(line.contains("2/2"), "{line}");
+    let row10 = text.lines().nth(14).expect("row of client 10");
+    assert!(row10.contains("198.51.100.11:40000"), "{row10}");
+    assert!(row10.contains("160M"), "{row10}");
+    assert!(row10.contains("160k"), "{row10}");
+    assert!(row10.contains("1m15s"), "{row10}");
+    assert!(!row10.contains('+'), "{row10}");
+    let row3 = text.lines().nth(7).expect("row of client 3");
+    assert!(row3.contains("down") && row3.contains("0/2"), "{row3}");
+    // Few connections: full detail; either layout can be forced.
+    let few = many(8, 5);
+    assert!(render(&few, Traffic::Totals, WIDTH).contains("RTT/MIN"));
+    let brief = render_layout(&few, Traffic::Totals, WIDTH, Layout::Compact);
+    assert!(
+        !brief.contains("RTT/MIN") && brief.contains("TX BYTES"),
+        "{brief}"
+    );
+    let full = render_layout(&later, Traffic::Totals, WIDTH, Layout::Full);
+    assert!(full.contains("RTT/MIN"));
+}
+
+#[test]
+fn one_connection_is_picked_or_close_names_suggested() {
+    use mpt_cli::ctl::status::only_connection;
+    let all = many(20, 1);
+    let one = only_connection(all.clone(), "client-with-a-long-name-007").expect("known");
+    assert_eq!(one["connections"].as_array().map(Vec::len), Some(1));
+    let e = only_connection(all.clone(), "client-with-a-long-name-07").unwrap_err();
+    assert!(
+        e.contains("did you mean `client-with-a-long-name-007`"),
+        "{e}"
+    );
+    let e = only_connection(all, "zzz").unwrap_err();
+    assert!(
+        e.contains("no connection `zzz`") && !e.contains("client-"),
+        "{e}"
+    );
+    assert_eq!(
+        Request::StatusOf { conn: "c1".into() }.to_json(),
+        json!({"version": 1, "request": "status", "conn": "c1"})
+    );
 }

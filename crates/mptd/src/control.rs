@@ -180,7 +180,21 @@ pub fn respond(line: &[u8], source: &StatusSource) -> Value {
     };
     let command = match req.get("request").and_then(Value::as_str) {
         Some("status") => {
-            return json!({"version": CONTROL_VERSION, "ok": true, "status": status(source)})
+            // `"conn"`: that connection only (absent or null: all).
+            let only = match req.get("conn") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(c)) => Some(c.as_str()),
+                Some(_) => return error("\"conn\" must be a connection name"),
+            };
+            if let Some(name) = only {
+                let conns = source.conns.list();
+                let live = || conns.iter().filter(|c| !c.removed.load(Relaxed));
+                if !live().any(|c| c.name == name) {
+                    let names: Vec<&str> = live().map(|c| c.name.as_str()).collect();
+                    return error(&unknown_connection(name, &names));
+                }
+            }
+            return json!({"version": CONTROL_VERSION, "ok": true, "status": status_of(source, only)});
         }
         Some("path_state") => {
             let (conn, path) = match conn_path() {
@@ -323,14 +337,74 @@ fn hold_json(h: &HoldHistogram) -> Value {
     })
 }
 
+/// "no connection `x`", with the configured names that look like it
+/// (never the whole list: a server may have hundreds).
+pub fn unknown_connection(name: &str, names: &[&str]) -> String {
+    let near = near_names(name, names);
+    if names.is_empty() {
+        format!("no connection `{name}`: the daemon has no connections")
+    } else if near.is_empty() {
+        format!(
+            "no connection `{name}` (none of the {} connection names is close; `mpt status` lists them)",
+            names.len()
+        )
+    } else {
+        format!("no connection `{name}`; did you mean {}?", near.join(", "))
+    }
+}
+
+/// Up to five of `names` close to `name`: equal ignoring case, one
+/// containing the other, or within a small edit distance; closest first.
+pub fn near_names(name: &str, names: &[&str]) -> Vec<String> {
+    let want = name.to_lowercase();
+    let mut scored: Vec<(usize, &str)> = names
+        .iter()
+        .filter_map(|&n| {
+            let low = n.to_lowercase();
+            let d = edit_distance(&want, &low);
+            let close = d <= (want.chars().count() / 3).max(1)
+                || (want.len() >= 2 && (low.contains(&want) || want.contains(&low)));
+            close.then_some((d, n))
+        })
+        .collect();
+    scored.sort();
+    scored
+        .into_iter()
+        .take(5)
+        .map(|(_, n)| format!("`{n}`"))
+        .collect()
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// The status document (the `mpt status --json` contract).
 pub fn status(source: &StatusSource) -> Value {
+    status_of(source, None)
+}
+
+/// The status document with connection `only` alone (`None`: all).
+pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
     let now = Instant::now();
     let conns: Vec<Value> = source
         .conns
         .list()
         .iter()
         .filter(|c| !c.removed.load(Relaxed))
+        .filter(|c| only.is_none_or(|n| c.name == n))
         .map(|c| {
             let d = &c.drops;
             let paths: Vec<Value> = c
@@ -496,4 +570,29 @@ pub fn status(source: &StatusSource) -> Value {
         })),
         "connections": conns,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_names_find_typos_and_parts_not_everything() {
+        let names = ["client-001", "client-002", "client-010", "site-b", "Office"];
+        let near = near_names("client-01", &names);
+        assert!(near.contains(&"`client-010`".to_string()), "{near:?}");
+        assert!(near.contains(&"`client-001`".to_string()), "{near:?}");
+        assert!(near_names("client-01", &names).len() <= 5);
+        assert_eq!(near_names("site-c", &names), ["`site-b`"]);
+        assert_eq!(near_names("office", &names), ["`Office`"]);
+        assert!(near_names("zzzzzz", &names).is_empty());
+        let msg = unknown_connection("zzzzzz", &names);
+        assert!(msg.contains("none of the 5"), "{msg}");
+        assert!(!msg.contains("client-001"), "{msg}");
+        let msg = unknown_connection("site-c", &names);
+        assert!(msg.contains("did you mean `site-b`?"), "{msg}");
+        assert!(unknown_connection("x", &[]).contains("no connections"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
 }

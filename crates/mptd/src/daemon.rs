@@ -76,7 +76,6 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     }
     signals.thread_block().context("blocking signals")?;
 
-    warn_unimplemented(&config);
     let threads = match config.daemon.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -609,15 +608,6 @@ fn env_usize(name: &str) -> Option<usize> {
             tracing::warn!(var = name, value = %v, "not a number; ignored");
             None
         }
-    }
-}
-
-/// Says which configured features this version accepts but does not act
-/// on yet, so nobody believes they are on.
-fn warn_unimplemented(config: &Config) {
-    let d = &config.daemon;
-    if d.accept_remote {
-        tracing::warn!("accept_remote is not implemented in this version; only configured connections are served");
     }
 }
 

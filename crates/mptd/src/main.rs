@@ -34,13 +34,7 @@ fn main() -> ExitCode {
                 for w in c.identity_warnings() {
                     eprintln!("warning: {w}");
                 }
-                let paths: usize = c.connections.iter().map(|c| c.paths.len()).sum();
-                println!(
-                    "{}: ok ({} connection(s), {} path(s))",
-                    file.display(),
-                    c.connections.len(),
-                    paths
-                );
+                println!("{}", c.check_report(&file));
                 ExitCode::SUCCESS
             }
             Err(e) => {

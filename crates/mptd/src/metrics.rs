@@ -69,6 +69,7 @@ pub fn render(source: &StatusSource) -> String {
     let mut sessions = Vec::new();
     let mut rekeys = Vec::new();
     let mut noise_events = Vec::new();
+    let (mut established, mut key_age) = (Vec::new(), Vec::new());
     let (mut rate, mut confirmed, mut owd, mut queue) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lossy, mut share) = (Vec::new(), Vec::new());
@@ -204,6 +205,16 @@ pub fn render(source: &StatusSource) -> String {
                 k.handshakes.get() as f64,
             ));
             rekeys.push((format!("conn=\"{}\"", esc(&c.name)), k.rekeys.get() as f64));
+            established.push((
+                format!("conn=\"{}\"", esc(&c.name)),
+                f64::from(u8::from(k.keys().is_some())),
+            ));
+            if let Some(ids) = k.current_ids() {
+                key_age.push((
+                    format!("conn=\"{}\"", esc(&c.name)),
+                    now.saturating_duration_since(ids.born).as_secs_f64(),
+                ));
+            }
             if k.noise {
                 let n = *k.noise_counters.lock().unwrap_or_else(|p| p.into_inner());
                 noise_events.extend(noise_samples(&format!("conn=\"{}\"", esc(&c.name)), &n));
@@ -306,10 +317,20 @@ pub fn render(source: &StatusSource) -> String {
         "UDP payload bytes received on the path.",
         rxb,
     );
+    // What no connection owns (conn=""): packets the tun gave that route
+    // to no connection, and tun read errors.
+    drops.push((
+        "conn=\"\",reason=\"no_route\"".into(),
+        source.tx.no_route.get() as f64,
+    ));
+    drops.push((
+        "conn=\"\",reason=\"tun_read_errors\"".into(),
+        source.tx.tun_errors.get() as f64,
+    ));
     family(
         "mpt_drops_total",
         "counter",
-        "Datagrams or packets dropped, by reason.",
+        "Datagrams or packets dropped, by connection and reason (conn=\"\": before any connection is known).",
         drops,
     );
     family(
@@ -324,12 +345,25 @@ pub fn render(source: &StatusSource) -> String {
         "Session keys that replaced earlier ones.",
         rekeys,
     );
+    family(
+        "mpt_session_established",
+        "gauge",
+        "1 while the connection has session keys (encrypted connections only).",
+        established,
+    );
+    family(
+        "mpt_session_key_age_seconds",
+        "gauge",
+        "Time since the current session key was made (the last handshake or rekey).",
+        key_age,
+    );
     if let Some(n) = &source.noise {
         let d = *n.responder.lock().unwrap_or_else(|p| p.into_inner());
         noise_events.extend(noise_samples("conn=\"\"", &d));
         for (reason, v) in [
             ("wrong_connection", n.refusals.wrong_connection.get()),
             ("lost_race", n.refusals.lost_race.get()),
+            ("entropy", n.refusals.entropy.get()),
         ] {
             noise_events.push((format!("conn=\"\",event=\"refused_{reason}\""), v as f64));
         }

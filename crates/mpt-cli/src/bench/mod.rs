@@ -9,6 +9,7 @@
 //! written.
 
 pub mod bundle;
+pub mod clients;
 pub mod dtn;
 pub mod hold;
 pub mod http;

@@ -33,6 +33,12 @@ impl PathState {
 pub enum Request {
     /// The status document.
     Status,
+    /// The status document with one connection only (the daemon answers
+    /// an error naming close names when there is no such connection).
+    StatusOf {
+        /// Connection name.
+        conn: String,
+    },
     /// Set a path's configured status.
     PathState {
         /// Connection name.
@@ -85,7 +91,7 @@ impl Request {
     /// The `request` field.
     pub fn name(&self) -> &'static str {
         match self {
-            Request::Status => "status",
+            Request::Status | Request::StatusOf { .. } => "status",
             Request::PathState { .. } => "path_state",
             Request::PathWeight { .. } => "path_weight",
             Request::PathAdd { .. } => "path_add",
@@ -104,6 +110,7 @@ impl Request {
         };
         match self {
             Request::Status | Request::Reload => {}
+            Request::StatusOf { conn } => put("conn", json!(conn)),
             Request::PathState { conn, path, state } => {
                 put("conn", json!(conn));
                 put("path", json!(path));

@@ -40,8 +40,49 @@ pub enum Traffic<'a> {
     },
 }
 
-/// Renders the status document (the `status` object of the response).
+/// Above this many connections [`Layout::Auto`] shows one line per
+/// connection.
+pub const COMPACT_ABOVE: usize = 8;
+
+/// How connections are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Full detail up to [`COMPACT_ABOVE`] connections, one line each above.
+    Auto,
+    /// Every connection with its path tables.
+    Full,
+    /// One line per connection.
+    Compact,
+}
+
+/// Keeps connection `name` alone in the status document; the error names
+/// close names (see `mptd::control::unknown_connection`).
+pub fn only_connection(mut status: Value, name: &str) -> Result<Value, String> {
+    let Some(Value::Array(conns)) = status.get_mut("connections") else {
+        return Err(format!("no connection `{name}`: the daemon listed none"));
+    };
+    if !conns
+        .iter()
+        .any(|c| c.get("name").and_then(Value::as_str) == Some(name))
+    {
+        let names: Vec<&str> = conns
+            .iter()
+            .filter_map(|c| c.get("name").and_then(Value::as_str))
+            .collect();
+        return Err(mptd::control::unknown_connection(name, &names));
+    }
+    conns.retain(|c| c.get("name").and_then(Value::as_str) == Some(name));
+    Ok(status)
+}
+
+/// Renders the status document (the `status` object of the response),
+/// in the [`Layout::Auto`] layout.
 pub fn render(status: &Value, traffic: Traffic<'_>, width: usize) -> String {
+    render_layout(status, traffic, width, Layout::Auto)
+}
+
+/// Renders the status document in the given layout.
+pub fn render_layout(status: &Value, traffic: Traffic<'_>, width: usize, layout: Layout) -> String {
     let mut out = String::new();
     let mut top = format!(
         "tunnel {}, up {}",
@@ -79,6 +120,16 @@ pub fn render(status: &Value, traffic: Traffic<'_>, width: usize) -> String {
         .unwrap_or_default();
     if conns.is_empty() {
         out.push_str("no connections\n");
+    }
+    let compact = match layout {
+        Layout::Auto => conns.len() > COMPACT_ABOVE,
+        Layout::Full => false,
+        Layout::Compact => true,
+    };
+    if compact {
+        out.push('\n');
+        render_compact(&mut out, conns, traffic, width);
+        return out;
     }
     for conn in conns {
         out.push('\n');
@@ -270,6 +321,143 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
     load.render(out, INDENT, width);
     out.push('\n');
     sched.render(out, INDENT, width);
+}
+
+/// A connection's state in one word: `keying` (encrypted, no session
+/// keys yet), `up` (a path is up), else the best path state (`suspect`,
+/// `backup`, `probing`, `down`); `waiting` when it has no path yet (a
+/// server's client whose paths are learnt from its packets).
+pub fn conn_state(conn: &Value) -> &'static str {
+    let session = conn.get("session");
+    let flag = |k: &str| session.and_then(|s| s.get(k)).and_then(Value::as_bool);
+    if flag("encrypted") == Some(true) && flag("established") == Some(false) {
+        return "keying";
+    }
+    let states: Vec<&str> = paths_of(conn)
+        .iter()
+        .filter_map(|p| p.get("state").and_then(Value::as_str))
+        .collect();
+    if paths_of(conn).is_empty() {
+        return "waiting";
+    }
+    ["up", "suspect", "backup", "probing"]
+        .into_iter()
+        .find(|s| states.contains(s))
+        .unwrap_or("down")
+}
+
+fn paths_of(conn: &Value) -> &[Value] {
+    conn.get("paths")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// Sum of a byte counter over a connection's paths.
+fn conn_bytes(conn: &Value, key: &str) -> Option<u64> {
+    paths_of(conn)
+        .iter()
+        .map(|p| p.get(key).and_then(Value::as_u64))
+        .sum()
+}
+
+/// The peer's address: the remote of the first up path (else of any
+/// path), `+N` when the paths reach N more addresses.
+fn peer_address(conn: &Value) -> String {
+    let paths = paths_of(conn);
+    let remote = |p: &Value| p.get("remote").and_then(Value::as_str).map(str::to_string);
+    let first = paths
+        .iter()
+        .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
+        .find_map(remote)
+        .or_else(|| paths.iter().find_map(remote));
+    let Some(first) = first else {
+        return "-".into();
+    };
+    let mut others: Vec<String> = paths
+        .iter()
+        .filter_map(remote)
+        .map(|a| without_port(&a).to_string())
+        .filter(|a| a != without_port(&first))
+        .collect();
+    others.sort();
+    others.dedup();
+    if others.is_empty() {
+        first
+    } else {
+        format!("{first} +{}", others.len())
+    }
+}
+
+/// One line per connection, under a line counting them by state.
+fn render_compact(out: &mut String, conns: &[Value], traffic: Traffic<'_>, width: usize) {
+    let (tx_head, rx_head) = match traffic {
+        Traffic::Totals => ("TX BYTES", "RX BYTES"),
+        Traffic::Rates { .. } => ("TX bps", "RX bps"),
+    };
+    let mut table = Table::new(&[
+        ("CONNECTION", Align::Left),
+        ("STATE", Align::Left),
+        ("PATHS", Align::Right),
+        ("PEER", Align::Left),
+        (tx_head, Align::Right),
+        (rx_head, Align::Right),
+        ("LAST HS", Align::Right),
+    ]);
+    table.elastic = Some(3);
+    let mut by_state: Vec<(&str, usize)> = Vec::new();
+    for conn in conns {
+        let name = text(conn.get("name"));
+        let state = conn_state(conn);
+        match by_state.iter_mut().find(|(s, _)| *s == state) {
+            Some((_, n)) => *n += 1,
+            None => by_state.push((state, 1)),
+        }
+        let paths = paths_of(conn);
+        let up = paths
+            .iter()
+            .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
+            .count();
+        let (tx, rx) = match traffic {
+            Traffic::Totals => {
+                let f = |k| conn_bytes(conn, k).map_or_else(|| "-".into(), |b| si(b as f64));
+                (f("tx_bytes"), f("rx_bytes"))
+            }
+            Traffic::Rates { earlier, elapsed } => {
+                let before = find_conn(earlier, &name);
+                let rate = |k: &str| {
+                    let b = before.and_then(|b| conn_bytes(b, k)).map(Value::from);
+                    let a = conn_bytes(conn, k).map(Value::from);
+                    bit_rate(b.as_ref(), a.as_ref(), elapsed).map_or_else(|| "-".into(), si)
+                };
+                (rate("tx_bytes"), rate("rx_bytes"))
+            }
+        };
+        let handshake = conn
+            .get("session")
+            .and_then(|s| s.get("key_age_s"))
+            .and_then(Value::as_f64)
+            .map_or_else(|| "-".into(), |s| age(s * 1e3));
+        table.rows.push(vec![
+            cut_middle(&name, 18),
+            state.to_string(),
+            format!("{up}/{}", paths.len()),
+            peer_address(conn),
+            tx,
+            rx,
+            handshake,
+        ]);
+    }
+    by_state.sort_by_key(|&(s, _)| (s != "up", s));
+    let counts: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    push_wrapped(
+        out,
+        &format!("{} connections: {}", conns.len(), counts.join(", ")),
+        0,
+        width,
+    );
+    table.render(out, 0, width);
+    out.push_str("(mpt status CONNECTION: one connection in full; --json: everything)\n");
 }
 
 fn find_conn<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {

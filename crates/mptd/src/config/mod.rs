@@ -27,6 +27,9 @@ use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use include::IncludedFile;
+use include::Sources;
+
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -34,8 +37,11 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// `[tunnel]`.
     pub tunnel: TunnelConfig,
-    /// `[[connection]]`.
+    /// `[[connection]]`, those of the main file first, then those of the
+    /// included files.
     pub connections: Vec<ConnectionConfig>,
+    /// The files `[daemon] include` read, in order.
+    pub includes: Vec<IncludedFile>,
 }
 
 /// `[daemon]` section.
@@ -45,8 +51,8 @@ pub struct DaemonConfig {
     pub control: PathBuf,
     /// Remote command port (0 = off).
     pub cmd_port: u16,
-    /// Accept peers not listed.
-    pub accept_remote: bool,
+    /// `include` pattern ("" = none), as written.
+    pub include: String,
     /// Data-plane workers (tun queues); 0 = one per core.
     pub threads: usize,
     /// Prometheus listen address ("" = off).
@@ -339,8 +345,11 @@ struct RawDaemon {
     control: PathBuf,
     #[serde(default)]
     cmd_port: u16,
+    /// Removed (refused with advice); any value.
     #[serde(default)]
-    accept_remote: bool,
+    accept_remote: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    include: String,
     #[serde(default)]
     threads: usize,
     #[serde(default)]
@@ -426,6 +435,9 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// Why `[daemon] accept_remote` is refused, and what to do instead.
+pub const ACCEPT_REMOTE_REMOVED: &str = "accept_remote was removed: list each client with public_key (a connection without [[connection.path]] learns its paths); use include = \"clients.d/*.toml\" for many";
+
 /// Largest weight accepted; keeps scheduler credit arithmetic far from
 /// overflow with 64 paths.
 pub const MAX_WEIGHT: u32 = 1_000_000;
@@ -436,6 +448,33 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const MAX_WINDOW: u32 = 1024;
 
 impl Config {
+    /// What `mptd --check` and `mpt config check` print for a valid
+    /// config: totals, then one line per included file.
+    pub fn check_report(&self, file: &Path) -> String {
+        let paths: usize = self.connections.iter().map(|c| c.paths.len()).sum();
+        let mut out = format!(
+            "{}: ok ({} connection(s), {} path(s))",
+            file.display(),
+            self.connections.len(),
+            paths
+        );
+        if !self.daemon.include.is_empty() {
+            out.push_str(&format!(
+                "\n  include = \"{}\": {} file(s)",
+                self.daemon.include,
+                self.includes.len()
+            ));
+        }
+        for inc in &self.includes {
+            out.push_str(&format!(
+                "\n  included {}: {} connection(s)",
+                inc.path.display(),
+                inc.connections.len()
+            ));
+        }
+        out
+    }
+
     /// Warnings about identity settings that have no effect: a private key
     /// that no connection uses (none has a `public_key`). Printed by `mptd
     /// --check` and logged at start-up.
@@ -472,16 +511,69 @@ fn parse_with(
     file: &str,
     own_key: &dyn Fn(&Path) -> Result<PublicKey, String>,
 ) -> Result<Config, ConfigError> {
-    let err_at = |offset: usize, message: String| {
-        let (line, column) = line_col(text, offset);
-        ConfigError {
-            file: file.to_string(),
-            line,
-            column,
-            message,
+    let main = Sources::main(text, file);
+    let raw = raw_config(&main)?;
+    let pattern = raw
+        .daemon
+        .as_ref()
+        .map(|d| (d.span().start, d.get_ref().include.clone()))
+        .filter(|(_, p)| !p.is_empty());
+    let (sources, raw, includes) = match pattern {
+        None => (main, raw, Vec::new()),
+        Some((span, pattern)) => {
+            let base = Path::new(file).parent().unwrap_or(Path::new(""));
+            let files = include::expand(&pattern, base)
+                .map_err(|e| main.error(span, format!("[daemon] key `include`: {e}")))?;
+            let mut sources = main;
+            let mut includes = Vec::new();
+            for path in files {
+                let name = path.display().to_string();
+                let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                    file: name.clone(),
+                    line: 0,
+                    column: 0,
+                    message: format!(
+                        "cannot read (included by [daemon] include = \"{pattern}\"): {e}"
+                    ),
+                })?;
+                let connections = sources.append(&text, &name)?;
+                includes.push(IncludedFile { path, connections });
+            }
+            let raw = raw_config(&sources)?;
+            if raw.connection.is_empty() {
+                return Err(sources.error(
+                    0,
+                    format!(
+                        "no [[connection]] here nor in the {} file(s) matching include = \"{pattern}\": the tunnel would have no peer",
+                        includes.len()
+                    ),
+                ));
+            }
+            (sources, raw, includes)
         }
     };
-    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+    // The same name in two files: say both (within one file, `validate`
+    // reports it).
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for c in &raw.connection {
+        let (name, file) = (c.get_ref().name.as_str(), sources.file_at(c.span().start));
+        if let Some((_, first)) = seen.iter().find(|(n, f)| *n == name && *f != file) {
+            return Err(sources.error(
+                c.span().start,
+                format!("connection `{name}` is defined in both {first} and {file}; connection names must be unique"),
+            ));
+        }
+        seen.push((name, file));
+    }
+    let mut config = validate(raw, own_key).map_err(|(offset, msg)| sources.error(offset, msg))?;
+    config.includes = includes;
+    Ok(config)
+}
+
+/// Deserializes the (combined) text, errors placed in the file at fault.
+fn raw_config(sources: &Sources) -> Result<RawConfig, ConfigError> {
+    let text = sources.text.as_str();
+    toml::from_str(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
         let message = e.message().trim().to_string();
         let message = match key_at(text, offset) {
@@ -490,9 +582,8 @@ fn parse_with(
             }
             _ => message,
         };
-        err_at(offset, message)
-    })?;
-    validate(raw, own_key).map_err(|(offset, msg)| err_at(offset, msg))
+        sources.error(offset, message)
+    })
 }
 
 /// Reads `[daemon] private_key_file` and gives our public key.
@@ -546,6 +637,12 @@ fn validate(
         Some(d) => {
             let span = d.span().start;
             let d = d.into_inner();
+            if let Some(v) = &d.accept_remote {
+                return Err((
+                    v.span().start,
+                    format!("[daemon] key `accept_remote`: {ACCEPT_REMOTE_REMOVED}"),
+                ));
+            }
             // `private_key_file = ""` (as in the spec's example) means none.
             let private_key_file = d.private_key_file.filter(|p| !p.as_os_str().is_empty());
             let public_key = match &private_key_file {
@@ -567,7 +664,7 @@ fn validate(
             DaemonConfig {
                 control: d.control,
                 cmd_port: d.cmd_port,
-                accept_remote: d.accept_remote,
+                include: d.include,
                 threads: d.threads,
                 metrics: d.metrics,
                 log: d.log,
@@ -578,7 +675,7 @@ fn validate(
         None => DaemonConfig {
             control: default_control(),
             cmd_port: 0,
-            accept_remote: false,
+            include: String::new(),
             threads: 0,
             metrics: String::new(),
             log: default_log(),
@@ -840,9 +937,11 @@ fn validate(
         daemon,
         tunnel,
         connections,
+        includes: Vec::new(),
     })
 }
 
+mod include;
 pub mod reload;
 
 #[cfg(test)]

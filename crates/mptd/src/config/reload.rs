@@ -20,7 +20,6 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
     let daemon_keys = [
         ("control", d.0.control != d.1.control),
         ("cmd_port", d.0.cmd_port != d.1.cmd_port),
-        ("accept_remote", d.0.accept_remote != d.1.accept_remote),
         ("threads", d.0.threads != d.1.threads),
         ("metrics", d.0.metrics != d.1.metrics),
         ("log", d.0.log != d.1.log),

@@ -528,3 +528,289 @@ fn client_connections_need_a_public_key_and_no_paths() {
         + &client_connection("c2", 6, &peer_public(0x44));
     assert!(parse_ids(&text).is_err());
 }
+
+/// A fresh directory for include tests.
+fn include_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mptd-include-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("clients.d")).unwrap();
+    d
+}
+
+/// A client connection table for an included file.
+fn client_conn(name: &str, id: u32, last_octet: u8) -> String {
+    format!(
+        r#"
+[[connection]]
+name = "{name}"
+id = {id}
+peer_ipv4 = "192.168.200.{last_octet}"
+key_file = "/etc/mpt/{name}.key"
+[[connection.path]]
+name = "p"
+local = "10.0.0.1"
+"#
+    )
+}
+
+const MAIN_WITH_INCLUDE: &str = r#"
+[daemon]
+control = "/tmp/x.sock"
+include = "clients.d/*.toml"
+
+[tunnel]
+ipv4 = "192.168.200.1/24"
+"#;
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn include_reads_matching_files_in_sorted_order() {
+    let d = include_dir("sorted");
+    let main = d.join("mptd.toml");
+    write(
+        &main,
+        &format!("{MAIN_WITH_INCLUDE}{}", client_conn("main-one", 1, 2)),
+    );
+    write(&d.join("clients.d/b.toml"), &client_conn("b", 3, 4));
+    write(
+        &d.join("clients.d/a.toml"),
+        &format!(
+            "# first\n{}{}",
+            client_conn("a1", 2, 3),
+            client_conn("a2", 4, 5)
+        ),
+    );
+    // Not matched: another suffix, a hidden file, a directory.
+    write(&d.join("clients.d/c.toml.bak"), "garbage = 1");
+    write(&d.join("clients.d/.hidden.toml"), "garbage = 1");
+    std::fs::create_dir_all(d.join("clients.d/dir.toml")).unwrap();
+    let c = load(&main).expect("valid");
+    let names: Vec<&str> = c.connections.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["main-one", "a1", "a2", "b"]);
+    let files: Vec<PathBuf> = c.includes.iter().map(|i| i.path.clone()).collect();
+    assert_eq!(
+        files,
+        [d.join("clients.d/a.toml"), d.join("clients.d/b.toml")]
+    );
+    assert_eq!(c.includes[0].connections, ["a1", "a2"]);
+    let report = c.check_report(&main);
+    assert!(report.contains("4 connection(s)"), "{report}");
+    assert!(report.contains("a.toml: 2 connection(s)"), "{report}");
+    assert!(report.contains("b.toml: 1 connection(s)"), "{report}");
+    // An absolute pattern works the same.
+    let abs = MAIN_WITH_INCLUDE.replace(
+        "clients.d/*.toml",
+        &format!("{}/clients.d/?.toml", d.display()),
+    );
+    write(&main, &format!("{abs}{}", client_conn("main-one", 1, 2)));
+    assert_eq!(load(&main).expect("valid").connections.len(), 4);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn include_matching_nothing_is_empty() {
+    let d = include_dir("empty");
+    let main = d.join("mptd.toml");
+    write(
+        &main,
+        &format!("{MAIN_WITH_INCLUDE}{}", client_conn("only", 1, 2)),
+    );
+    let c = load(&main).expect("valid");
+    assert_eq!(c.connections.len(), 1);
+    assert!(c.includes.is_empty());
+    // No connection anywhere: the error says where it looked.
+    write(&main, MAIN_WITH_INCLUDE);
+    let e = load(&main).unwrap_err();
+    assert!(e.message.contains("no [[connection]]"), "{e}");
+    assert!(e.message.contains("clients.d/*.toml"), "{e}");
+    // A directory that does not exist is no match either.
+    let other = MAIN_WITH_INCLUDE.replace("clients.d/", "nowhere.d/");
+    write(&main, &format!("{other}{}", client_conn("only", 1, 2)));
+    assert!(load(&main).is_ok());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn include_errors_name_the_included_file_and_position() {
+    let d = include_dir("errors");
+    let main = d.join("mptd.toml");
+    write(&main, MAIN_WITH_INCLUDE);
+    let inc = d.join("clients.d/x.toml");
+    let inc_name = inc.display().to_string();
+    // Another table than [[connection]].
+    write(
+        &inc,
+        &format!("{}\n[tunnel]\nname = \"x\"\n", client_conn("x", 2, 3)),
+    );
+    let e = load(&main).unwrap_err();
+    assert_eq!(e.file, inc_name, "{e}");
+    assert!(e.message.contains("tunnel"), "{e}");
+    assert!(e.message.contains("[[connection]] tables only"), "{e}");
+    assert!(e.line > 1, "{e}");
+    // A key after the last path belongs to that path: no hint about
+    // top-level tables then.
+    write(&inc, &format!("{}threads = 2\n", client_conn("x", 2, 3)));
+    let e = load(&main).unwrap_err();
+    assert!(e.message.contains("unknown field `threads`"), "{e}");
+    assert!(!e.message.contains("tables only"), "{e}");
+    // A top-level key.
+    write(&inc, "threads = 2\n");
+    let e = load(&main).unwrap_err();
+    assert!(e.message.contains("tables only"), "{e}");
+    assert_eq!(
+        (e.file.as_str(), e.line, e.column),
+        (inc_name.as_str(), 1, 1),
+        "{e}"
+    );
+    // A bad key inside a connection: position in the included file.
+    write(
+        &inc,
+        &client_conn("x", 2, 3).replace("key_file", "\nkey_fiel"),
+    );
+    let e = load(&main).unwrap_err();
+    assert_eq!(e.file, inc_name, "{e}");
+    assert_eq!((e.line, e.column), (7, 1), "{e}");
+    assert!(e.message.contains("key_fiel"), "{e}");
+    // A validation error (cross-key rule) in the included file.
+    write(
+        &inc,
+        &client_conn("x", 2, 3).replace("\"10.0.0.1\"", "\"fd00::1\"\nremote = \"10.0.0.2\""),
+    );
+    let e = load(&main).unwrap_err();
+    assert_eq!(e.file, inc_name, "{e}");
+    assert!(e.message.contains("connection `x` path `p`"), "{e}");
+    assert_eq!(e.line, 7, "{e}");
+    // The main file's errors still name the main file, at the right line.
+    write(&inc, &client_conn("x", 2, 3));
+    write(
+        &main,
+        &MAIN_WITH_INCLUDE.replace("[tunnel]", "[tunnel]\nmtu = 1"),
+    );
+    let e = load(&main).unwrap_err();
+    assert_eq!(e.file, main.display().to_string(), "{e}");
+    assert!(e.message.contains("mtu"), "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_connection_name_in_two_files_names_both() {
+    let d = include_dir("dup");
+    let main = d.join("mptd.toml");
+    write(
+        &main,
+        &format!("{MAIN_WITH_INCLUDE}{}", client_conn("same", 1, 2)),
+    );
+    write(&d.join("clients.d/a.toml"), &client_conn("other", 2, 3));
+    write(&d.join("clients.d/b.toml"), &client_conn("same", 3, 4));
+    let e = load(&main).unwrap_err();
+    let b = d.join("clients.d/b.toml").display().to_string();
+    assert_eq!(e.file, b, "{e}");
+    assert!(e.message.contains(&main.display().to_string()), "{e}");
+    assert!(e.message.contains(&b), "{e}");
+    assert_eq!(e.line, 2, "{e}");
+    // Between two included files.
+    write(&main, MAIN_WITH_INCLUDE);
+    write(&d.join("clients.d/a.toml"), &client_conn("same", 2, 3));
+    let e = load(&main).unwrap_err();
+    assert!(
+        e.message.contains("a.toml") && e.message.contains("b.toml"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn include_patterns_take_wildcards_in_the_file_name_only() {
+    let d = include_dir("pattern");
+    let main = d.join("mptd.toml");
+    for (pattern, want) in [
+        ("*/x.toml", "only the file-name part"),
+        ("clients.d/[ab].toml", "only `*` and `?`"),
+        ("clients.d/missing.toml", "not a readable file"),
+    ] {
+        let text = MAIN_WITH_INCLUDE.replace("clients.d/*.toml", pattern);
+        write(&main, &format!("{text}{}", client_conn("c", 1, 2)));
+        let e = load(&main).unwrap_err();
+        assert!(e.message.contains("key `include`"), "{e}");
+        assert!(e.message.contains(want), "{pattern}: {e}");
+        assert_eq!(
+            (e.file.clone(), e.line),
+            (main.display().to_string(), 2),
+            "{e}"
+        );
+    }
+    // A plain file name that exists is read.
+    write(&d.join("clients.d/one.toml"), &client_conn("one", 2, 3));
+    let text = MAIN_WITH_INCLUDE.replace("*.toml", "one.toml");
+    write(&main, &format!("{text}{}", client_conn("c", 1, 2)));
+    assert_eq!(load(&main).expect("valid").connections.len(), 2);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn wildcards_match_like_the_shell() {
+    use super::include::wildcard_match as m;
+    assert!(m("*.toml", "a.toml"));
+    assert!(!m("*.toml", ".toml"));
+    assert!(!m("*.toml", "a.toml.bak"));
+    assert!(m("c-??.toml", "c-01.toml"));
+    assert!(!m("c-??.toml", "c-1.toml"));
+    assert!(m("*", "x"));
+    assert!(!m("*", ".x"));
+    assert!(m(".*", ".x"));
+    assert!(m("a*b*c", "aXXbYYbc"));
+    assert!(!m("a*b*c", "aXXbYYbd"));
+    assert!(m("plain", "plain"));
+    assert!(!m("plain", "plainer"));
+}
+
+#[test]
+fn reload_sees_included_connections_change() {
+    let d = include_dir("reload");
+    let main = d.join("mptd.toml");
+    write(
+        &main,
+        &format!("{MAIN_WITH_INCLUDE}{}", client_conn("m", 1, 2)),
+    );
+    write(&d.join("clients.d/a.toml"), &client_conn("a", 2, 3));
+    let running = load(&main).unwrap();
+    write(
+        &d.join("clients.d/a.toml"),
+        &client_conn("a", 2, 3)
+            .replace("\"p\"", "\"q\"")
+            .replace("key_file", "keepalive = \"1s\"\nkey_file"),
+    );
+    write(&d.join("clients.d/b.toml"), &client_conn("b", 3, 4));
+    let new = load(&main).unwrap();
+    assert_eq!(new.connections.len(), 3);
+    // Paths and timers apply; nothing needs a restart.
+    assert!(reload::needs_restart(&running, &new).is_empty());
+    assert_eq!(new.connections[1].paths[0].name, "q");
+    // A restart-only key in an included file is reported.
+    write(&d.join("clients.d/b.toml"), &client_conn("b", 3, 9));
+    let newer = load(&main).unwrap();
+    assert_eq!(
+        reload::needs_restart(&new, &newer),
+        ["connection b: peer_ipv4 changed (restart to apply)"]
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn accept_remote_is_refused_with_advice() {
+    for value in ["true", "false", "\"yes\""] {
+        let text = GOOD.replace(
+            "control = \"/tmp/x.sock\"",
+            &format!("control = \"/tmp/x.sock\"\naccept_remote = {value}"),
+        );
+        let e = parse(&text, "a.toml").unwrap_err();
+        assert_eq!((e.line, e.column), (4, 17), "{e}");
+        assert!(e.message.contains("key `accept_remote`"), "{e}");
+        assert!(e.message.contains("accept_remote was removed"), "{e}");
+        assert!(e.message.contains("public_key"), "{e}");
+        assert!(e.message.contains("include = \"clients.d/*.toml\""), "{e}");
+    }
+}
