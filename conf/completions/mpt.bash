@@ -195,7 +195,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__bench)
-            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --clients --paths-per-client --senders --shared-port --flood --rekey-after --log --socket --help"
+            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --clients --paths-per-client --senders --port-per-client --flood --rekey-after --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -86,7 +86,7 @@ fn bench_clients_small_instance() {
     )
     .expect("results.json is JSON");
     assert_eq!(v["scenario"], "clients");
-    assert_eq!(v["mode"], "per-connection-port");
+    assert_eq!(v["mode"], "shared-port");
     assert_eq!(v["complete"], true, "{v:#}");
     assert_eq!(v["all_up"], true, "{v:#}");
     assert_eq!(v["up_count"], 4);

@@ -439,10 +439,11 @@ struct BenchArgs {
     /// clients: clients sending TCP at once [default: 4; --quick: 2].
     #[arg(long, value_name = "K", help_heading = "mpt bench clients")]
     senders: Option<usize>,
-    /// clients: serve every client on the server's one port 65022, client
-    /// connections without paths [default: a port per client connection].
+    /// clients: give every client connection on the server its own port
+    /// and configured paths, as before the shared port [default: all
+    /// clients on the server's one port 65022, their paths learnt].
     #[arg(long, help_heading = "mpt bench clients")]
-    shared_port: bool,
+    port_per_client: bool,
     /// clients: measure the senders again under a flood of forged
     /// handshake initiations from spoofed addresses.
     #[arg(long, help_heading = "mpt bench clients")]
@@ -1022,7 +1023,7 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
         ("--clients", args.clients.is_some()),
         ("--paths-per-client", args.paths_per_client.is_some()),
         ("--senders", args.senders.is_some()),
-        ("--shared-port", args.shared_port),
+        ("--port-per-client", args.port_per_client),
         ("--flood", args.flood),
         ("--rekey-after", args.rekey_after.is_some()),
     ];
@@ -1131,7 +1132,7 @@ fn bench_clients(args: BenchArgs) -> Result<u8, Failure> {
     if let Some(d) = args.duration {
         o.duration = Duration::from_secs_f64(d.round().max(1.0));
     }
-    o.shared_port = args.shared_port;
+    o.shared_port = !args.port_per_client;
     o.flood = args.flood;
     if let Some(r) = args.rekey_after {
         o.rekey_after = (r > 0).then(|| Duration::from_secs(r));

@@ -83,14 +83,14 @@ pub struct Options {
 
 impl Options {
     /// The defaults of `mpt bench clients` (200 clients, 2 paths, 4
-    /// senders, 10 s, per-connection ports, no flood, rekeys every 2 s).
+    /// senders, 10 s, the shared port, no flood, rekeys every 2 s).
     pub fn new(out: PathBuf, mptd: PathBuf) -> Options {
         Options {
             clients: 200,
             paths_per_client: 2,
             senders: 4,
             duration: Duration::from_secs(10),
-            shared_port: false,
+            shared_port: true,
             flood: false,
             rekey_after: Some(Duration::from_secs(2)),
             out,
@@ -202,15 +202,17 @@ pub fn server_config(
         let _ = write!(
             s,
             "\n[[connection]]\nname = \"{}\"\nid = {}\npeer_ipv4 = \"{}\"\nport = {}\n\
-             remote_port = {CLIENT_PORT}\npublic_key = \"{key}\"\n",
+             public_key = \"{key}\"\n",
             client_name(i),
             i + 1,
             client_tun_ip(i),
             server_port(i, shared),
         );
         if shared {
+            // Paths and the client's ports are learnt.
             continue;
         }
+        let _ = writeln!(s, "remote_port = {CLIENT_PORT}");
         for k in 0..paths {
             let _ = write!(
                 s,
