@@ -101,27 +101,9 @@ impl GsoState {
 impl PathSocket {
     /// Binds `local`, optionally to device `interface`.
     pub fn bind(local: SocketAddr, interface: Option<&str>) -> io::Result<PathSocket> {
-        let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
-        if local.is_ipv6() {
-            s.set_only_v6(true)?;
-        }
-        if let Some(dev) = interface {
-            s.bind_device(Some(dev.as_bytes()))?;
-        }
-        // Ask for large buffers; as root, force past the sysctl limits.
-        s.set_recv_buffer_size(SOCKET_BUFFER)?;
-        s.set_send_buffer_size(SOCKET_BUFFER)?;
-        force_buffer(&s, libc::SO_RCVBUFFORCE);
-        force_buffer(&s, libc::SO_SNDBUFFORCE);
-        s.bind(&local.into())?;
-        let socket: UdpSocket = s.into();
-        let local = socket.local_addr()?;
-        let gro = set_int_opt(&socket, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
-        Ok(PathSocket {
-            socket,
-            local,
-            gso: GsoState::new(),
-            gro,
+        Self::bind_with(local, |s| match interface {
+            Some(dev) => s.bind_device(Some(dev.as_bytes())),
+            None => Ok(()),
         })
     }
 
@@ -131,11 +113,22 @@ impl PathSocket {
     /// kernel hashes each client source (address and port) to one of
     /// them, so a path's datagrams always reach the same worker, in order.
     pub fn bind_shared(local: SocketAddr) -> io::Result<PathSocket> {
+        Self::bind_with(local, |s| s.set_reuse_port(true))
+    }
+
+    /// A UDP socket on `local` (IPv6-only for an IPv6 address) with large
+    /// buffers and GRO when the kernel has it; `setup` sets what differs
+    /// before the bind.
+    fn bind_with(
+        local: SocketAddr,
+        setup: impl FnOnce(&Socket) -> io::Result<()>,
+    ) -> io::Result<PathSocket> {
         let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
         if local.is_ipv6() {
             s.set_only_v6(true)?;
         }
-        s.set_reuse_port(true)?;
+        setup(&s)?;
+        // Ask for large buffers; as root, force past the sysctl limits.
         s.set_recv_buffer_size(SOCKET_BUFFER)?;
         s.set_send_buffer_size(SOCKET_BUFFER)?;
         force_buffer(&s, libc::SO_RCVBUFFORCE);
