@@ -76,8 +76,15 @@
 //! [`Resequencer::repair_arrived`] tells it a copy came. A few
 //! such holes are tracked at a time, in fixed memory.
 //!
-//! Memory is fixed at construction: `slots × slot_len` bytes, plus a few
-//! words of bookkeeping per slot. A sequence number more than `slots`
+//! Memory is bounded at construction: at most `slots × slot_len` bytes,
+//! plus a few words of bookkeeping per slot. A held packet is copied into
+//! a buffer taken from a free stack rather than into its slot's own, and
+//! the stack hands out the lowest buffers again and again; the storage
+//! grows (by doubling, up to the bound) only when a buffer beyond it is
+//! needed. So it is as large as the most packets ever held at once: a
+//! connection striped at gigabits over like paths holds a few dozen and
+//! keeps well under a megabyte instead of the whole ring, which a server
+//! with hundreds of clients counts per client. A sequence number more than `slots`
 //! ahead forces the oldest held packets out. A sequence number far behind
 //! (the peer restarted and counts from 1 again) resets the window.
 //!
@@ -137,6 +144,8 @@ enum Slot {
     Packet {
         len: usize,
         wait: Wait,
+        /// Index of the storage buffer that holds it.
+        buf: u32,
     },
 }
 
@@ -169,6 +178,14 @@ pub struct ReorderStats {
     pub hold: HoldHistogram,
 }
 
+/// Grows `storage` (zero-filled) to at least `need` bytes: to twice its
+/// length when that is more, never beyond `bound`.
+fn grow_to(storage: &mut Vec<u8>, need: usize, bound: usize) {
+    if storage.len() < need {
+        storage.resize(need.max(storage.len() * 2).min(bound.max(need)), 0);
+    }
+}
+
 /// Holes tracked at once by [`Resequencer::expect_repair`].
 pub const MAX_PENDING_REPAIRS: usize = 8;
 
@@ -193,6 +210,8 @@ pub struct Resequencer {
     /// Per slot: the held packet waiting for this slot's sequence number.
     waiter: Vec<Option<u64>>,
     storage: Vec<u8>,
+    /// Storage buffers not holding a packet, lowest on top.
+    free: Vec<u32>,
     slot_len: usize,
     held: usize,
     /// Slots not empty (held packets, skip marks, early deliveries): when
@@ -224,7 +243,8 @@ impl Resequencer {
             slots: vec![Slot::Empty; slots],
             arrived: vec![None; slots],
             waiter: vec![None; slots],
-            storage: vec![0; slots * slot_len],
+            storage: Vec::new(),
+            free: (0..slots as u32).rev().collect(),
             slot_len,
             held: 0,
             occupied: 0,
@@ -579,11 +599,25 @@ impl Resequencer {
             self.wake(seq, now, deliver);
             return Outcome::Oversized;
         }
-        let off = i * self.slot_len;
+        // Never empty: every held packet has a slot of its own, and there
+        // are as many buffers as slots.
+        let Some(buf) = self.free.pop() else {
+            deliver(packet);
+            self.mark_delivered(i);
+            self.wake(seq, now, deliver);
+            return Outcome::Oversized;
+        };
+        let off = buf as usize * self.slot_len;
+        grow_to(
+            &mut self.storage,
+            off + self.slot_len,
+            self.slots.len() * self.slot_len,
+        );
         self.storage[off..off + packet.len()].copy_from_slice(packet);
         self.slots[i] = Slot::Packet {
             len: packet.len(),
             wait,
+            buf,
         };
         if let Wait::Seq(p) = wait {
             let pi = self.index(p);
@@ -616,6 +650,7 @@ impl Resequencer {
             let Slot::Packet {
                 len,
                 wait: Wait::Seq(p),
+                buf,
             } = self.slots[wi]
             else {
                 return;
@@ -623,24 +658,27 @@ impl Resequencer {
             if p != done {
                 return;
             }
-            self.deliver_held(wi, len, now, deliver);
+            self.deliver_held(wi, len, buf, now, deliver);
             self.stats.flow_released += 1;
             self.slots[wi] = Slot::Delivered;
             done = w;
         }
     }
 
-    /// Delivers the packet held in slot `i` (of length `len`) and counts
-    /// it; the caller sets the slot's new state.
+    /// Delivers the packet held in slot `i` (of length `len`, in buffer
+    /// `buf`), counts it and frees its buffer; the caller sets the slot's
+    /// new state.
     fn deliver_held(
         &mut self,
         i: usize,
         len: usize,
+        buf: u32,
         now: Instant,
         deliver: &mut impl FnMut(&[u8]),
     ) {
-        let off = i * self.slot_len;
+        let off = buf as usize * self.slot_len;
         deliver(&self.storage[off..off + len]);
+        self.free.push(buf);
         self.held -= 1;
         if self.held == 0 {
             self.oldest_hint = None;
@@ -677,8 +715,8 @@ impl Resequencer {
     fn finish(&mut self, seq: u64, now: Instant, deliver: &mut impl FnMut(&[u8])) -> Slot {
         let i = self.index(seq);
         let slot = self.slots[i];
-        if let Slot::Packet { len, .. } = slot {
-            self.deliver_held(i, len, now, deliver);
+        if let Slot::Packet { len, buf, .. } = slot {
+            self.deliver_held(i, len, buf, now, deliver);
         }
         if slot != Slot::Empty {
             self.occupied -= 1;

@@ -18,7 +18,11 @@
 //! path, later datagrams are due later, so a FIFO per path keeps them in
 //! order, and releasing the earliest head across paths merges them in
 //! send order. Memory is fixed per path (allocated when the path first
-//! holds something); a full FIFO releases its head early.
+//! holds something); a full FIFO releases its head early. A datagram is
+//! copied into the lowest free buffer of its path (a free stack), not into
+//! the buffer of its place in the ring, and the storage grows by doubling
+//! only when a higher buffer is needed: it is as large as the most
+//! datagrams the path ever held at once, at most the FIFO.
 
 use std::time::{Duration, Instant};
 
@@ -60,12 +64,16 @@ struct Slot {
     meta: Meta,
     release: Instant,
     len: usize,
+    /// The storage buffer holding it.
+    buf: u32,
 }
 
 #[derive(Debug)]
 struct Fifo {
     slots: Vec<Option<Slot>>,
     storage: Vec<u8>,
+    /// Buffers of `storage` not holding a datagram, lowest on top.
+    free: Vec<u32>,
     head: usize,
     count: usize,
 }
@@ -128,7 +136,8 @@ impl DelayLine {
         let (n, len) = (self.slots_per_path, self.slot_len);
         let fifo = self.fifos[path].get_or_insert_with(|| Fifo {
             slots: vec![None; n],
-            storage: vec![0; n * len],
+            storage: Vec::new(),
+            free: (0..n as u32).rev().collect(),
             head: 0,
             count: 0,
         });
@@ -139,12 +148,23 @@ impl DelayLine {
             }
         }
         let at = (fifo.head + fifo.count) % n;
-        fifo.storage[at * len..at * len + payload.len()].copy_from_slice(payload);
+        // As many buffers as slots, and the FIFO has a free slot now.
+        let Some(buf) = fifo.free.pop() else {
+            deliver(meta, payload);
+            return;
+        };
+        let start = buf as usize * len;
+        if fifo.storage.len() < start + len {
+            let grown = (start + len).max(2 * fifo.storage.len()).min(n * len);
+            fifo.storage.resize(grown, 0);
+        }
+        fifo.storage[start..start + payload.len()].copy_from_slice(payload);
         fifo.slots[at] = Some(Slot {
             meta,
             // Never before the datagram ahead of it on the path.
             release,
             len: payload.len(),
+            buf,
         });
         fifo.count += 1;
     }
@@ -211,7 +231,8 @@ fn pop(fifo: &mut Fifo, slot_len: usize) -> Option<(Meta, &[u8])> {
     let slot = fifo.slots[at].take()?;
     fifo.head = (at + 1) % fifo.slots.len();
     fifo.count -= 1;
-    let start = at * slot_len;
+    fifo.free.push(slot.buf);
+    let start = slot.buf as usize * slot_len;
     Some((slot.meta, &fifo.storage[start..start + slot.len]))
 }
 
@@ -269,5 +290,25 @@ mod tests {
         // Too long for a slot: what the path holds goes first.
         d.push(t, meta(4, 0), &[0u8; 9], t, |m, _| out.push(m.seq));
         assert_eq!(out, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_fifo_turning_round_its_ring_reuses_the_first_buffer() {
+        let t = Instant::now();
+        let ms = Duration::from_millis(1);
+        let mut d = DelayLine::new(8, 4);
+        let mut out = Vec::new();
+        // One datagram held at a time, 50 times round an 8-slot ring.
+        for k in 0..50u64 {
+            d.push(t + ms, meta(k, 0), &[0xab; 4], t, |m, _| out.push(m.seq));
+            d.release_due(t + ms, |m, b| {
+                assert_eq!(b, [0xab; 4]);
+                out.push(m.seq)
+            });
+        }
+        assert_eq!(out, (0..50).collect::<Vec<_>>());
+        let fifo = d.fifos[0].as_ref().expect("path 0 held something");
+        assert_eq!(fifo.storage.len(), 4, "one buffer allocated");
+        assert_eq!(fifo.free.len(), 8);
     }
 }

@@ -112,6 +112,33 @@ pub struct TxWorker {
     pub crypto_pool: Arc<CryptoPool>,
 }
 
+/// What a transmit worker keeps per flow bucket of one connection: the
+/// last sequence number sent (so each datagram names its flow predecessor
+/// for the peer's per-flow resequencing; a flow stays on one tun queue,
+/// hence one worker), the path and time of the last packet (flowlets: a
+/// flow stays on its path while that costs nothing) and whether the flow
+/// looks real-time (redundancy). About 160 KiB, made when the connection
+/// first sends: on a server with hundreds of clients only those that
+/// receive traffic pay for it.
+struct FlowState {
+    order: FlowTable,
+    flowlets: Flowlets,
+    realtime: RealtimeFlows,
+}
+
+impl FlowState {
+    /// The tables of connection `c`, made on first use.
+    fn of(states: &mut [Option<Box<FlowState>>], c: usize) -> &mut FlowState {
+        states[c].get_or_insert_with(|| {
+            Box::new(FlowState {
+                order: FlowTable::new(),
+                flowlets: Flowlets::new(),
+                realtime: RealtimeFlows::new(),
+            })
+        })
+    }
+}
+
 /// A group (one connection, one path) of a batch, headed and ready to be
 /// sealed and sent.
 struct Prepared {
@@ -213,17 +240,11 @@ impl TxWorker {
         let mut touched: Vec<usize> = Vec::with_capacity(self.conns.len().min(IDEAL_BATCH_SIZE));
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
         let mut gso_buf: Vec<u8> = Vec::with_capacity(MAX_GSO_BYTES);
-        // Per connection: the last sequence number sent per flow bucket, so
-        // each datagram names its flow predecessor (per-flow resequencing
-        // at the peer). A flow stays on one tun queue, hence one worker.
-        let mut flows: Vec<FlowTable> = self.conns.iter().map(|_| FlowTable::new()).collect();
-        // Per connection: the path and time of each flow's last packet
-        // (flowlets: a flow stays on its path while that costs nothing).
-        let mut flowlets: Vec<Flowlets> = self.conns.iter().map(|_| Flowlets::new()).collect();
+        // Per connection: its flow tables (see `FlowState`), made when it
+        // first sends, so that a server's idle clients cost nothing here.
+        let mut flow_states: Vec<Option<Box<FlowState>>> =
+            self.conns.iter().map(|_| None).collect();
         let mut flowlet_gaps: Vec<u64> = vec![0; self.conns.len()];
-        // Per connection: which flows look real-time (redundancy).
-        let mut realtime: Vec<RealtimeFlows> =
-            self.conns.iter().map(|_| RealtimeFlows::new()).collect();
         let mut redundancy: Vec<Redundancy> = vec![Redundancy::Off; self.conns.len()];
         // Per buffer: the path its redundancy copy goes on, or NO_COPY.
         let mut copy_to = vec![NO_COPY; IDEAL_BATCH_SIZE];
@@ -295,10 +316,8 @@ impl TxWorker {
                 counts.resize(n, 0);
                 stamps.resize(n, 0);
                 bases.resize(n, 0);
-                flows.resize_with(n, FlowTable::new);
-                flowlets.resize_with(n, Flowlets::new);
+                flow_states.resize_with(n, || None);
                 flowlet_gaps.resize(n, 0);
-                realtime.resize_with(n, RealtimeFlows::new);
                 redundancy.resize(n, Redundancy::Off);
             }
             let now = Instant::now();
@@ -359,21 +378,23 @@ impl TxWorker {
                     let tag = if conn.crypto.is_some() { TAG_LEN } else { 0 };
                     let bytes = PACKET_OFFSET + size + tag;
                     let syn = is_tcp_syn(packet);
-                    let flowlet = flowlets[c].current(hashes[i], conn_ns, flowlet_gaps[c]);
+                    let flowlets = &mut FlowState::of(&mut flow_states, c).flowlets;
+                    let flowlet = flowlets.current(hashes[i], conn_ns, flowlet_gaps[c]);
                     let picked = adaptive[c].pick_in_flowlet(
                         &models[c], masks[c], bytes, syn, conn_ns, hold_ns, flowlet,
                     );
                     if let Some(p) = picked {
                         charged[c][p] +=
                             (bytes as u64).saturating_mul(models[c][p].ps_per_byte) / 1000;
-                        flowlets[c].record(hashes[i], p, conn_ns);
+                        flowlets.record(hashes[i], p, conn_ns);
                     }
                     picked
                 };
                 copy_to[i] = NO_COPY;
                 if let Some(p) = pick {
                     let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
-                    if realtime[c].wants_copy(redundancy[c], hashes[i], packet, conn_ns) {
+                    let realtime = &mut FlowState::of(&mut flow_states, c).realtime;
+                    if realtime.wants_copy(redundancy[c], hashes[i], packet, conn_ns) {
                         copy_to[i] = second_path(&models[c], masks[c], p);
                     }
                 }
@@ -402,7 +423,8 @@ impl TxWorker {
             // Flow predecessors, in tun (= sequence) order.
             for e in &plan {
                 let c = e.conn();
-                gaps[e.buf()] = flows[c].gap(hashes[e.buf()], bases[c] + u64::from(e.rank()));
+                let order = &mut FlowState::of(&mut flow_states, c).order;
+                gaps[e.buf()] = order.gap(hashes[e.buf()], bases[c] + u64::from(e.rank()));
             }
             // Add what this batch charged to the paths' shared clocks.
             for &c in &touched {

@@ -1030,3 +1030,39 @@ fn gaps_below_a_pending_hole_are_still_proven_and_the_table_is_bounded() {
     assert!(!r.expect_repair(100, 102, 1, t + 50 * MS), "table full");
     assert_eq!(r.pending_repairs(), MAX_PENDING_REPAIRS);
 }
+
+#[test]
+fn held_packets_reuse_the_lowest_buffers_whatever_their_slot() {
+    // Pairs swapped (seq 2k+2 before 2k+1) over four turns of the ring:
+    // one packet is held at a time, so one buffer serves them all and the
+    // storage never grows beyond it.
+    let t = t0();
+    let slots = 64;
+    let mut r = Resequencer::new(slots, 64, 10 * MS);
+    let mut out = Out(vec![]);
+    r.insert(0, 0, &pkt(0), t, out.sink());
+    for k in 0..(2 * slots as u64) {
+        let (a, b) = (2 * k + 2, 2 * k + 1);
+        r.insert(a, 1, &pkt(a), t, out.sink());
+        r.insert(b, 0, &pkt(b), t, out.sink());
+    }
+    assert_eq!(out.0, (0..=4 * slots as u64).collect::<Vec<_>>());
+    assert_eq!(r.stats().held, 2 * slots as u64);
+    assert_eq!(r.free.len(), slots, "every buffer back on the free stack");
+    assert_eq!(r.storage.len(), r.slot_len, "one buffer allocated");
+    // A deeper hold uses as many buffers as it holds at once, still the
+    // lowest ones.
+    let base = 4 * slots as u64 + 1;
+    for s in base + 1..base + 6 {
+        r.insert(s, 1, &pkt(s), t, out.sink());
+    }
+    r.insert(base, 0, &pkt(base), t, out.sink());
+    assert_eq!(out.0.len(), 4 * slots + 7);
+    assert_eq!(r.storage.len(), 8 * r.slot_len, "grown by doubling to 5");
+    // Bounded by the ring, however many are held.
+    for s in base + 7..base + 5 + slots as u64 {
+        r.insert(s, 1, &pkt(s), t, out.sink());
+    }
+    assert!(r.held() > 32);
+    assert_eq!(r.storage.len(), slots * r.slot_len);
+}
