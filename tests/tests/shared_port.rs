@@ -8,6 +8,10 @@
 //! - a client whose source port changes (its daemon restarted on another
 //!   port, as behind a NAT that rebinds) is served again, and the server
 //!   learns its new address;
+//! - a client whose NAT rebinds in the middle of its session (its source
+//!   port rewritten by nftables while a ping runs; the client's daemon
+//!   keeps its socket) loses at most a few pings, and the server learns
+//!   the new port from the first datagram that authenticates;
 //! - a client whose key the server does not list gets no tunnel, and the
 //!   refusal is counted (`noise.refused.unknown_peer`); initiations not
 //!   made for the server's key are dropped by the receive workers and
@@ -564,4 +568,75 @@ fn many_clients_share_one_port() {
     if let Some(mut d) = bed.server.take() {
         d.stop_clean(&bed.server_ns, TUN).expect("server stops");
     }
+}
+
+/// Rewrites, without state, the client's UDP source port `from` to `to`
+/// on the way out and `to` back to `from` on the way in, in the client's
+/// namespace: to the server the client moved to another port in the
+/// middle of its session (a NAT that rebinds), while the client's daemon
+/// keeps its socket and knows nothing of it.
+fn rebind_source_port(ns: &Netns, from: u16, to: u16) -> Result<()> {
+    let rules = format!(
+        "table ip mpt_rebind {{\n\
+         \tchain out {{ type filter hook postrouting priority 0; udp sport {from} udp sport set {to}; }}\n\
+         \tchain in {{ type filter hook prerouting priority -300; udp dport {to} udp dport set {from}; }}\n\
+         }}\n"
+    );
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting nft (nftables installed?)")?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write as _;
+        stdin
+            .write_all(rules.as_bytes())
+            .context("writing nft rules")?;
+    }
+    let out = child.wait_with_output().context("nft")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "nft -f: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[test]
+fn a_client_whose_nat_rebinds_mid_session_keeps_its_tunnel() {
+    const NEW_PORT: u16 = DATA_PORT + 9;
+    let mut bed = Bed::new(&[("c0", vec![false])]).expect("test bed");
+    bed.start_server(&[0]).expect("server");
+    bed.start_client(0).expect("client");
+    bed.wait_tunnel(0, Duration::from_secs(15))
+        .expect("tunnel up");
+    // 150 pings over 3 s; the port changes under them after ~1 s.
+    let ping = Command::new("ip")
+        .args(["netns", "exec", bed.client_ns[0].name(), "ping", "-n", "-q"])
+        .args(["-i", "0.02", "-W", "1", "-c", "150", SERVER_INNER])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ping (iputils-ping installed?)");
+    std::thread::sleep(Duration::from_secs(1));
+    rebind_source_port(&bed.client_ns[0], DATA_PORT, NEW_PORT).expect("rebinding rules");
+    let (sent, got, text) = ping_result(ping);
+    let remotes_now = remotes(&bed.server_conn("c0").expect("c0 on the server"));
+    assert!(
+        remotes_now
+            .iter()
+            .any(|r| r.ends_with(&format!(":{NEW_PORT}"))),
+        "the server did not learn the new port: {remotes_now:?}\n{}",
+        bed.logs()
+    );
+    // The client's next datagram after the change (a ping or a keepalive,
+    // every 20 ms) moves the path: a loss or two, not a dead timer's worth
+    // (1 s, 50 pings).
+    assert_eq!(sent, 150, "{text}");
+    assert!(
+        got >= sent - 3,
+        "{got} of {sent} pings across the rebinding: {text}\n{}",
+        bed.logs()
+    );
 }
