@@ -449,7 +449,8 @@ struct BenchArgs {
     #[arg(long, help_heading = "mpt bench clients")]
     flood: bool,
     /// clients: the last client renews its keys this often; it is measured
-    /// alone against client 0 (TCP retransmits); 0 = off [default: 2].
+    /// alone against client 0 without rekeys, both paced at half the single
+    /// client's rate (TCP retransmits); 0 = off [default: 2].
     #[arg(long, value_name = "SECONDS", help_heading = "mpt bench clients")]
     rekey_after: Option<u64>,
 }

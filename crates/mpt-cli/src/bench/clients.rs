@@ -25,7 +25,11 @@
 //! `--flood` the same K senders while a thread sends forged Noise
 //! initiations from spoofed addresses to the server ports as fast as it
 //! can, and with `--rekey-after` one client alone whose keys are renewed
-//! every few seconds (TCP retransmits against the client without rekeys).
+//! every few seconds (TCP retransmits against client 0 without rekeys).
+//! Both rekey runs are paced at half the single client's rate: at full
+//! speed on two cores TCP overflows a socket buffer now and then with or
+//! without rekeys (hundreds of retransmits in one run, none in the next),
+//! which would hide what rekeying itself costs.
 //!
 //! Processes are stopped and namespaces deleted on every exit path (guards;
 //! SIGINT/SIGTERM only set the stop flag every wait polls).
@@ -352,8 +356,10 @@ pub struct RekeyResult {
     pub rekey_after_s: u64,
     /// Rekeys the client made during its measurement.
     pub rekeys: u64,
+    /// Pacing of both runs (iperf3 -b), half the single client's rate.
+    pub paced_mbps: u64,
     pub with_rekeys: Measurement,
-    /// The single-client baseline (client 0, no rekeys).
+    /// The baseline: client 0 alone, no rekeys, paced the same.
     pub without_rekeys: Measurement,
 }
 
@@ -436,6 +442,7 @@ impl Report {
         if let Some(r) = &self.rekey {
             put("rekey_after_s", r.rekey_after_s.to_string());
             put("rekeys", r.rekeys.to_string());
+            put("rekey_paced_mbps", r.paced_mbps.to_string());
             put("rekey_mbps", format!("{:.3}", r.with_rekeys.mbps));
             put(
                 "rekey_retransmits",
@@ -508,10 +515,11 @@ impl Report {
         if let Some(r) = &self.rekey {
             let _ = writeln!(
                 s,
-                "  rekeys:            {} in {} s (every {} s): {:.1} Mbit/s, {} retransmits; without: {:.1} Mbit/s, {} retransmits",
+                "  rekeys:            {} in {} s (every {} s, paced at {} Mbit/s): {:.1} Mbit/s, {} retransmits; client 0 without: {:.1} Mbit/s, {} retransmits",
                 r.rekeys,
                 self.duration_s,
                 r.rekey_after_s,
+                r.paced_mbps,
                 r.with_rekeys.mbps,
                 r.with_rekeys.retransmits.unwrap_or(0),
                 r.without_rekeys.mbps,
@@ -796,6 +804,7 @@ fn tcp_at_once(
     o: &Options,
     work: &Path,
     tag: &str,
+    rate_mbps: Option<u64>,
     stop: &AtomicBool,
 ) -> anyhow::Result<Aggregate> {
     let mut servers = Vec::new();
@@ -814,7 +823,8 @@ fn tcp_at_once(
             client_tun_ip(i).to_string(),
             server.port.to_string(),
         );
-        let args = [
+        let rate = rate_mbps.map(|r| format!("{r}M"));
+        let mut args = vec![
             "-c",
             &target,
             "-B",
@@ -827,6 +837,9 @@ fn tcp_at_once(
             "--connect-timeout",
             "5000",
         ];
+        if let Some(r) = &rate {
+            args.extend(["-b", r.as_str()]);
+        }
         procs.push(Proc::spawn_in(
             bed.c.name(),
             &format!("iperf3 client {i}"),
@@ -1136,7 +1149,7 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
         "==> clients: one client alone, TCP ({} s)",
         o.duration.as_secs()
     );
-    let single = tcp_at_once(&bed, &[0], o, work, "single", stop)?;
+    let single = tcp_at_once(&bed, &[0], o, work, "single", None, stop)?;
     let single_m = single.per_sender[0].clone();
     println!("    {:.1} Mbit/s", single_m.mbps);
     report.single = Some(single_m.clone());
@@ -1153,20 +1166,32 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
                 .and_then(|s| s.pointer("/connections/0/session/rekeys")?.as_u64())
                 .unwrap_or(0)
         };
+        let paced = ((single_m.mbps / 2.0) as u64).max(10);
         let r0 = rekeys(&bed);
-        let m = tcp_at_once(&bed, &[i], o, work, "rekey", stop)?;
+        let m = tcp_at_once(&bed, &[i], o, work, "rekey", Some(paced), stop)?;
+        let with_rekeys = m.per_sender[0].clone();
+        let rekeys_made = rekeys(&bed).saturating_sub(r0);
+        println!(
+            "    {:.1} Mbit/s paced at {paced}, {} retransmits, {rekeys_made} rekeys",
+            with_rekeys.mbps,
+            with_rekeys.retransmits.unwrap_or(0),
+        );
+        println!(
+            "==> clients: client 0 alone, no rekeys, paced the same ({} s)",
+            o.duration.as_secs()
+        );
+        let base = tcp_at_once(&bed, &[0], o, work, "norekey", Some(paced), stop)?;
         let r = RekeyResult {
             client: client_name(i),
             rekey_after_s: every.as_secs(),
-            rekeys: rekeys(&bed).saturating_sub(r0),
-            with_rekeys: m.per_sender[0].clone(),
-            without_rekeys: single_m.clone(),
+            rekeys: rekeys_made,
+            paced_mbps: paced,
+            with_rekeys,
+            without_rekeys: base.per_sender[0].clone(),
         };
         println!(
-            "    {:.1} Mbit/s, {} retransmits, {} rekeys (without: {} retransmits)",
-            r.with_rekeys.mbps,
-            r.with_rekeys.retransmits.unwrap_or(0),
-            r.rekeys,
+            "    {:.1} Mbit/s, {} retransmits",
+            r.without_rekeys.mbps,
             r.without_rekeys.retransmits.unwrap_or(0)
         );
         report.rekey = Some(r);
@@ -1178,7 +1203,7 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
         senders.len(),
         o.duration.as_secs()
     );
-    let agg = tcp_at_once(&bed, &senders, o, work, "aggregate", stop)?;
+    let agg = tcp_at_once(&bed, &senders, o, work, "aggregate", None, stop)?;
     println!("    {:.1} Mbit/s in all", agg.mbps);
     report.aggregate_ratio = (single_m.mbps > 0.0).then(|| agg.mbps / single_m.mbps);
     let quiet_mbps = agg.mbps;
@@ -1199,7 +1224,7 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
         let cpu0 = (super::testbed::cpu_time(std::process::id()), Instant::now());
         let flood = Flood::start(bed.c.name(), ports);
         sleep(Duration::from_millis(500), stop)?;
-        let agg = tcp_at_once(&bed, &senders, o, work, "flood", stop);
+        let agg = tcp_at_once(&bed, &senders, o, work, "flood", None, stop);
         let (datagrams, per_second) = flood.finish()?;
         let flood_cpu_pct = match (cpu0.0, super::testbed::cpu_time(std::process::id())) {
             (Some(a), Some(b)) => {
