@@ -1040,16 +1040,18 @@ impl ControlLoop {
             return Err("the daemon started without a private key in use (restart)".into());
         };
         let psk = match &c.key_file {
-            Some(file) => Some(Psk::from_bytes(
-                crate::keys::load(file).map_err(|e| format!("{e:#}"))?,
-            )),
+            Some(file) => Some(
+                Psk::from_bytes(crate::keys::load(file).map_err(|e| format!("{e:#}"))?)
+                    .with_cipher(self.config.daemon.cipher),
+            ),
             None => None,
         };
         let now = Instant::now();
         let ci = self.conns.len();
         let timing = NoiseTiming::new(c.keepalive, c.rekey_after);
         let crypto = crate::state::ConnCrypto::new_noise(
-            psk.clone().unwrap_or_else(|| Psk::from_bytes([0; 32])),
+            psk.clone()
+                .unwrap_or_else(|| Psk::from_bytes([0; 32]).with_cipher(self.config.daemon.cipher)),
             timing.grace,
             crate::state::OLD_KEYS_MAX,
         );

@@ -109,7 +109,8 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             let secret = crate::keys::load_private(file)
                 .with_context(|| format!("[daemon] private_key_file {}", file.display()))?;
             let identity = mpt_proto::noise::Identity::new(secret)
-                .context("setting up the public-key handshake")?;
+                .context("setting up the public-key handshake")?
+                .with_cipher(config.daemon.cipher);
             Some(NoiseDaemon::new(identity))
         }
         _ => None,
@@ -183,22 +184,30 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             session.set_loss_repair(c.repair);
         }
         let psk = match &c.key_file {
-            Some(file) => Some(Psk::from_bytes(
-                crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
-            )),
+            Some(file) => Some(
+                Psk::from_bytes(
+                    crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
+                )
+                .with_cipher(config.daemon.cipher),
+            ),
             None => None,
         };
         let crypto = match (c.public_key.is_some(), &psk) {
             (true, _) => {
                 let timing = NoiseTiming::new(c.keepalive, c.rekey_after);
-                tracing::info!(conn = %c.name, psk = psk.is_some(), "public-key handshake (Noise IK)");
+                tracing::info!(conn = %c.name, psk = psk.is_some(), cipher = %config.daemon.cipher, "public-key handshake (Noise IK)");
                 Some(ConnCrypto::new_noise(
-                    psk.clone().unwrap_or_else(|| Psk::from_bytes([0; 32])),
+                    psk.clone().unwrap_or_else(|| {
+                        Psk::from_bytes([0; 32]).with_cipher(config.daemon.cipher)
+                    }),
                     timing.grace,
                     crate::state::OLD_KEYS_MAX,
                 ))
             }
-            (false, Some(psk)) => Some(ConnCrypto::new(psk.clone())),
+            (false, Some(psk)) => {
+                tracing::info!(conn = %c.name, cipher = %psk.cipher(), "pre-shared-key handshake");
+                Some(ConnCrypto::new(psk.clone()))
+            }
             (false, None) => {
                 tracing::warn!(conn = %c.name, "no key_file or public_key: traffic is neither encrypted nor authenticated");
                 None

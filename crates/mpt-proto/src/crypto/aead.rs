@@ -1,4 +1,5 @@
-//! Sealing and opening messages with a session's keys (ChaCha20-Poly1305).
+//! Sealing and opening messages with a session's keys (AES-256-GCM or
+//! ChaCha20-Poly1305, see [`super::Cipher`]).
 //!
 //! A sealed datagram is `header (24) | ciphertext | tag (16)`:
 //! * the whole 24-byte header, with [`Flags::SEALED`] set, is the
@@ -15,13 +16,14 @@
 //! handshake, long before the counter could run out; past
 //! [`REJECT_AFTER_MESSAGES`] sealing and opening refuse outright.
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
 
 use super::kdf::{self, Unspecified};
-use super::{Psk, Role};
+use super::{Cipher, Psk, Role};
 use crate::wire::{Flags, HEADER_LEN};
 
-/// Length of the Poly1305 authentication tag that trails a sealed body.
+/// Length of the authentication tag that trails a sealed body (16 bytes
+/// for either cipher).
 pub const TAG_LEN: usize = 16;
 
 /// From this connection sequence number on, the sender should run a new
@@ -59,7 +61,7 @@ pub enum AeadError {
         /// Length seen.
         len: usize,
     },
-    /// The payload exceeds what ChaCha20-Poly1305 can seal under one nonce.
+    /// The payload exceeds what the cipher can seal under one nonce.
     #[error("payload of {len} bytes is too long to seal")]
     TooLong {
         /// Length of the payload.
@@ -130,8 +132,9 @@ impl SessionKeys {
         role: Role,
     ) -> Result<SessionKeys, Unspecified> {
         let (i2r, r2i) = kdf::session_key_bytes(psk, initiator_nonce, responder_nonce)?;
-        let i2r = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &i2r)?);
-        let r2i = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &r2i)?);
+        let alg = psk.cipher().algorithm();
+        let i2r = LessSafeKey::new(UnboundKey::new(alg, &i2r)?);
+        let r2i = LessSafeKey::new(UnboundKey::new(alg, &r2i)?);
         let (send, recv) = match role {
             Role::Initiator => (i2r, r2i),
             Role::Responder => (r2i, i2r),
@@ -141,14 +144,17 @@ impl SessionKeys {
 
     /// The keys of a session from the two raw directional keys another
     /// handshake produced (the Noise IK handshake's split, see
-    /// [`crate::noise`]), for the party playing `role`.
+    /// [`crate::noise`]), for the party playing `role`, sealing with
+    /// `cipher`.
     pub(crate) fn from_raw(
         i2r: &[u8; kdf::KEY_LEN],
         r2i: &[u8; kdf::KEY_LEN],
         role: Role,
+        cipher: Cipher,
     ) -> Result<SessionKeys, Unspecified> {
-        let i2r = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, i2r)?);
-        let r2i = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, r2i)?);
+        let alg = cipher.algorithm();
+        let i2r = LessSafeKey::new(UnboundKey::new(alg, i2r)?);
+        let r2i = LessSafeKey::new(UnboundKey::new(alg, r2i)?);
         let (send, recv) = match role {
             Role::Initiator => (i2r, r2i),
             Role::Responder => (r2i, i2r),

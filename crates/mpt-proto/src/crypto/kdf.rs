@@ -3,11 +3,13 @@
 //! * handshake MAC keys, one per message role so that no message can pass
 //!   for another: `HKDF(salt = "", IKM = psk, info = label)`, 32 bytes each,
 //!   used as HMAC-SHA256 keys, with the labels `"mpt v2 init mac"`,
-//!   `"mpt v2 response mac"` and `"mpt v2 challenge mac"`;
+//!   `"mpt v2 response mac"` and `"mpt v2 challenge mac"`, each followed
+//!   by the cipher's binding (`" aes-256-gcm"`, or nothing for
+//!   ChaCha20-Poly1305, see [`super::Cipher`]);
 //! * session keys: `HKDF(salt = initiator_nonce || responder_nonce,
 //!   IKM = psk, info = "mpt v1 session keys")`, 64 bytes: the first 32 are
-//!   the initiator-to-responder ChaCha20-Poly1305 key, the last 32 the
-//!   responder-to-initiator key.
+//!   the initiator-to-responder key, the last 32 the
+//!   responder-to-initiator key (of the PSK's cipher).
 
 use ring::hkdf;
 use ring::hmac;
@@ -22,7 +24,7 @@ pub(crate) const INFO_RESPONSE_MAC: &[u8] = b"mpt v2 response mac";
 pub(crate) const INFO_CHALLENGE_MAC: &[u8] = b"mpt v2 challenge mac";
 /// HKDF info of the session keys.
 pub(crate) const INFO_SESSION_KEYS: &[u8] = b"mpt v1 session keys";
-/// Length of one ChaCha20-Poly1305 key.
+/// Length of one session key (either cipher).
 pub(crate) const KEY_LEN: usize = 32;
 
 /// The cryptographic library refused an operation. With the fixed sizes
@@ -51,7 +53,8 @@ impl hkdf::KeyType for Len {
 pub(crate) fn handshake_mac_key(psk: &Psk, label: &[u8]) -> Result<hmac::Key, Unspecified> {
     let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &[]).extract(psk.as_bytes());
     let mut out = [0u8; 32];
-    prk.expand(&[label], Len(out.len()))?.fill(&mut out)?;
+    prk.expand(&[label, psk.cipher().binding()], Len(out.len()))?
+        .fill(&mut out)?;
     Ok(hmac::Key::new(hmac::HMAC_SHA256, &out))
 }
 

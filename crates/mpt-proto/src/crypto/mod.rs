@@ -58,6 +58,7 @@
 //! Wire layouts and the reasoning are in `docs/PROTOCOL.md`.
 
 mod aead;
+mod cipher;
 pub mod cmdauth;
 mod handshake;
 mod kdf;
@@ -65,6 +66,7 @@ mod ratelimit;
 mod replay;
 
 pub use aead::{AeadError, SessionKeys, REJECT_AFTER_MESSAGES, REKEY_AFTER_MESSAGES, TAG_LEN};
+pub use cipher::Cipher;
 pub use handshake::{
     Answer, Cookie, HandshakeError, Initiator, InstanceId, Responder, VerifiedInit,
     CHALLENGE_BODY_LEN, CHALLENGE_LEN, COOKIE_LEN, COOKIE_LIFETIME, INIT_BODY_LEN, INIT_LEN,
@@ -80,26 +82,49 @@ pub const PSK_LEN: usize = 32;
 /// bytes (generate them with a CSPRNG, e.g. `head -c 32 /dev/urandom`; a
 /// password is not a key).
 ///
+/// It travels with the data [`Cipher`] both peers agreed on, which the
+/// handshake binds (see [`Cipher`]) and the session keys use.
+///
 /// `Debug` never shows the key. There is deliberately no `PartialEq`: two
 /// keys are never compared, only used.
 #[derive(Clone)]
-pub struct Psk([u8; PSK_LEN]);
+pub struct Psk {
+    bytes: [u8; PSK_LEN],
+    cipher: Cipher,
+}
 
 impl Psk {
-    /// The key from its raw bytes.
+    /// The key from its raw bytes, with the default cipher
+    /// (ChaCha20-Poly1305).
     pub const fn from_bytes(bytes: [u8; PSK_LEN]) -> Psk {
-        Psk(bytes)
+        Psk {
+            bytes,
+            cipher: Cipher::ChaCha20Poly1305,
+        }
+    }
+
+    /// The same key used with `cipher`.
+    pub const fn with_cipher(self, cipher: Cipher) -> Psk {
+        Psk {
+            bytes: self.bytes,
+            cipher,
+        }
+    }
+
+    /// The data cipher used with this key.
+    pub const fn cipher(&self) -> Cipher {
+        self.cipher
     }
 
     /// The raw key bytes, as input keying material for HKDF.
     pub(crate) fn as_bytes(&self) -> &[u8; PSK_LEN] {
-        &self.0
+        &self.bytes
     }
 }
 
 impl std::fmt::Debug for Psk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Psk(<redacted>)")
+        write!(f, "Psk(<redacted>, {})", self.cipher)
     }
 }
 

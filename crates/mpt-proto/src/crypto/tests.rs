@@ -1026,3 +1026,52 @@ proptest! {
         prop_assert_eq!(r.last_timestamp(), 0);
     }
 }
+
+#[test]
+fn aes_256_gcm_sessions_round_trip_and_differ_from_chacha() {
+    let aes = psk().with_cipher(Cipher::Aes256Gcm);
+    let (i, r) = handshake(&aes, &aes).unwrap();
+    let mut buf = data_buf(7, PAYLOAD);
+    let n = i.seal_datagram(&mut buf, PAYLOAD.len()).unwrap();
+    assert_eq!(n, HEADER_LEN + PAYLOAD.len() + TAG_LEN, "same layout");
+    let sealed = buf[..n].to_vec();
+    assert_eq!(r.open_datagram(&mut buf[..n]).unwrap(), PAYLOAD);
+    // The same key bytes and nonces under ChaCha20-Poly1305 give other
+    // ciphertext, which the AES session refuses.
+    let chacha = kat_keys(Role::Initiator);
+    let mut other = data_buf(7, PAYLOAD);
+    let m = chacha.seal_datagram(&mut other, PAYLOAD.len()).unwrap();
+    assert_ne!(other[..m], sealed[..]);
+    assert_eq!(r.open_datagram(&mut other[..m]), Err(AeadError::Auth));
+}
+
+#[test]
+fn peers_with_different_ciphers_fail_the_handshake() {
+    let aes = psk().with_cipher(Cipher::Aes256Gcm);
+    let chacha = psk();
+    // The first Init already fails its MAC at the responder: no
+    // challenge, no keys.
+    for (i, r) in [(&aes, &chacha), (&chacha, &aes)] {
+        let mut resp = responder(r);
+        let (_, init) = make_init_with(i, 1_000, 0x40, None);
+        assert!(
+            matches!(
+                respond_at(&mut resp, &init, t0()),
+                Err(HandshakeError::Auth)
+            ),
+            "{:?} initiator, {:?} responder",
+            i.cipher(),
+            r.cipher()
+        );
+    }
+}
+
+#[test]
+fn cipher_names_round_trip() {
+    for c in Cipher::ALL {
+        assert_eq!(Cipher::from_name(c.name()), Some(c));
+    }
+    assert_eq!(Cipher::from_name("AES-256-GCM"), None);
+    assert_eq!(Cipher::default(), Cipher::ChaCha20Poly1305);
+    assert!(format!("{:?}", psk().with_cipher(Cipher::Aes256Gcm)).contains("aes-256-gcm"));
+}

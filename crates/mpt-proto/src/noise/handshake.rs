@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 use snow::params::{CipherChoice, DHChoice, HashChoice, NoiseParams};
 use snow::resolvers::{CryptoResolver, DefaultResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
+
+use crate::crypto::Cipher as DataCipher;
 use snow::HandshakeState;
 
 use super::keys::{PublicKey, StaticSecret, KEY_LEN};
@@ -56,7 +58,10 @@ use crate::wire::{Flags, Header, MsgType};
 /// X25519, ChaCha20-Poly1305, BLAKE2s.
 pub const NOISE_PARAMS: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
 /// Bound into the handshake hash: a peer running another protocol or
-/// version of ours fails the handshake instead of deriving keys.
+/// version of ours fails the handshake instead of deriving keys. The data
+/// cipher's binding follows it (nothing for ChaCha20-Poly1305,
+/// `" aes-256-gcm"`), so peers that would seal with different ciphers fail
+/// the handshake too.
 pub const PROLOGUE: &[u8] = b"mpt noise v1";
 /// Where `psk2` sits in snow's PSK slots.
 const PSK_SLOT: u8 = 2;
@@ -119,18 +124,24 @@ pub struct Identity {
     /// mac1 and cookie keys of our own public key: what we check.
     macs: MacKeys,
     params: NoiseParams,
+    /// The data cipher of the sessions it makes.
+    cipher: DataCipher,
+    /// [`PROLOGUE`] and the cipher's binding.
+    prologue: Vec<u8>,
 }
 
 impl std::fmt::Debug for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Identity")
             .field("public", &self.public)
+            .field("cipher", &self.cipher)
             .finish_non_exhaustive()
     }
 }
 
 impl Identity {
-    /// The identity of a private key.
+    /// The identity of a private key, its sessions sealing with the
+    /// default cipher (ChaCha20-Poly1305).
     pub fn new(secret: StaticSecret) -> Result<Identity, NoiseError> {
         let public = secret.public_key();
         let params: NoiseParams = NOISE_PARAMS.parse().map_err(|_| NoiseError::Crypto)?;
@@ -139,7 +150,22 @@ impl Identity {
             secret,
             public,
             params,
+            cipher: DataCipher::default(),
+            prologue: PROLOGUE.to_vec(),
         })
+    }
+
+    /// The same identity, its sessions sealing with `cipher` (which the
+    /// handshake binds: a peer using another fails it).
+    pub fn with_cipher(mut self, cipher: DataCipher) -> Identity {
+        self.cipher = cipher;
+        self.prologue = [PROLOGUE, cipher.binding()].concat();
+        self
+    }
+
+    /// The data cipher of the sessions this identity makes.
+    pub fn cipher(&self) -> DataCipher {
+        self.cipher
     }
 
     /// Our public key.
@@ -195,7 +221,7 @@ impl Identity {
         let builder =
             snow::Builder::with_resolver(self.params.clone(), Box::new(SeededResolver { seed }))
                 .local_private_key(self.secret.as_bytes())?
-                .prologue(PROLOGUE)?
+                .prologue(&self.prologue)?
                 .psk(PSK_SLOT, psk)?;
         Ok(match remote {
             Some(key) => builder
@@ -273,13 +299,17 @@ pub fn random_index(entropy: &mut dyn Entropy, in_use: impl Fn(u32) -> bool) -> 
     })
 }
 
-fn split(hs: &mut HandshakeState, role: Role) -> Result<SessionKeys, NoiseError> {
+fn split(
+    hs: &mut HandshakeState,
+    role: Role,
+    cipher: DataCipher,
+) -> Result<SessionKeys, NoiseError> {
     if !hs.is_handshake_finished() {
         return Err(NoiseError::Crypto);
     }
     // Noise's Split: the first key protects initiator -> responder.
     let (i2r, r2i) = hs.dangerously_get_raw_split();
-    SessionKeys::from_raw(&i2r, &r2i, role).map_err(|_| NoiseError::Crypto)
+    SessionKeys::from_raw(&i2r, &r2i, role, cipher).map_err(|_| NoiseError::Crypto)
 }
 
 struct Pending {
@@ -412,7 +442,7 @@ impl Initiator {
         if n != 0 {
             return Err(NoiseError::Decrypt);
         }
-        let keys = split(&mut p.hs, Role::Initiator)?;
+        let keys = split(&mut p.hs, Role::Initiator, self.identity.cipher)?;
         let local_index = p.local_index;
         self.pending = None;
         Ok(Established {
@@ -706,7 +736,7 @@ impl<Id: Copy> Responder<Id> {
         }
         let mac1 = mac::mac(&peer_macs.mac1, &[&out[..R_MAC1]]);
         out[R_MAC1..].copy_from_slice(&mac1);
-        let keys = split(&mut hs, Role::Responder)?;
+        let keys = split(&mut hs, Role::Responder, self.identity.cipher)?;
         entry.greatest = Some(timestamp);
         entry.last_accepted = Some(now);
         self.counters.responses_sent += 1;

@@ -995,3 +995,47 @@ fn initiating_into_a_small_buffer_is_an_error_and_changes_nothing() {
     assert_eq!(c.pending_index(), None);
     assert_eq!(c.counters().initiations_sent, 0);
 }
+
+#[test]
+fn the_data_cipher_is_bound_into_the_handshake() {
+    use crate::crypto::Cipher;
+    let now = base();
+    let mut rng = TestRng(9);
+    let aes = |seed| identity(seed).with_cipher(Cipher::Aes256Gcm);
+    let server_with = |id: Identity| {
+        let mut r = Responder::new(id, ResponderConfig::default());
+        r.add_peer(identity(CLIENT).public_key(), 1, None);
+        r
+    };
+    // Both ends on AES-256-GCM: keys that interoperate.
+    let mut c = Initiator::new(aes(CLIENT), identity(SERVER).public_key(), None);
+    let mut s = server_with(aes(SERVER));
+    let (mine, theirs) = handshake(&mut c, &mut s, (1, 2), 0, now, &mut rng);
+    let msg = seal(&mine.keys, 2, 1, b"aes");
+    assert!(opens(&theirs.keys, &msg, b"aes"));
+    // A ChaCha20-Poly1305 session of the same peers cannot open it.
+    let (_, chacha) = handshake(
+        &mut client(None),
+        &mut server_with(identity(SERVER)),
+        (3, 4),
+        1,
+        now,
+        &mut rng,
+    );
+    assert!(!opens(&chacha.keys, &msg, b"aes"));
+    // One end on each: the prologues differ, so the responder cannot
+    // decrypt the initiator's static key and answers nothing.
+    let mut c = Initiator::new(aes(CLIENT), identity(SERVER).public_key(), None);
+    let init = initiate(&mut c, 5, 2, now, &mut rng);
+    let (reply, out) = respond(
+        &mut server_with(identity(SERVER)),
+        &init,
+        src(),
+        6,
+        now,
+        false,
+        &mut rng,
+    );
+    assert!(reply.is_err(), "{reply:?}");
+    assert!(out.is_empty());
+}

@@ -23,6 +23,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
         ("threads", d.0.threads != d.1.threads),
         ("metrics", d.0.metrics != d.1.metrics),
         ("log", d.0.log != d.1.log),
+        ("cipher", d.0.cipher != d.1.cipher),
         (
             "private_key_file",
             (&d.0.private_key_file, d.0.public_key) != (&d.1.private_key_file, d.1.public_key),

@@ -814,3 +814,28 @@ fn accept_remote_is_refused_with_advice() {
         assert!(e.message.contains("include = \"clients.d/*.toml\""), "{e}");
     }
 }
+
+#[test]
+fn cipher_defaults_to_aes_and_a_wrong_name_is_refused_where_it_is() {
+    let c = parse(GOOD, "good.toml").expect("valid");
+    assert_eq!(c.daemon.cipher, Cipher::Aes256Gcm);
+    let text = GOOD.replace(
+        "control = \"/tmp/x.sock\"",
+        "control = \"/tmp/x.sock\"\ncipher = \"chacha20-poly1305\"",
+    );
+    let c = parse(&text, "good.toml").expect("valid");
+    assert_eq!(c.daemon.cipher, Cipher::ChaCha20Poly1305);
+    let text = GOOD.replace(
+        "control = \"/tmp/x.sock\"",
+        "control = \"/tmp/x.sock\"\ncipher = \"rot13\"",
+    );
+    let e = error_of(&text);
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("cipher"))
+        .expect("line")
+        + 1;
+    assert_eq!(e.line, line, "{e}");
+    assert!(e.message.contains("`rot13` is not a cipher"), "{e}");
+    assert!(e.message.contains("aes-256-gcm, chacha20-poly1305"), "{e}");
+}
