@@ -130,7 +130,7 @@ weighted\t''"
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l clients -d 'clients: client mptds on one server [default: 200; --quick: 8]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l paths-per-client -d 'clients: paths of each client [default: 2]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l senders -d 'clients: clients sending TCP at once [default: 4; --quick: 2]' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l rekey-after -d 'clients: the last client renews its keys this often; it is measured alone against client 0 (TCP retransmits); 0 = off [default: 2]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l rekey-after -d 'clients: the last client renews its keys this often; it is measured alone against client 0 without rekeys, both paced at half the single client\'s rate (TCP retransmits); 0 = off [default: 2]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l quick -d 'Short run for CI: the scenario\'s [quick] settings (ethernet: 2 paths, 3 s)'
