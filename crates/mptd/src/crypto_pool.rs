@@ -575,63 +575,6 @@ mod tests {
         assert!(items.iter().all(|it| it.thread == me));
     }
 
-    /// Where the inline threshold comes from: ChaCha20-Poly1305 over
-    /// 1424-byte datagrams (ring, as the daemon seals), per datagram,
-    /// inline and through a pool of one helper, for batch sizes around
-    /// the threshold. Prints a table; run on an idle machine with
-    /// `cargo test --release -p mptd --lib -- --ignored --nocapture pool_speed`.
-    #[test]
-    #[ignore = "measurement, not a check"]
-    fn pool_speed() {
-        use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
-        let key = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &[7u8; 32]).unwrap());
-        let seal = |chunk: &mut [Vec<u8>], _: &mut Vec<u8>| {
-            for (i, b) in chunk.iter_mut().enumerate() {
-                let mut n = [0u8; 12];
-                n[4..].copy_from_slice(&(i as u64).to_be_bytes());
-                let tag = key
-                    .seal_in_place_separate_tag(
-                        Nonce::assume_unique_for_key(n),
-                        Aad::empty(),
-                        &mut b[..1408],
-                    )
-                    .unwrap();
-                b[1408..].copy_from_slice(tag.as_ref());
-            }
-        };
-        let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
-        eprintln!("helpers: {helpers}; ns per datagram (1424 bytes), median of 7");
-        eprintln!(
-            "{:>6} {:>9} {:>9} {:>9}",
-            "batch", "inline", "pool", "speedup"
-        );
-        for batch in [8usize, 16, 24, 32, 48, 64, 128, 512] {
-            let mut items = vec![vec![0u8; 1424]; batch];
-            let mut time = |min_chunk: usize| {
-                let pool = Arc::new(CryptoPool::start(helpers, min_chunk, DEFAULT_SPIN).unwrap());
-                let mut sub = pool.submitter();
-                let rounds = (200_000 / batch).max(10);
-                let mut runs: Vec<f64> = (0..7)
-                    .map(|_| {
-                        let t = Instant::now();
-                        for _ in 0..rounds {
-                            sub.run(&mut items, &seal);
-                        }
-                        t.elapsed().as_nanos() as f64 / (rounds * batch) as f64
-                    })
-                    .collect();
-                runs.sort_by(f64::total_cmp);
-                runs[3]
-            };
-            let inline = time(usize::MAX);
-            let pooled = time(DEFAULT_MIN_CHUNK);
-            eprintln!(
-                "{batch:>6} {inline:>9.0} {pooled:>9.0} {:>9.2}",
-                inline / pooled
-            );
-        }
-    }
-
     #[test]
     fn many_submitters_share_one_pool() {
         let pool = Arc::new(CryptoPool::start(2, 2, Duration::from_micros(10)).unwrap());
