@@ -22,9 +22,10 @@
 //! established, every path up), the server's threads and memory
 //! (/proc/PID/status), single-stream TCP of one client alone and of K
 //! clients at once (iperf3 bound to the clients' tunnel addresses), with
-//! `--flood` the same K senders while a thread sends forged Noise
-//! initiations from spoofed addresses to the server ports as fast as it
-//! can, and with `--rekey-after` one client alone whose keys are renewed
+//! `--flood` a thread sending forged Noise initiations from spoofed
+//! addresses to the server ports as fast as it can, first alone (the
+//! server's memory over it, with no traffic) and then under the same K
+//! senders (their throughput), and with `--rekey-after` one client alone whose keys are renewed
 //! every few seconds (TCP retransmits against client 0 without rekeys).
 //! Both rekey runs are paced at half the single client's rate: at full
 //! speed on two cores TCP overflows a socket buffer now and then with or
@@ -343,6 +344,13 @@ pub struct FloodResult {
     /// Server memory before and after the flood.
     pub server_before: ProcMem,
     pub server_after: ProcMem,
+    /// The same flood with no traffic, just before (after every traffic
+    /// phase, so the buffers traffic grows have grown already): server
+    /// memory before and after it, and its rate. What the flood alone does
+    /// to memory.
+    pub alone_before: ProcMem,
+    pub alone_after: ProcMem,
+    pub alone_per_second: f64,
     /// Server connections still up after the flood.
     pub up_after: usize,
     /// The server's `noise` status counters after the flood.
@@ -437,6 +445,9 @@ impl Report {
             );
             put("flood_rss_kib_before", f.server_before.rss_kib.to_string());
             put("flood_rss_kib_after", f.server_after.rss_kib.to_string());
+            put("flood_alone_rss_kib_before", f.alone_before.rss_kib.to_string());
+            put("flood_alone_rss_kib_after", f.alone_after.rss_kib.to_string());
+            put("flood_alone_per_second", format!("{:.0}", f.alone_per_second));
             put("flood_up_after", f.up_after.to_string());
         }
         if let Some(r) = &self.rekey {
@@ -510,6 +521,13 @@ impl Report {
                 f.server_before.rss_kib as f64 / 1024.0,
                 f.server_after.rss_kib as f64 / 1024.0,
                 f.up_after
+            );
+            let _ = writeln!(
+                s,
+                "  flood alone:       {:.0} forged initiations/s, no traffic: server RSS {:.1} -> {:.1} MiB",
+                f.alone_per_second,
+                f.alone_before.rss_kib as f64 / 1024.0,
+                f.alone_after.rss_kib as f64 / 1024.0,
             );
         }
         if let Some(r) = &self.rekey {
@@ -1210,17 +1228,31 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
     report.aggregate = Some(agg);
 
     if o.flood {
-        println!(
-            "==> clients: {} clients at once under a flood of forged initiations ({} s)",
-            senders.len(),
-            o.duration.as_secs()
-        );
-        let before = proc_mem(server_pid).unwrap_or_default();
         let ports: Vec<u16> = if o.shared_port {
             vec![SHARED_PORT]
         } else {
             (0..o.clients).map(|i| server_port(i, false)).collect()
         };
+        println!(
+            "==> clients: the flood alone, no traffic ({} s)",
+            o.duration.as_secs()
+        );
+        let alone_before = proc_mem(server_pid).unwrap_or_default();
+        let flood = Flood::start(bed.c.name(), ports.clone());
+        sleep(o.duration, stop)?;
+        let (_, alone_per_second) = flood.finish()?;
+        sleep(Duration::from_secs(2), stop)?;
+        let alone_after = proc_mem(server_pid).unwrap_or_default();
+        println!(
+            "    {alone_per_second:.0} forged initiations/s, server RSS {} -> {} KiB",
+            alone_before.rss_kib, alone_after.rss_kib
+        );
+        println!(
+            "==> clients: {} clients at once under the flood ({} s)",
+            senders.len(),
+            o.duration.as_secs()
+        );
+        let before = proc_mem(server_pid).unwrap_or_default();
         let cpu0 = (super::testbed::cpu_time(std::process::id()), Instant::now());
         let flood = Flood::start(bed.c.name(), ports);
         sleep(Duration::from_millis(500), stop)?;
@@ -1248,6 +1280,9 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
             flood_cpu_pct,
             server_before: before,
             server_after: proc_mem(server_pid).unwrap_or_default(),
+            alone_before,
+            alone_after,
+            alone_per_second,
             up_after: count_up(&status, o.paths_per_client),
             server_noise: status.get("noise").cloned().unwrap_or(Value::Null),
         };
