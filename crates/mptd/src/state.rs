@@ -589,7 +589,8 @@ pub struct PathShared {
     /// The adaptive scheduler's model of the path and its virtual clock.
     pub model: crate::model::SharedModel,
     /// Copies of the data last sent here, for the peer's repair requests;
-    /// allocated at the first request (see `repair`).
+    /// allocated at the first request (see `repair`) and freed by the
+    /// transmit worker once `repair_until_ns` has passed.
     pub repair_history: Mutex<Option<mpt_proto::repair::RepairHistory>>,
     /// Until when (ns since the connection epoch) transmit workers keep
     /// copies: a while after the peer last asked for one.

@@ -557,6 +557,23 @@ impl TxWorker {
             }
             Some(g)
         } else {
+            // The peer stopped asking KEEP_COPIES ago: give the copies'
+            // memory back (1.4 MiB per path at MTU 1400). Once per episode:
+            // the first worker to clear the deadline does it; a request
+            // meanwhile sets a new deadline and the exchange fails.
+            let until = path.repair_until_ns.load(Relaxed);
+            if until != 0
+                && path
+                    .repair_until_ns
+                    .compare_exchange(until, 0, Relaxed, Relaxed)
+                    .is_ok()
+            {
+                let mut g = match path.repair_history.lock() {
+                    Ok(g) => g,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                *g = None;
+            }
             None
         };
         for (k, entry) in group.iter().enumerate() {

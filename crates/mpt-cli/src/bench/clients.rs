@@ -445,9 +445,18 @@ impl Report {
             );
             put("flood_rss_kib_before", f.server_before.rss_kib.to_string());
             put("flood_rss_kib_after", f.server_after.rss_kib.to_string());
-            put("flood_alone_rss_kib_before", f.alone_before.rss_kib.to_string());
-            put("flood_alone_rss_kib_after", f.alone_after.rss_kib.to_string());
-            put("flood_alone_per_second", format!("{:.0}", f.alone_per_second));
+            put(
+                "flood_alone_rss_kib_before",
+                f.alone_before.rss_kib.to_string(),
+            );
+            put(
+                "flood_alone_rss_kib_after",
+                f.alone_after.rss_kib.to_string(),
+            );
+            put(
+                "flood_alone_per_second",
+                format!("{:.0}", f.alone_per_second),
+            );
             put("flood_up_after", f.up_after.to_string());
         }
         if let Some(r) = &self.rekey {
