@@ -539,6 +539,8 @@ pub struct BedSpec {
     pub rekey_after: Option<Duration>,
     /// `[daemon] threads` of both sides; `None`: not set (one per core).
     pub threads: Option<usize>,
+    /// Per side: `[daemon] cipher`; `None`: not set (the default).
+    pub cipher: [Option<&'static str>; 2],
 }
 
 impl BedSpec {
@@ -556,6 +558,7 @@ impl BedSpec {
             learn_remote: [false, false],
             cmd_port: [None, None],
             threads: None,
+            cipher: [None, None],
             allow_peer_paths: Vec::new(),
             noise: false,
             peer_key_override: [None, None],
@@ -648,6 +651,9 @@ impl BedSpec {
         }
         if let Some(n) = self.threads {
             let _ = writeln!(s, "threads = {n}\n");
+        }
+        if let Some(c) = self.cipher[side.index()] {
+            let _ = writeln!(s, "cipher = {c:?}\n");
         }
         let _ = writeln!(s, "[tunnel]\nname = {TUN:?}\nmtu = {MTU}");
         for f in &self.inner {

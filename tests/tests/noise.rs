@@ -9,7 +9,10 @@
 //!   (`mac1`: it does not know our key; `unknown_peer`: we do not know its);
 //! - rekeying every few seconds under a running transfer and a ping loses
 //!   nothing: the transfer is intact, every ping comes back, no datagram
-//!   is refused for want of keys, and TCP retransmits nothing.
+//!   is refused for want of keys, and TCP retransmits nothing;
+//! - ends set to different `[daemon] cipher`s get no session (each side
+//!   refuses the other's initiations as `decrypt`), the same cipher on
+//!   both ends (ChaCha20-Poly1305 here) works.
 //!
 //! Traffic is only sent to addresses inside the test's own namespaces. The
 //! tests take one lock each, so they run one at a time.
@@ -366,5 +369,48 @@ fn a_server_without_remotes_learns_them_and_a_restarted_peer_comes_back() {
         );
         check_sessions(&bed).expect("sessions after a restart");
     }
+    bed.shutdown().expect("clean shutdown");
+}
+
+/// Both ends must set the same `[daemon] cipher`: with A on AES-256-GCM
+/// (the default) and B on ChaCha20-Poly1305 the handshake fails (each
+/// side's prologue differs, so neither can decrypt the other's initiation)
+/// and nothing gets through; with both on ChaCha20-Poly1305 the tunnel
+/// works.
+#[test]
+fn ends_with_different_ciphers_get_no_session_and_the_refusals_are_counted() {
+    let _serial = serial();
+    let mut spec = BedSpec::noise(1);
+    spec.cipher = [None, Some("chacha20-poly1305")];
+    let mut bed = TestBed::start(spec).expect("test bed");
+    let ping = start_ping(&bed, Side::A, "0.2", 10);
+    let (sent, got, _) = ping_result(ping);
+    assert_eq!((sent, got), (10, 0), "ping got through across ciphers");
+    wait_until(
+        "decrypt refusals counted on both sides",
+        Duration::from_secs(5),
+        POLL,
+        || {
+            bed.check_alive()?;
+            let a = num(&status(&bed, Side::A), &["noise", "refused", "decrypt"]);
+            let b = num(&status(&bed, Side::B), &["noise", "refused", "decrypt"]);
+            Ok((a > 0 && b > 0).then_some(()))
+        },
+    )
+    .expect("refusals");
+    for side in [Side::A, Side::B] {
+        let s = &conn(&bed, side)["session"];
+        assert_eq!(s["established"], false, "{side:?} has keys: {s}");
+    }
+    bed.shutdown().expect("clean shutdown");
+
+    let mut spec = BedSpec::noise(1);
+    spec.cipher = [Some("chacha20-poly1305"), Some("chacha20-poly1305")];
+    let mut bed = TestBed::start(spec).expect("test bed");
+    bed.wait_tunnel(Side::A, Family::V4, Duration::from_secs(10))
+        .expect("tunnel up with ChaCha20-Poly1305 on both ends");
+    let ping = start_ping(&bed, Side::A, "0.05", 20);
+    let (sent, got, text) = ping_result(ping);
+    assert_eq!((sent, got), (20, 20), "ping with ChaCha20-Poly1305: {text}");
     bed.shutdown().expect("clean shutdown");
 }
