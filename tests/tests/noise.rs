@@ -11,8 +11,9 @@
 //!   nothing: the transfer is intact, every ping comes back, no datagram
 //!   is refused for want of keys, and TCP retransmits nothing;
 //! - ends set to different `[daemon] cipher`s get no session (each side
-//!   refuses the other's initiations as `decrypt`), the same cipher on
-//!   both ends (ChaCha20-Poly1305 here) works.
+//!   refuses the other's initiations as `decrypt` and warns once that the
+//!   ends' keys or ciphers differ), the same cipher on both ends
+//!   (ChaCha20-Poly1305 here) works.
 //!
 //! Traffic is only sent to addresses inside the test's own namespaces. The
 //! tests take one lock each, so they run one at a time.
@@ -401,6 +402,13 @@ fn ends_with_different_ciphers_get_no_session_and_the_refusals_are_counted() {
     for side in [Side::A, Side::B] {
         let s = &conn(&bed, side)["session"];
         assert_eq!(s["established"], false, "{side:?} has keys: {s}");
+        // The default log says what to check, once.
+        let log = bed.daemon(side).log_tail(200);
+        let warnings = log
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("[daemon] cipher"))
+            .count();
+        assert_eq!(warnings, 1, "{side:?}'s log:\n{log}");
     }
     bed.shutdown().expect("clean shutdown");
 

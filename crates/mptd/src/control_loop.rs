@@ -853,9 +853,18 @@ impl ControlLoop {
         let bytes = &d.bytes[..d.len.min(d.bytes.len())];
         let refused = |e: HandshakeError| {
             match e {
-                HandshakeError::Auth
-                | HandshakeError::UnexpectedResponse
-                | HandshakeError::BadCookie => conn.drops.auth.add(1),
+                HandshakeError::Auth => {
+                    conn.drops.auth.add(1);
+                    crate::auth_warning::failed(
+                        Some(&conn.name),
+                        d.from,
+                        "pre-shared-key handshake message with a bad MAC",
+                        d.at,
+                    );
+                }
+                HandshakeError::UnexpectedResponse | HandshakeError::BadCookie => {
+                    conn.drops.auth.add(1)
+                }
                 HandshakeError::Reflected => conn.drops.handshake_reflected.add(1),
                 HandshakeError::WrongConnection { .. } => conn.drops.unknown_connection.add(1),
                 _ => conn.drops.malformed.add(1),
@@ -989,7 +998,17 @@ impl ControlLoop {
                         tracing::debug!(conn = %conn.name, path = %path.name, "answered a handshake initiation; keys pending");
                         send(conn, path, &out[..len], src);
                     }
-                    InitiationOutcome::Refused(e) => refused(&e),
+                    InitiationOutcome::Refused(e) => {
+                        if e == mpt_proto::noise::NoiseError::Decrypt {
+                            crate::auth_warning::failed(
+                                Some(&conn.name),
+                                Some(src),
+                                "Noise initiation that does not decrypt",
+                                d.at,
+                            );
+                        }
+                        refused(&e)
+                    }
                 }
             }
             MsgType::NoiseResponse => {
@@ -1332,6 +1351,14 @@ impl ControlLoop {
                 self.learn_path(ci, d.path, src, d.at);
             }
             InitiationOutcome::Refused(e) => {
+                if e == mpt_proto::noise::NoiseError::Decrypt {
+                    crate::auth_warning::failed(
+                        None,
+                        Some(src),
+                        "Noise initiation on the shared port that does not decrypt",
+                        d.at,
+                    );
+                }
                 tracing::trace!(from = %src, port, error = %e, "initiation refused on the shared port");
             }
         }

@@ -15,6 +15,7 @@
 //! [`config`] turns TOML into a validated [`config::Config`]; [`daemon`]
 //! wires everything together.
 
+pub mod auth_warning;
 pub mod cmd_port;
 pub mod command;
 pub mod config;
