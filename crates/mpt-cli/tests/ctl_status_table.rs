@@ -47,7 +47,7 @@ fn doc(paths: Vec<Value>) -> Value {
             "reorder": {"in_order": 5, "held": 0, "late": 0},
             "repair": {"enabled": true, "requested": 4, "received": 3, "missed": 0},
             "handover": {"count": 2, "last": {"from": "wifi", "to": "lte", "gap_ms": 84.4, "ms_ago": 12_345.0}},
-            "session": {"encrypted": true, "established": true, "handshakes": 2},
+            "session": {"encrypted": true, "established": true, "handshakes": 2, "cipher": "aes-256-gcm"},
             "paths": paths,
         }],
     })
@@ -109,7 +109,9 @@ fn twelve_paths_fit_80_columns_with_rates() {
         text.starts_with("tunnel mpt0, up 1d01h; drops: no_route 3\n"),
         "{text}"
     );
-    assert!(text.contains("site-b (id 7): session established, encrypted (2 handshakes)"));
+    assert!(
+        text.contains("site-b (id 7): session established, encrypted, aes-256-gcm (2 handshakes)")
+    );
     assert!(text.contains("drops: auth 2, replay 1\n"), "{text}");
     assert!(text.contains("repair: received 3, requested 4\n"), "{text}");
     assert!(

@@ -528,6 +528,7 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                         Some(k) if k.noise => "noise_ik",
                         Some(_) => "psk",
                     },
+                    "cipher": c.crypto.as_ref().map(|k| k.psk.cipher().name()),
                     "established": c.crypto.as_ref().is_some_and(|k| k.keys().is_some()),
                     "handshakes": c.crypto.as_ref().map_or(0, |k| k.handshakes.get()),
                     "rekeys": c.crypto.as_ref().map_or(0, |k| k.rekeys.get()),

@@ -493,6 +493,9 @@ fn session(s: Option<&Value>) -> String {
     if s.get("handshake").and_then(Value::as_str) == Some("noise_ik") {
         t.push_str(", public-key handshake (noise)");
     }
+    if let Some(c) = s.get("cipher").and_then(Value::as_str) {
+        let _ = write!(t, ", {c}");
+    }
     if let Some(n) = handshakes {
         let _ = write!(t, " ({n} handshake{}", if n == 1 { "" } else { "s" });
         if let Some(r) = s.get("rekeys").and_then(Value::as_u64).filter(|&r| r > 0) {
