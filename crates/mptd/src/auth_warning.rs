@@ -1,14 +1,18 @@
-//! One warning, now and then, when handshake messages fail authentication.
+//! One warning, now and then, when public-key handshake initiations fail
+//! to decrypt.
 //!
-//! Such refusals are counted per reason (`drops.auth`, `noise.refused`)
-//! and logged at trace level, as they should be: on the open Internet they
-//! are mostly noise. But the commonest cause on a new set-up is our own
-//! peer configured differently (another `key_file`, a `public_key` that is
-//! not the other end's, or another `[daemon] cipher`), and then nothing in
-//! the default log says why the tunnel never comes up. So the first such
-//! refusal is logged as a warning that names those settings, and then at
-//! most one per [`WARN_EVERY`] for the whole daemon, so that a flood of
-//! forgeries cannot fill the log.
+//! Such refusals are counted (`noise.refused.decrypt`) and logged at trace
+//! level. But an initiation that passed mac1 (its sender knows our public
+//! key) and then does not decrypt is, on a new set-up, most often our own
+//! peer configured differently: a PSK (`key_file`) on one end only or not
+//! the same, or another `[daemon] cipher`. Nothing in the default log said
+//! why the tunnel never came up. So the first such refusal on a connection
+//! without a session is logged as a warning that names those settings,
+//! then at most one per [`WARN_EVERY`] for the whole daemon. Junk cannot
+//! trigger it without our public key (mac1 stops it first), and junk sent
+//! to a working tunnel adds no line. The PSK handshake has no such filter
+//! (any datagram can fail its MAC), so its refusals stay counted only
+//! (`drops.auth`).
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -46,7 +50,7 @@ pub fn failed(conn: Option<&str>, from: Option<SocketAddr>, what: &str, now: Ins
         conn,
         %from,
         what,
-        "a handshake message failed authentication; if it is from our peer, the two ends differ in key_file, public_key or [daemon] cipher (counted in drops.auth / noise.refused; warned at most once a minute)"
+        "a handshake initiation that knows our public key does not decrypt; if it is from our peer, the two ends differ in key_file or [daemon] cipher (counted in noise.refused.decrypt; warned at most once a minute)"
     );
 }
 

@@ -853,15 +853,7 @@ impl ControlLoop {
         let bytes = &d.bytes[..d.len.min(d.bytes.len())];
         let refused = |e: HandshakeError| {
             match e {
-                HandshakeError::Auth => {
-                    conn.drops.auth.add(1);
-                    crate::auth_warning::failed(
-                        Some(&conn.name),
-                        d.from,
-                        "pre-shared-key handshake message with a bad MAC",
-                        d.at,
-                    );
-                }
+                HandshakeError::Auth => conn.drops.auth.add(1),
                 HandshakeError::UnexpectedResponse | HandshakeError::BadCookie => {
                     conn.drops.auth.add(1)
                 }
@@ -999,7 +991,7 @@ impl ControlLoop {
                         send(conn, path, &out[..len], src);
                     }
                     InitiationOutcome::Refused(e) => {
-                        if e == mpt_proto::noise::NoiseError::Decrypt {
+                        if e == mpt_proto::noise::NoiseError::Decrypt && crypto.keys().is_none() {
                             crate::auth_warning::failed(
                                 Some(&conn.name),
                                 Some(src),
