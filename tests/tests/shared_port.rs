@@ -16,6 +16,10 @@
 //!   refusal is counted (`noise.refused.unknown_peer`); initiations not
 //!   made for the server's key are dropped by the receive workers and
 //!   counted (`shared_port.bad_mac1`) without reaching the handshake;
+//! - a server with two addresses on each link, reached on the second one
+//!   by a client behind a stateful firewall (replies from any other
+//!   address are dropped), gives that client its tunnel over IPv4 and
+//!   IPv6: its replies leave from the address the client sends to;
 //! - `mpt reload` adds that client (it gets its tunnel without a restart)
 //!   and removes another, which is cut off within a second while the
 //!   others carry on; its datagrams are refused and counted.
@@ -214,8 +218,12 @@ impl Bed {
     }
 
     fn start_client(&mut self, k: usize) -> Result<()> {
+        self.start_client_with(k, &self.client_config(k))
+    }
+
+    fn start_client_with(&mut self, k: usize, text: &str) -> Result<()> {
         let name = self.cfg[k].name.clone();
-        let config = self.write(&name, &self.client_config(k))?;
+        let config = self.write(&name, text)?;
         let control = self.control(&name);
         let log = self.dir.path().join(format!("{name}.log"));
         let mut d = Daemon::start(&self.client_ns[k], &name, &config, &control, &log)?;
@@ -639,4 +647,115 @@ fn a_client_whose_nat_rebinds_mid_session_keeps_its_tunnel() {
         "{got} of {sent} pings across the rebinding: {text}\n{}",
         bed.logs()
     );
+}
+
+/// The server's second address on link `link` (the first stays the one
+/// routing picks as the source towards the client).
+fn second_server_address(link: usize, v6: bool) -> String {
+    if v6 {
+        format!("fd78:{link}::11")
+    } else {
+        format!("10.78.{link}.11")
+    }
+}
+
+/// A stateful firewall in the client's namespace: datagrams from the
+/// server's port are let in only as replies to what the client sent
+/// (the same 4-tuple), as a NAT or a host firewall does.
+fn stateful_firewall(ns: &Netns) -> Result<()> {
+    let rules = format!(
+        "table inet mpt_fw {{\n\
+         \tchain in {{ type filter hook input priority 0; ct state established,related accept; udp sport {DATA_PORT} counter drop; }}\n\
+         }}\n"
+    );
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting nft (nftables installed?)")?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write as _;
+        stdin
+            .write_all(rules.as_bytes())
+            .context("writing nft rules")?;
+    }
+    let out = child.wait_with_output().context("nft")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "nft -f: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[test]
+fn a_multihomed_server_answers_from_the_address_its_client_reached() {
+    // One IPv4 and one IPv6 path; the server has a second address on
+    // each, and the client is configured with those.
+    let mut bed = Bed::new(&[("c0", vec![false, true])]).expect("test bed");
+    let mut config = bed.client_config(0);
+    for &(link, v6) in &bed.cfg[0].links {
+        let (plen, extra) = if v6 {
+            ("64", Some("nodad"))
+        } else {
+            ("24", None)
+        };
+        let addr = format!("{}/{plen}", second_server_address(link, v6));
+        let dev = format!("s{link}");
+        let mut args = vec!["addr", "add", addr.as_str(), "dev", dev.as_str()];
+        args.extend(extra);
+        bed.server_ns.ip(&args).expect("second server address");
+        config = config.replace(
+            &format!("remote = {:?}", outer(link, v6, true)),
+            &format!("remote = {:?}", second_server_address(link, v6)),
+        );
+    }
+    assert_eq!(
+        config.matches("::11\"").count() + config.matches(".11\"").count(),
+        2,
+        "{config}"
+    );
+    stateful_firewall(&bed.client_ns[0]).expect("firewall rules");
+    bed.start_server(&[0]).expect("server");
+    bed.start_client_with(0, &config).expect("client");
+    bed.wait_tunnel(0, Duration::from_secs(15))
+        .expect("tunnel up through the client's firewall");
+    let (sent, got, text) = bed.ping(0, 40, "0.05");
+    assert!(
+        got >= sent - 1,
+        "{got} of {sent} pings: {text}\n{}",
+        bed.logs()
+    );
+    // Both paths are learnt, each answering from the address reached.
+    let want: Vec<String> = bed.cfg[0]
+        .links
+        .iter()
+        .map(|&(link, v6)| {
+            let ip: IpAddr = second_server_address(link, v6).parse().unwrap();
+            std::net::SocketAddr::new(ip, DATA_PORT).to_string()
+        })
+        .collect();
+    wait_until(
+        "both client paths up on the server, with their local addresses",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || {
+            let conn = bed.server_conn("c0")?;
+            let mut locals: Vec<String> = conn["paths"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter(|p| p["state"] == "up")
+                        .filter_map(|p| p["local"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            locals.sort();
+            let mut w = want.clone();
+            w.sort();
+            Ok((locals == w).then_some(()))
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", bed.logs()));
 }

@@ -413,11 +413,16 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                 .filter(|p| !p.is_removed())
                 .map(|p| {
                     let v = p.view();
+                    // A learnt path of a shared port: the address its
+                    // client sends to, rather than the wildcard bound.
+                    let local = p
+                        .via()
+                        .map_or(p.local, |s| std::net::SocketAddr::new(s.addr, p.local.port()));
                     json!({
                         "name": p.name,
                         "id": p.id,
                         "state": v.state,
-                        "local": p.local.to_string(),
+                        "local": local.to_string(),
                         "remote": p.remote().map(|(a, _)| a.to_string()),
                         "weight_out": p.weight_out.load(Relaxed),
                         "weight_in": p.weight_in.load(Relaxed),

@@ -33,6 +33,7 @@ use crate::handshake::{ChallengeOutcome, InitOutcome, KeyExchange};
 use crate::noise::{InitiationOutcome, NoiseConn, NoiseDaemon};
 use crate::pathset::{self, AddError, ConnSetup, Draining, NewPath};
 use crate::rx::ControlDatagram;
+use crate::source::Source;
 use crate::state::{ConnShared, LastHandover, PathShared, PathView};
 
 /// Longest sleep of the loop: bounds how stale receive summaries and the
@@ -701,7 +702,7 @@ impl ControlLoop {
         if d.len == 0 {
             // A client's path heard from (see `Rx::notice_path`).
             if let (true, Some(from)) = (conn.client, d.from) {
-                self.learn_path(d.conn, d.path, from, d.at);
+                self.learn_path(d.conn, d.path, from, d.to, d.at);
             }
             return;
         }
@@ -722,7 +723,7 @@ impl ControlLoop {
             // not opened there, and teach nothing): a path of the client.
             let handshake = crate::demux::handshake_kind(header.msg_type).is_some();
             if let (Some(from), false) = (d.from, handshake) {
-                self.learn_path(d.conn, d.path, from, d.at);
+                self.learn_path(d.conn, d.path, from, d.to, d.at);
             }
         }
         match header.msg_type {
@@ -916,7 +917,7 @@ impl ControlLoop {
                     // for a keepalive.
                     crypto.switch(keys, d.at);
                     if let Some(from) = d.from {
-                        if path.learn_remote(from) {
+                        if path.learn_remote(from, d.to) {
                             tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address from handshake");
                         }
                     }
@@ -1007,7 +1008,7 @@ impl ControlLoop {
                 match nc.on_response(crypto, bytes, conn.seq.load(Relaxed), d.at) {
                     Ok(_) => {
                         if let Some(from) = d.from {
-                            if path.learn_remote(from) {
+                            if path.learn_remote(from, d.to) {
                                 tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address from handshake");
                             }
                         }
@@ -1208,7 +1209,14 @@ impl ControlLoop {
     /// only a draining one), moves it to the other family's socket if
     /// the client changed family. A known path's new source is learnt by
     /// the receive worker (roaming).
-    fn learn_path(&mut self, ci: usize, id: usize, from: SocketAddr, now: Instant) {
+    fn learn_path(
+        &mut self,
+        ci: usize,
+        id: usize,
+        from: SocketAddr,
+        to: Option<Source>,
+        now: Instant,
+    ) {
         let Some(conn) = self.conns.get(ci).cloned() else {
             return;
         };
@@ -1265,7 +1273,9 @@ impl ControlLoop {
         };
         match pathset::add_socket(&conn, &mut self.sessions[ci], id, new, socket, now) {
             Ok(p) => {
-                tracing::info!(conn = %conn.name, path = %p.name, id, remote = %from, "learnt a path of the client");
+                // Replies leave from the address the client sends to.
+                p.learn_remote(from, to);
+                tracing::info!(conn = %conn.name, path = %p.name, id, remote = %from, local = %to.map_or_else(|| "(routing's choice)".to_string(), |t| t.addr.to_string()), "learnt a path of the client");
             }
             Err(e) => {
                 tracing::debug!(conn = %conn.name, id, error = %e, "cannot add the client's path");
@@ -1302,7 +1312,7 @@ impl ControlLoop {
         match nd.on_initiation(bytes, src, local, d.at, template, &mut out[..]) {
             InitiationOutcome::Cookie { len } => {
                 tracing::trace!(from = %src, port, "under load: answered an initiation with a cookie");
-                let _ = socket.send_to(&out[..len], src);
+                let _ = socket.send_from(&out[..len], src, d.to.as_ref());
             }
             InitiationOutcome::Respond {
                 len,
@@ -1333,14 +1343,14 @@ impl ControlLoop {
                 nc.publish(crypto);
                 nd.publish();
                 tracing::debug!(conn = %conn.name, from = %src, "answered a client's handshake initiation; keys pending");
-                match socket.send_to(&out[..len], src) {
+                match socket.send_from(&out[..len], src, d.to.as_ref()) {
                     Ok(_) => {}
                     Err(e) => {
                         conn.drops.send_error.add(1);
                         tracing::trace!(conn = %conn.name, error = %e, "response send failed");
                     }
                 }
-                self.learn_path(ci, d.path, src, d.at);
+                self.learn_path(ci, d.path, src, d.to, d.at);
             }
             InitiationOutcome::Refused(e) => {
                 if e == mpt_proto::noise::NoiseError::Decrypt {
@@ -1734,7 +1744,7 @@ fn noise_initiate(
 }
 
 fn send(conn: &ConnShared, path: &PathShared, bytes: &[u8], to: std::net::SocketAddr) {
-    match path.socket.send_to(bytes, to) {
+    match path.socket.send_from(bytes, to, path.via().as_ref()) {
         Ok(_) => {
             path.tx_packets.add(1);
             path.tx_bytes.add(bytes.len() as u64);

@@ -385,6 +385,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                                 path: 0,
                                 at: Instant::now(),
                                 from: None,
+                                to: None,
                                 port: 0,
                                 len: 0,
                                 bytes: [0; crate::rx::CONTROL_DATAGRAM_MAX],

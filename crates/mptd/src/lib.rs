@@ -39,6 +39,7 @@ pub mod repair;
 pub mod route;
 pub mod rx;
 pub mod shared;
+pub mod source;
 pub mod state;
 pub mod tun;
 pub mod tx;

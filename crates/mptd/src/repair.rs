@@ -63,7 +63,7 @@ fn seal_and_send(
     now: Instant,
     buf: &mut [u8],
 ) -> bool {
-    let Some((remote, _)) = path.remote() else {
+    let Some(remote) = path.remote_via() else {
         return false;
     };
     let header = Header {
@@ -92,7 +92,10 @@ fn seal_and_send(
             _ => return false,
         }
     }
-    match path.socket.send_to(&buf[..len], remote) {
+    match path
+        .socket
+        .send_from(&buf[..len], remote.addr, remote.via.as_ref())
+    {
         Ok(_) => {
             path.tx_packets.add(1);
             path.tx_bytes.add(len as u64);

@@ -144,6 +144,7 @@ use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 use crate::crypto_pool::{CryptoPool, Submitter};
 use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
 use crate::shared::{SessionMap, SharedStats};
+use crate::source::Source;
 use crate::state::{ConnShared, Counter, PathShared, PathTable};
 use crate::udp::PathSocket;
 use crate::udp::{RecvMeta, RECV_TIMEOUT};
@@ -192,6 +193,8 @@ pub struct ControlDatagram {
     pub at: Instant,
     /// Its source address.
     pub from: Option<SocketAddr>,
+    /// Our address it was sent to (shared ports; see `crate::source`).
+    pub to: Option<Source>,
     /// The shared port it arrived on, for a Noise initiation read there
     /// (`conn` is then [`SHARED_INITIATION`]); 0 otherwise.
     pub port: u16,
@@ -475,7 +478,7 @@ impl SharedRxWorker {
                 };
                 if header.msg_type == MsgType::NoiseInitiation {
                     for dgram in m.datagrams(buf) {
-                        self.initiation(dgram, m.from, port, now);
+                        self.initiation(dgram, m.from, m.to, port, now);
                     }
                     continue;
                 }
@@ -533,7 +536,14 @@ impl SharedRxWorker {
     /// A Noise initiation read on a shared port: its mac1 checked here (a
     /// flood of bogus ones is dropped and counted at this cost), then
     /// queued for the control loop.
-    fn initiation(&self, dgram: &[u8], from: Option<SocketAddr>, port: u16, now: Instant) {
+    fn initiation(
+        &self,
+        dgram: &[u8],
+        from: Option<SocketAddr>,
+        to: Option<Source>,
+        port: u16,
+        now: Instant,
+    ) {
         if dgram.len() != mpt_proto::noise::INITIATION_LEN {
             self.stats.malformed.add(1);
             return;
@@ -551,6 +561,7 @@ impl SharedRxWorker {
             path,
             at: now,
             from,
+            to,
             port,
             len: dgram.len(),
             bytes: [0; CONTROL_DATAGRAM_MAX],
@@ -1064,7 +1075,7 @@ impl Rx<'_> {
                 let wire_len = dgram.len();
                 let pre = crypto.opens.get(di).copied().filter(|o| o.candidates != 0);
                 di += 1;
-                let (verdict, dgram) = self.check(pi, dgram, pre, m.from, now, crypto, repair);
+                let (verdict, dgram) = self.check(pi, dgram, pre, m, now, crypto, repair);
                 // Every datagram with a sequence number moves its path's
                 // sequence on: a hole in it is a loss.
                 let hole_seq = match verdict {
@@ -1096,7 +1107,7 @@ impl Rx<'_> {
                             Some(h) if seq_after(h, path_seq_of(dgram)) => h,
                             _ => path_seq_of(dgram),
                         });
-                        learnt_from = m.from.or(learnt_from);
+                        learnt_from = m.from.map(|f| (f, m.to)).or(learnt_from);
                         // Its own number is done; the copy goes where the
                         // original would have. Both queue behind what this
                         // path holds (see `equalize::Kind`).
@@ -1137,7 +1148,7 @@ impl Rx<'_> {
                             Some(h) if seq_after(h, pseq) => h,
                             _ => pseq,
                         });
-                        learnt_from = m.from.or(learnt_from);
+                        learnt_from = m.from.map(|f| (f, m.to)).or(learnt_from);
                         let packet = match flow {
                             Some(_) => &dgram[HEADER_LEN + FLOW_PREFIX_LEN..],
                             None => &dgram[HEADER_LEN..],
@@ -1167,7 +1178,7 @@ impl Rx<'_> {
                         });
                     }
                     Verdict::Skip(seq) => {
-                        learnt_from = m.from.or(learnt_from);
+                        learnt_from = m.from.map(|f| (f, m.to)).or(learnt_from);
                         let meta = Meta {
                             seq,
                             flow: None,
@@ -1189,18 +1200,20 @@ impl Rx<'_> {
         self.publish_deadline(&reseq);
         drop(reseq);
         match (learnt_from, cleartext_peer, path) {
-            (Some(from), None, Some(path)) if self.shared && !same_family(from, path.local) => {
+            (Some((from, to)), None, Some(path))
+                if self.shared && !same_family(from, path.local) =>
+            {
                 // A client path moved to the other address family: the
                 // control loop moves it to that family's shared socket.
-                self.notice_path(pi, from, now, &mut crypto.pending);
+                self.notice_path(pi, from, to, now, &mut crypto.pending);
             }
-            (Some(from), None, Some(path)) if path.learn_remote(from) => {
+            (Some((from, to)), None, Some(path)) if path.learn_remote(from, to) => {
                 tracing::info!(conn = %conn.name, path = %path.name, remote = %from, "learnt remote address");
             }
-            (Some(from), None, None) if self.shared => {
+            (Some((from, to)), None, None) if self.shared => {
                 // Authenticated datagrams of a path the client has not
                 // used before (or that died): the control loop adds it.
-                self.notice_path(pi, from, now, &mut crypto.pending);
+                self.notice_path(pi, from, to, now, &mut crypto.pending);
             }
             _ => {}
         }
@@ -1242,7 +1255,7 @@ impl Rx<'_> {
         pi: usize,
         dgram: &'a mut [u8],
         pre: Option<OpenItem>,
-        from: Option<SocketAddr>,
+        m: &RecvMeta,
         now: Instant,
         crypto: &mut RxCrypto,
         repair: &mut RxRepair,
@@ -1282,7 +1295,7 @@ impl Rx<'_> {
             } else if dgram.len() != expected {
                 conn.drops.malformed.add(1);
             } else {
-                self.to_control(pi, dgram, from, now, &mut crypto.pending);
+                self.to_control(pi, dgram, m, now, &mut crypto.pending);
             }
             return (Verdict::Drop, dgram);
         }
@@ -1346,7 +1359,7 @@ impl Rx<'_> {
                 if dgram.len() != Transmit::FEEDBACK_LEN {
                     conn.drops.malformed.add(1);
                 } else {
-                    self.to_control(pi, dgram, from, now, &mut crypto.pending);
+                    self.to_control(pi, dgram, m, now, &mut crypto.pending);
                 }
                 Verdict::Skip(header.seq)
             }
@@ -1354,7 +1367,7 @@ impl Rx<'_> {
                 if dgram.len() != Transmit::KEEPALIVE_LEN {
                     conn.drops.malformed.add(1);
                 } else {
-                    self.to_control(pi, dgram, from, now, &mut crypto.pending);
+                    self.to_control(pi, dgram, m, now, &mut crypto.pending);
                 }
                 Verdict::Skip(header.seq)
             }
@@ -1367,7 +1380,7 @@ impl Rx<'_> {
                 } else if dgram.len() > Transmit::MAX_LEN {
                     conn.drops.malformed.add(1);
                 } else {
-                    self.to_control(pi, dgram, from, now, &mut crypto.pending);
+                    self.to_control(pi, dgram, m, now, &mut crypto.pending);
                 }
                 Verdict::Skip(header.seq)
             }
@@ -1471,7 +1484,7 @@ impl Rx<'_> {
         &self,
         pi: usize,
         dgram: &[u8],
-        from: Option<SocketAddr>,
+        m: &RecvMeta,
         now: Instant,
         pending: &mut Vec<ControlDatagram>,
     ) {
@@ -1480,7 +1493,8 @@ impl Rx<'_> {
             conn: conn.index,
             path: pi,
             at: now,
-            from,
+            from: m.from,
+            to: m.to,
             port: 0,
             len: dgram.len().min(CONTROL_DATAGRAM_MAX),
             bytes: [0; CONTROL_DATAGRAM_MAX],
@@ -1501,6 +1515,7 @@ impl Rx<'_> {
         &self,
         pi: usize,
         from: SocketAddr,
+        to: Option<Source>,
         now: Instant,
         pending: &mut Vec<ControlDatagram>,
     ) {
@@ -1509,6 +1524,7 @@ impl Rx<'_> {
             path: pi,
             at: now,
             from: Some(from),
+            to,
             port: 0,
             len: 0,
             bytes: [0; CONTROL_DATAGRAM_MAX],

@@ -26,6 +26,11 @@
 //!   existing roaming (`PathShared::learn_remote`). A path that falls
 //!   silent goes down by the dead timer and is then removed, so a client
 //!   has as many paths as it uses, up to the session's limit.
+//! * **Which local address**: the sockets report each datagram's
+//!   destination address, and a learnt path sends from the one its
+//!   client's datagrams arrive on (`crate::source`): on a server with
+//!   several addresses a reply from any other would not pass the client's
+//!   NAT or firewall.
 //! * **Which worker**: a fixed pool of `[daemon] threads` receive workers
 //!   serves every client connection. Each has its own socket per port and
 //!   family, all bound with SO_REUSEPORT: the kernel hashes a datagram's

@@ -26,6 +26,7 @@ use mpt_proto::sched::SchedPath;
 use socket2::SockAddr;
 
 use crate::route::SourceFilter;
+use crate::source::Source;
 use crate::udp::{PathSocket, Waker};
 
 /// Monotonic counter, relaxed ordering: counters are statistics.
@@ -527,6 +528,19 @@ pub struct PathView {
     pub share_at: Option<Instant>,
 }
 
+/// Where a path sends: the peer's address and, for a learnt path of a
+/// shared port, our address its datagrams arrive on (see
+/// `crate::source`).
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// The peer's address.
+    pub addr: SocketAddr,
+    /// The same, ready for the system calls.
+    pub sock: SockAddr,
+    /// The local address to send from; `None`: as routing picks.
+    pub via: Option<Source>,
+}
+
 /// One path as the workers see it.
 #[derive(Debug)]
 pub struct PathShared {
@@ -538,8 +552,10 @@ pub struct PathShared {
     pub socket: PathSocket,
     /// Local address.
     pub local: SocketAddr,
-    /// Remote address, configured or learnt. Read once per batch.
-    remote: RwLock<Option<(SocketAddr, SockAddr)>>,
+    /// Remote address, configured or learnt, and (paths of a shared port)
+    /// our address its datagrams arrive on, which replies leave from.
+    /// Read once per batch.
+    remote: RwLock<Option<Remote>>,
     /// Whether the remote address came from the config (never relearnt).
     pub remote_fixed: bool,
     /// The device the socket is bound to.
@@ -620,7 +636,11 @@ impl PathShared {
             name,
             local: socket.local_addr(),
             socket,
-            remote: RwLock::new(remote.map(|a| (a, SockAddr::from(a)))),
+            remote: RwLock::new(remote.map(|a| Remote {
+                addr: a,
+                sock: SockAddr::from(a),
+                via: None,
+            })),
             remote_fixed: remote.is_some(),
             interface: None,
             follow: false,
@@ -736,15 +756,28 @@ impl PathShared {
 
     /// The remote address, if known.
     pub fn remote(&self) -> Option<(SocketAddr, SockAddr)> {
+        self.remote_via().map(|r| (r.addr, r.sock))
+    }
+
+    /// The remote address with the local one to send from, if known.
+    pub fn remote_via(&self) -> Option<Remote> {
         match self.remote.read() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
+    /// The local address sends on this path leave from, if pinned (a
+    /// learnt path of a shared port).
+    pub fn via(&self) -> Option<Source> {
+        self.remote_via().and_then(|r| r.via)
+    }
+
     /// Learns the remote address from a valid datagram (not for fixed
-    /// remotes). Returns true if it changed.
-    pub fn learn_remote(&self, from: SocketAddr) -> bool {
+    /// remotes), and `to`, our address it was sent to, if the socket
+    /// reports it. Returns true if the remote changed (a new `to` alone
+    /// is taken silently).
+    pub fn learn_remote(&self, from: SocketAddr, to: Option<Source>) -> bool {
         if self.remote_fixed {
             return false;
         }
@@ -752,11 +785,22 @@ impl PathShared {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if g.as_ref().is_some_and(|(a, _)| *a == from) {
-            return false;
+        match g.as_mut() {
+            Some(r) if r.addr == from => {
+                if to.is_some() && r.via != to {
+                    r.via = to;
+                }
+                false
+            }
+            _ => {
+                *g = Some(Remote {
+                    addr: from,
+                    sock: SockAddr::from(from),
+                    via: to,
+                });
+                true
+            }
         }
-        *g = Some((from, SockAddr::from(from)));
-        true
     }
 
     /// Scheduling parameters as of now.

@@ -21,12 +21,11 @@ use mpt_proto::sched::{
     Adaptive, Flowlets, PathModel, RealtimeFlows, Redundancy, SchedPath, Scheduler, Weighted,
 };
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
-use socket2::SockAddr;
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
 use crate::crypto_pool::CryptoPool;
 use crate::route::Router;
-use crate::state::{ConnShared, Counter, PathShared, PathTable};
+use crate::state::{ConnShared, Counter, PathShared, PathTable, Remote};
 
 /// Where the IP packet starts in a transmit buffer: our header and the
 /// flow prefix go in front of it, so the datagram is built in place
@@ -146,7 +145,8 @@ struct Prepared {
     start: usize,
     end: usize,
     path: Arc<PathShared>,
-    remote: SockAddr,
+    /// Where to, and from which local address (a learnt client path).
+    remote: Remote,
     /// The keys its datagrams are sealed with (kept alive for the seal
     /// items that point at them).
     keys: Option<Arc<SessionKeys>>,
@@ -518,7 +518,7 @@ impl TxWorker {
             conn.drops.no_path.add(count);
             return None;
         };
-        let Some((_, remote)) = path.remote() else {
+        let Some(remote) = path.remote_via() else {
             conn.drops.no_remote.add(count);
             return None;
         };
@@ -695,7 +695,10 @@ impl TxWorker {
                 let i = e.buf();
                 gso_buf.extend_from_slice(&bufs[i][..PACKET_OFFSET + sizes[i] + tag]);
             }
-            match path.socket.send_segments(remote, gso_buf, segment) {
+            match path
+                .socket
+                .send_segments(&remote.sock, remote.via.as_ref(), gso_buf, segment)
+            {
                 Ok(n) => {
                     sent_total += n;
                     conn.drops

@@ -13,10 +13,16 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use crate::source::{self, Source};
+
 /// Datagrams moved per `recvmmsg`/`sendmmsg` call. 64 amortises the system
 /// call over ~90 KB of 1400-byte datagrams; larger batches gave no gain in
 /// the veth measurements of docs/ARCHITECTURE.md but hold more memory.
 pub const BATCH: usize = 64;
+
+/// 8-byte words of a control buffer: a UDP_GRO or UDP_SEGMENT message
+/// (24 bytes) and a source message (`crate::source::CMSG_SPACE`).
+const CONTROL_WORDS: usize = (24 + source::CMSG_SPACE) / 8;
 
 /// Socket buffer size requested for each path socket: 4 MiB holds ~3000
 /// full datagrams, enough to ride out a scheduling hiccup of a few ms at
@@ -112,8 +118,12 @@ impl PathSocket {
     /// one per receive worker and family (see `crate::shared`). The
     /// kernel hashes each client source (address and port) to one of
     /// them, so a path's datagrams always reach the same worker, in order.
+    /// Each datagram's destination address is reported (see
+    /// `crate::source`), so replies can leave from it.
     pub fn bind_shared(local: SocketAddr) -> io::Result<PathSocket> {
-        Self::bind_with(local, |s| s.set_reuse_port(true))
+        let s = Self::bind_with(local, |s| s.set_reuse_port(true))?;
+        source::enable(&s.socket, local.is_ipv6())?;
+        Ok(s)
     }
 
     /// A UDP socket on `local` (IPv6-only for an IPv6 address) with large
@@ -170,14 +180,20 @@ impl PathSocket {
     }
 
     /// Sends `buf` as datagrams of `segment` bytes each (the last may be
-    /// shorter) with one system call (UDP GSO). If the kernel or device
-    /// refuses GSO, it is switched off for this socket for a while (tried
-    /// again later) and the datagrams go out one by one. Returns the
-    /// number of datagrams sent.
-    pub fn send_segments(&self, to: &SockAddr, buf: &[u8], segment: usize) -> io::Result<usize> {
+    /// shorter) with one system call (UDP GSO), from local address `via`
+    /// if given. If the kernel or device refuses GSO, it is switched off
+    /// for this socket for a while (tried again later) and the datagrams
+    /// go out one by one. Returns the number of datagrams sent.
+    pub fn send_segments(
+        &self,
+        to: &SockAddr,
+        via: Option<&Source>,
+        buf: &[u8],
+        segment: usize,
+    ) -> io::Result<usize> {
         let count = buf.len().div_ceil(segment.max(1));
         if count > 1 && self.gso.usable(Instant::now) {
-            match self.send_gso(to, buf, segment) {
+            match self.send_msg(to, via, buf, Some(segment)) {
                 Ok(()) => {
                     if self.gso.worked() {
                         tracing::info!(local = %self.local, "UDP GSO works again");
@@ -200,20 +216,29 @@ impl PathSocket {
                 Err(e) => return Err(e),
             }
         }
-        let (sent, failed) = self.send_batch(to, buf.chunks(segment.max(1)));
+        let (sent, failed) = self.send_batch(to, via, buf.chunks(segment.max(1)));
         if sent == 0 && failed > 0 {
             return Err(io::Error::other("every datagram failed"));
         }
         Ok(sent)
     }
 
-    fn send_gso(&self, to: &SockAddr, buf: &[u8], segment: usize) -> io::Result<()> {
+    /// One `sendmsg`: `buf` as one datagram, or as datagrams of `segment`
+    /// bytes (GSO), from `via` if given.
+    fn send_msg(
+        &self,
+        to: &SockAddr,
+        via: Option<&Source>,
+        buf: &[u8],
+        segment: Option<usize>,
+    ) -> io::Result<()> {
         let mut iov = libc::iovec {
             iov_base: buf.as_ptr().cast_mut().cast(),
             iov_len: buf.len(),
         };
-        // Room for one cmsg carrying a u16, 8-byte aligned.
-        let mut control = [0u64; 4];
+        // Room for the UDP_SEGMENT message (a u16) and a source message,
+        // 8-byte aligned.
+        let mut control = [0u64; CONTROL_WORDS];
         // SAFETY: msghdr is plain data; all-zero is valid, fields set below.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = to.as_ptr().cast_mut().cast();
@@ -221,18 +246,28 @@ impl PathSocket {
         msg.msg_iov = &raw mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        msg.msg_controllen =
-            unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as usize;
+        msg.msg_controllen = std::mem::size_of_val(&control);
         // SAFETY: msg_control points at `control`, large enough for one
-        // cmsg of a u16 (checked by CMSG_SPACE above); CMSG_FIRSTHDR and
-        // CMSG_DATA stay inside it.
+        // cmsg of a u16 and one source message (CONTROL_WORDS); the
+        // CMSG_* macros stay inside it.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-            (*cmsg).cmsg_level = libc::SOL_UDP;
-            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment as u16);
+            let mut used = 0;
+            if let Some(segment) = segment {
+                (*cmsg).cmsg_level = libc::SOL_UDP;
+                (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment as u16);
+                used = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as usize;
+            }
+            if let Some(src) = via {
+                let next = cmsg.cast::<u8>().add(used).cast::<libc::cmsghdr>();
+                used += source::write(next, src);
+            }
+            msg.msg_controllen = used;
+            if used == 0 {
+                msg.msg_control = std::ptr::null_mut();
+            }
         }
         loop {
             // SAFETY: msg points at live buffers for the duration of the call.
@@ -255,6 +290,16 @@ impl PathSocket {
     /// Sends one datagram.
     pub fn send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
         self.socket.send_to(buf, to)
+    }
+
+    /// Sends one datagram from local address `via` (plain
+    /// [`PathSocket::send_to`] without one).
+    pub fn send_from(&self, buf: &[u8], to: SocketAddr, via: Option<&Source>) -> io::Result<usize> {
+        if via.is_none() {
+            return self.send_to(buf, to);
+        }
+        self.send_msg(&SockAddr::from(to), via, buf, None)?;
+        Ok(buf.len())
     }
 
     /// Waits until a datagram can be read or `timeout` passes. Returns
@@ -289,8 +334,9 @@ impl PathSocket {
             [const { MaybeUninit::uninit() }; BATCH];
         // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
         let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
-        // One cmsg buffer per message for the UDP_GRO segment size.
-        let mut controls = [[0u64; 4]; BATCH];
+        // One cmsg buffer per message for the UDP_GRO segment size and the
+        // destination address (shared ports).
+        let mut controls = [[0u64; CONTROL_WORDS]; BATCH];
         for i in 0..n {
             iov[i].write(libc::iovec {
                 iov_base: bufs[i].as_mut_ptr().cast(),
@@ -334,19 +380,30 @@ impl PathSocket {
                 from: socket_addr(&addrs[i]),
                 truncated,
                 segment: gro_segment(&h.msg_hdr),
+                to: source::parse(&h.msg_hdr),
             };
         }
         Ok(got)
     }
 
-    /// Sends `packets` (at most [`BATCH`]) to `to`. Returns how many the
-    /// kernel took and how many failed; a failing datagram is skipped, the
-    /// rest of the batch still goes.
+    /// Sends `packets` (at most [`BATCH`]) to `to`, from local address
+    /// `via` if given. Returns how many the kernel took and how many
+    /// failed; a failing datagram is skipped, the rest of the batch still
+    /// goes.
     pub fn send_batch<'a>(
         &self,
         to: &SockAddr,
+        via: Option<&Source>,
         packets: impl Iterator<Item = &'a [u8]>,
     ) -> (usize, usize) {
+        // One source message, read by the kernel for every datagram.
+        let mut control = [0u64; CONTROL_WORDS];
+        let mut control_len = 0;
+        if let Some(src) = via {
+            // SAFETY: `control` is aligned for cmsghdr and has room for one
+            // source message (CONTROL_WORDS * 8 >= source::CMSG_SPACE).
+            control_len = unsafe { source::write(control.as_mut_ptr().cast(), src) };
+        }
         let mut iov: [MaybeUninit<libc::iovec>; BATCH] = [const { MaybeUninit::uninit() }; BATCH];
         let mut hdrs: [MaybeUninit<libc::mmsghdr>; BATCH] =
             [const { MaybeUninit::uninit() }; BATCH];
@@ -362,6 +419,10 @@ impl PathSocket {
             msg.msg_namelen = to.len();
             msg.msg_iov = iov[n].as_mut_ptr();
             msg.msg_iovlen = 1;
+            if control_len > 0 {
+                msg.msg_control = control.as_mut_ptr().cast();
+                msg.msg_controllen = control_len;
+            }
             hdrs[n].write(libc::mmsghdr {
                 msg_hdr: msg,
                 msg_len: 0,
@@ -580,6 +641,9 @@ pub struct RecvMeta {
     /// With UDP GRO: the message holds several datagrams of this size
     /// (the last may be shorter).
     pub segment: Option<usize>,
+    /// Our address it was sent to (shared ports only; see
+    /// `crate::source`).
+    pub to: Option<Source>,
 }
 
 impl RecvMeta {
@@ -625,7 +689,7 @@ mod tests {
         let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
         let packets: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 100 + usize::from(i)]).collect();
         let to = SockAddr::from(b.local_addr());
-        let (sent, failed) = a.send_batch(&to, packets.iter().map(|p| p.as_slice()));
+        let (sent, failed) = a.send_batch(&to, None, packets.iter().map(|p| p.as_slice()));
         assert_eq!((sent, failed), (10, 0));
         let mut bufs = vec![vec![0u8; 2048]; BATCH];
         let mut meta = [RecvMeta::default(); BATCH];
@@ -640,6 +704,77 @@ mod tests {
             assert_eq!(meta[i].from, Some(a.local_addr()));
             assert!(!meta[i].truncated);
         }
+    }
+
+    /// A shared (wildcard) socket learns which of its addresses a datagram
+    /// was sent to, and replies leave from that one: 127.0.0.3 here, where
+    /// routing alone picks 127.0.0.1.
+    #[test]
+    fn a_shared_socket_replies_from_the_address_it_was_reached_on() {
+        let server = PathSocket::bind_shared("0.0.0.0:0".parse().unwrap()).unwrap();
+        let port = server.local_addr().port();
+        let client = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let reached: SocketAddr = SocketAddr::new([127, 0, 0, 3].into(), port);
+        client.send_to(b"hello", reached).unwrap();
+        let mut bufs = vec![vec![0u8; 2048]; 4];
+        let mut meta = [RecvMeta::default(); 4];
+        assert!(server.wait_readable(Duration::from_secs(5)).unwrap());
+        assert_eq!(server.recv_batch(&mut bufs, &mut meta).unwrap(), 1);
+        let via = meta[0].to.expect("the destination address is reported");
+        assert_eq!(via.addr, reached.ip());
+        let from = meta[0].from.unwrap();
+        // One datagram, then three in one GSO send, then one without a
+        // source (routing's choice) to show the difference.
+        server.send_from(b"one", from, Some(&via)).unwrap();
+        let to = SockAddr::from(from);
+        assert_eq!(
+            server
+                .send_segments(&to, Some(&via), &[7u8; 1200], 400)
+                .unwrap(),
+            3
+        );
+        server.send_from(b"plain", from, None).unwrap();
+        let mut sources = Vec::new();
+        while sources.len() < 5 {
+            assert!(client.wait_readable(Duration::from_secs(5)).unwrap());
+            let n = client.recv_batch(&mut bufs, &mut meta).unwrap();
+            for m in &meta[..n] {
+                let count = m.datagrams(&bufs[0]).count();
+                sources.extend(std::iter::repeat_n(m.from.unwrap().ip(), count));
+            }
+        }
+        let lo: std::net::IpAddr = [127, 0, 0, 1].into();
+        assert_eq!(
+            sources,
+            [reached.ip(), reached.ip(), reached.ip(), reached.ip(), lo]
+        );
+    }
+
+    #[test]
+    fn a_shared_ipv6_socket_reports_the_address_it_was_reached_on() {
+        let Ok(server) = PathSocket::bind_shared("[::]:0".parse().unwrap()) else {
+            return; // no IPv6 on this host
+        };
+        let Ok(client) = PathSocket::bind("[::1]:0".parse().unwrap(), None) else {
+            return;
+        };
+        let reached: SocketAddr = SocketAddr::new(
+            std::net::Ipv6Addr::LOCALHOST.into(),
+            server.local_addr().port(),
+        );
+        client.send_to(b"hello", reached).unwrap();
+        let mut bufs = vec![vec![0u8; 2048]; 1];
+        let mut meta = [RecvMeta::default(); 1];
+        assert!(server.wait_readable(Duration::from_secs(5)).unwrap());
+        assert_eq!(server.recv_batch(&mut bufs, &mut meta).unwrap(), 1);
+        let via = meta[0].to.expect("the destination address is reported");
+        assert_eq!(via.addr, reached.ip());
+        server
+            .send_from(b"back", meta[0].from.unwrap(), Some(&via))
+            .unwrap();
+        assert!(client.wait_readable(Duration::from_secs(5)).unwrap());
+        assert_eq!(client.recv_batch(&mut bufs, &mut meta).unwrap(), 1);
+        assert_eq!(meta[0].from.map(|f| f.ip()), Some(reached.ip()));
     }
 
     #[test]
@@ -703,7 +838,7 @@ mod tests {
         }
         buf.extend_from_slice(&[9u8; 123]);
         let to = SockAddr::from(b.local_addr());
-        assert_eq!(a.send_segments(&to, &buf, 500).unwrap(), 4);
+        assert_eq!(a.send_segments(&to, None, &buf, 500).unwrap(), 4);
         let mut bufs = vec![vec![0u8; 65536]; 8];
         let mut meta = [RecvMeta::default(); 8];
         let mut got: Vec<Vec<u8>> = Vec::new();
@@ -742,7 +877,7 @@ mod tests {
         // An IPv6 destination on an IPv4 socket fails for every datagram.
         let to = SockAddr::from("[::1]:9".parse::<SocketAddr>().unwrap());
         let p = [0u8; 10];
-        let (sent, failed) = a.send_batch(&to, [&p[..], &p[..]].into_iter());
+        let (sent, failed) = a.send_batch(&to, None, [&p[..], &p[..]].into_iter());
         assert_eq!((sent, failed), (0, 2));
     }
 }
