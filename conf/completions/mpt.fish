@@ -135,7 +135,7 @@ complete -c mpt -n "__fish_mpt_using_subcommand bench" -l log -d 'Log filter (tr
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l quick -d 'Short run for CI: the scenario\'s [quick] settings (ethernet: 2 paths, 3 s)'
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -l port-per-client -d 'clients: give every client connection on the server its own port and configured paths, as before the shared port [default: all clients on the server\'s one port 65022, their paths learnt]'
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l flood -d 'clients: measure the senders again under a flood of forged handshake initiations from spoofed addresses'
+complete -c mpt -n "__fish_mpt_using_subcommand bench" -l flood -d 'clients: a flood of forged handshake initiations from spoofed addresses, alone (server memory), then 3 rounds of the senders quiet / flooded / flooded at a closed port (the flooder\'s own CPU cost) / paced at half rate, quiet and flooded'
 complete -c mpt -n "__fish_mpt_using_subcommand bench" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F

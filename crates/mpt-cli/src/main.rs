@@ -444,8 +444,10 @@ struct BenchArgs {
     /// clients on the server's one port 65022, their paths learnt].
     #[arg(long, help_heading = "mpt bench clients")]
     port_per_client: bool,
-    /// clients: measure the senders again under a flood of forged
-    /// handshake initiations from spoofed addresses.
+    /// clients: a flood of forged handshake initiations from spoofed
+    /// addresses, alone (server memory), then 3 rounds of the senders
+    /// quiet / flooded / flooded at a closed port (the flooder's own CPU
+    /// cost) / paced at half rate, quiet and flooded.
     #[arg(long, help_heading = "mpt bench clients")]
     flood: bool,
     /// clients: the last client renews its keys this often; it is measured

@@ -24,8 +24,10 @@
 //! clients at once (iperf3 bound to the clients' tunnel addresses), with
 //! `--flood` a thread sending forged Noise initiations from spoofed
 //! addresses to the server ports as fast as it can, first alone (the
-//! server's memory over it, with no traffic) and then under the same K
-//! senders (their throughput), and with `--rekey-after` one client alone whose keys are renewed
+//! server's memory over it, with no traffic) and then in rounds beside the
+//! same K senders: quiet, flooded, flooded at a closed port (the control:
+//! what the flooding thread's CPU costs on a shared machine) and paced at
+//! half rate, quiet and flooded (see [`measure_flood`]); and with `--rekey-after` one client alone whose keys are renewed
 //! every few seconds (TCP retransmits against client 0 without rekeys).
 //! Both rekey runs are paced at half the single client's rate: at full
 //! speed on two cores TCP overflows a socket buffer now and then with or
@@ -329,25 +331,53 @@ pub struct Aggregate {
     pub server_cpu_pct: Option<f64>,
 }
 
-/// The same senders under a flood of forged initiations.
+/// The same senders under a flood of forged initiations (see
+/// [`measure_flood`] for the runs and why).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FloodResult {
+    /// The flooded run with the median throughput.
     pub senders: Aggregate,
-    /// Forged initiations sent, and their rate.
+    pub rounds: usize,
+    /// Each round's aggregate, Mbit/s: quiet, under the flood, under the
+    /// flood aimed at a closed port (the control), paced quiet and paced
+    /// under the flood.
+    pub quiet_mbps: Vec<f64>,
+    pub flooded_mbps: Vec<f64>,
+    pub control_mbps: Vec<f64>,
+    pub paced_quiet_mbps: Vec<f64>,
+    pub paced_flooded_mbps: Vec<f64>,
+    /// iperf3 -b of each sender in the paced runs: half the first quiet
+    /// aggregate, shared out.
+    pub paced_mbps_per_sender: u64,
+    /// Forged initiations sent to the server ports, and their rate.
     pub datagrams: u64,
     pub per_second: f64,
-    /// CPU of this process (the flooding thread, mostly) over the flood,
-    /// percent of one core: it competes with the tunnel for the cores.
+    /// Rate of the control flood.
+    pub control_per_second: f64,
+    /// CPU of this process (the flooding thread, mostly) over the floods
+    /// at the server, percent of one core: it competes with the tunnels
+    /// for the cores.
     pub flood_cpu_pct: Option<f64>,
-    /// Throughput lost to the flood: 1 - flooded / quiet, percent.
+    /// Medians: 1 - flooded / quiet, percent.
     pub drop_pct: f64,
-    /// Server memory before and after the flood.
+    /// 1 - control / quiet: what the flooding process and the kernel
+    /// cost the senders with mptd out of it.
+    pub control_drop_pct: f64,
+    /// 1 - flooded / control: what the server's handling of the flood
+    /// costs them (target < 20 %).
+    pub server_drop_pct: f64,
+    /// 1 - paced flooded / paced quiet (target < 20 %).
+    pub paced_drop_pct: f64,
+    /// Datagrams the server namespace's kernel dropped on full socket
+    /// queues over the rounds (`Udp: RcvbufErrors`).
+    pub udp_rcvbuf_errors: Option<u64>,
+    /// Server memory before and after the rounds.
     pub server_before: ProcMem,
     pub server_after: ProcMem,
-    /// The same flood with no traffic, just before (after every traffic
-    /// phase, so the buffers traffic grows have grown already): server
-    /// memory before and after it, and its rate. What the flood alone does
-    /// to memory.
+    /// The same flood with no traffic, before the rounds (after every
+    /// traffic phase, so the buffers traffic grows have grown already):
+    /// server memory before and after it, and its rate. What the flood
+    /// alone does to memory.
     pub alone_before: ProcMem,
     pub alone_after: ProcMem,
     pub alone_per_second: f64,
@@ -438,6 +468,20 @@ impl Report {
         if let Some(f) = &self.flood {
             put("flood_mbps", format!("{:.3}", f.senders.mbps));
             put("flood_drop_pct", format!("{:.3}", f.drop_pct));
+            put(
+                "flood_control_drop_pct",
+                format!("{:.3}", f.control_drop_pct),
+            );
+            put("flood_server_drop_pct", format!("{:.3}", f.server_drop_pct));
+            put("flood_paced_drop_pct", format!("{:.3}", f.paced_drop_pct));
+            put(
+                "flood_paced_mbps_per_sender",
+                f.paced_mbps_per_sender.to_string(),
+            );
+            put(
+                "flood_udp_rcvbuf_errors",
+                f.udp_rcvbuf_errors.map_or(String::new(), |n| n.to_string()),
+            );
             put("flood_datagrams_per_s", format!("{:.0}", f.per_second));
             put(
                 "flood_cpu_pct",
@@ -518,18 +562,57 @@ impl Report {
             );
         }
         if let Some(f) = &self.flood {
+            let list = |v: &[f64]| {
+                v.iter()
+                    .map(|x| format!("{x:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            let verdict = |d: f64| if d < 20.0 { "PASS" } else { "FAIL" };
             let _ = writeln!(
                 s,
-                "  under flood:       {:.1} Mbit/s ({:.1} % less; target < 20 %), {:.0} forged initiations/s \
-                 (the flooding thread used {} of a core), server RSS {:.1} -> {:.1} MiB, {} up after",
-                f.senders.mbps,
-                f.drop_pct,
+                "  under flood:       {:.0} forged initiations/s (the flooding thread used {} of a core); \
+                 medians of {} rounds, Mbit/s in all:",
                 f.per_second,
                 f.flood_cpu_pct
                     .map_or("-".to_string(), |p| format!("{p:.0} %")),
+                f.rounds
+            );
+            let _ = writeln!(
+                s,
+                "    quiet {} | flooded {} | flood at a closed port {}",
+                list(&f.quiet_mbps),
+                list(&f.flooded_mbps),
+                list(&f.control_mbps)
+            );
+            let _ = writeln!(
+                s,
+                "    flooded vs quiet {:.1} % less (flood at a closed port vs quiet: {:.1} %: the testbed's share)",
+                f.drop_pct, f.control_drop_pct
+            );
+            let _ = writeln!(
+                s,
+                "    flooded vs flood at a closed port {:.1} % less (the server's handling; target < 20 %): {}",
+                f.server_drop_pct,
+                verdict(f.server_drop_pct)
+            );
+            let _ = writeln!(
+                s,
+                "    paced at {} Mbit/s each: quiet {} | flooded {}: {:.1} % less (target < 20 %): {}",
+                f.paced_mbps_per_sender,
+                list(&f.paced_quiet_mbps),
+                list(&f.paced_flooded_mbps),
+                f.paced_drop_pct,
+                verdict(f.paced_drop_pct)
+            );
+            let _ = writeln!(
+                s,
+                "    server RSS {:.1} -> {:.1} MiB, {} up after, {} datagrams dropped on full socket queues",
                 f.server_before.rss_kib as f64 / 1024.0,
                 f.server_after.rss_kib as f64 / 1024.0,
-                f.up_after
+                f.up_after,
+                f.udp_rcvbuf_errors
+                    .map_or("-".to_string(), |n| n.to_string())
             );
             let _ = writeln!(
                 s,
@@ -1088,6 +1171,181 @@ fn flood_loop(ports: &[u16], stop: &AtomicBool, sent: &AtomicU64) -> std::io::Re
     result
 }
 
+/// A port of the server namespace nothing listens on: the control flood
+/// goes there (the kernel drops it after the socket lookup; mptd never
+/// sees it).
+pub const CLOSED_PORT: u16 = 64022;
+
+/// Rounds of the flood measurement: each runs the senders quiet, under
+/// the flood, under the flood aimed at [`CLOSED_PORT`], and paced, quiet
+/// and under the flood, one after the other; the medians are compared.
+pub const FLOOD_ROUNDS: usize = 3;
+
+/// The median of `v` (the lower middle one for an even count); 0 if empty.
+fn median(v: &[f64]) -> f64 {
+    super::unlike::median_run(v).map_or(0.0, |i| v[i])
+}
+
+/// 100 * (1 - x / base), or 0 without a base.
+fn drop_pct(x: f64, base: f64) -> f64 {
+    if base > 0.0 {
+        100.0 * (1.0 - x / base)
+    } else {
+        0.0
+    }
+}
+
+/// `Udp: RcvbufErrors` of namespace `ns` (datagrams the kernel dropped
+/// because a socket's receive queue was full).
+fn udp_rcvbuf_errors(ns: &str) -> Option<u64> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let col = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(col)?.parse().ok()
+}
+
+/// The flood alone (memory), then [`FLOOD_ROUNDS`] rounds of the senders
+/// quiet / flooded / flooded at a closed port / paced quiet / paced
+/// flooded.
+///
+/// Why the control and the paced runs: every process of this testbed,
+/// the flooding thread included, shares the machine's cores, and the
+/// senders alone keep them busy, so any CPU the flooder takes comes off
+/// the tunnels' throughput whether or not mptd ever sees a forged
+/// datagram. The control flood (the same packets, same rate, to a port
+/// nothing listens on) measures that cost of the testbed; flooded against
+/// control is what handling the flood costs the server. The paced runs
+/// offer half the quiet throughput, as clients below the server's
+/// capacity do: they lose only if the server falls behind.
+#[allow(clippy::too_many_arguments)]
+fn measure_flood(
+    bed: &Bed,
+    senders: &[usize],
+    o: &Options,
+    work: &Path,
+    ports: Vec<u16>,
+    first_quiet_mbps: f64,
+    server_pid: u32,
+    stop: &AtomicBool,
+) -> anyhow::Result<FloodResult> {
+    println!(
+        "==> clients: the flood alone, no traffic ({} s)",
+        o.duration.as_secs()
+    );
+    let alone_before = proc_mem(server_pid).unwrap_or_default();
+    let flood = Flood::start(bed.c.name(), ports.clone());
+    sleep(o.duration, stop)?;
+    let (_, alone_per_second) = flood.finish()?;
+    sleep(Duration::from_secs(2), stop)?;
+    let alone_after = proc_mem(server_pid).unwrap_or_default();
+    println!(
+        "    {alone_per_second:.0} forged initiations/s, server RSS {} -> {} KiB",
+        alone_before.rss_kib, alone_after.rss_kib
+    );
+    let paced_each = ((first_quiet_mbps / 2.0) / senders.len().max(1) as f64).max(1.0) as u64;
+    let mut f = FloodResult {
+        rounds: FLOOD_ROUNDS,
+        paced_mbps_per_sender: paced_each,
+        alone_before,
+        alone_after,
+        alone_per_second,
+        server_before: proc_mem(server_pid).unwrap_or_default(),
+        ..FloodResult::default()
+    };
+    let mut flooded_aggs = Vec::new();
+    let (mut flood_secs, mut flood_cpu_secs, mut control_datagrams, mut control_secs) =
+        (0.0, 0.0, 0u64, 0.0);
+    let rcvbuf0 = udp_rcvbuf_errors(bed.s.name());
+    for round in 1..=FLOOD_ROUNDS {
+        for (kind, flood_ports, pace) in [
+            ("quiet", None, None),
+            ("flood", Some(&ports), None),
+            ("control", Some(&vec![CLOSED_PORT]), None),
+            ("paced-quiet", None, Some(paced_each)),
+            ("paced-flood", Some(&ports), Some(paced_each)),
+        ] {
+            check_stop(stop)?;
+            let tag = format!("{kind}-{round}");
+            println!(
+                "==> clients: flood round {round}/{FLOOD_ROUNDS}: {} clients, {kind}{} ({} s)",
+                senders.len(),
+                pace.map_or(String::new(), |r| format!(", each paced at {r} Mbit/s")),
+                o.duration.as_secs()
+            );
+            let cpu0 = (super::testbed::cpu_time(std::process::id()), Instant::now());
+            let flood = flood_ports.map(|p| Flood::start(bed.c.name(), p.clone()));
+            if flood.is_some() {
+                sleep(Duration::from_millis(500), stop)?;
+            }
+            let agg = tcp_at_once(bed, senders, o, work, &tag, pace, stop);
+            let sent = flood.map(Flood::finish).transpose()?;
+            let secs = cpu0.1.elapsed().as_secs_f64();
+            let agg = agg?;
+            let mut line = format!("    {:.1} Mbit/s in all", agg.mbps);
+            if let Some((n, rate)) = sent {
+                let _ = write!(line, ", {rate:.0} forged initiations/s");
+                if kind == "control" {
+                    control_datagrams += n;
+                    control_secs += secs;
+                } else {
+                    f.datagrams += n;
+                    flood_secs += secs;
+                    if let (Some(a), Some(b)) =
+                        (cpu0.0, super::testbed::cpu_time(std::process::id()))
+                    {
+                        flood_cpu_secs += b.saturating_sub(a).as_secs_f64();
+                    }
+                }
+            }
+            println!("{line}");
+            match kind {
+                "quiet" => f.quiet_mbps.push(agg.mbps),
+                "flood" => {
+                    f.flooded_mbps.push(agg.mbps);
+                    flooded_aggs.push(agg);
+                }
+                "control" => f.control_mbps.push(agg.mbps),
+                "paced-quiet" => f.paced_quiet_mbps.push(agg.mbps),
+                _ => f.paced_flooded_mbps.push(agg.mbps),
+            }
+        }
+    }
+    f.udp_rcvbuf_errors = match (rcvbuf0, udp_rcvbuf_errors(bed.s.name())) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    // Half-done handshakes and cookies time out within seconds.
+    sleep(Duration::from_secs(2), stop)?;
+    let status = mptd_status(&bed.server_control).unwrap_or(Value::Null);
+    f.server_after = proc_mem(server_pid).unwrap_or_default();
+    f.up_after = count_up(&status, o.paths_per_client);
+    f.server_noise = status.get("noise").cloned().unwrap_or(Value::Null);
+    f.per_second = f.datagrams as f64 / flood_secs.max(1e-9);
+    f.control_per_second = control_datagrams as f64 / control_secs.max(1e-9);
+    f.flood_cpu_pct = (flood_cpu_secs > 0.0).then(|| 100.0 * flood_cpu_secs / flood_secs.max(1e-9));
+    let quiet = median(&f.quiet_mbps);
+    let flooded = median(&f.flooded_mbps);
+    let control = median(&f.control_mbps);
+    f.drop_pct = drop_pct(flooded, quiet);
+    f.control_drop_pct = drop_pct(control, quiet);
+    f.server_drop_pct = drop_pct(flooded, control);
+    f.paced_drop_pct = drop_pct(median(&f.paced_flooded_mbps), median(&f.paced_quiet_mbps));
+    if let Some(i) = super::unlike::median_run(&f.flooded_mbps) {
+        f.senders = flooded_aggs.swap_remove(i);
+    }
+    println!(
+        "    medians: quiet {quiet:.1}, flooded {flooded:.1} ({:.1} % less), control {control:.1} ({:.1} % less); \
+         flooded vs control {:.1} % less; paced {:.1} % less",
+        f.drop_pct, f.control_drop_pct, f.server_drop_pct, f.paced_drop_pct
+    );
+    Ok(f)
+}
+
 // ---------------------------------------------------------------------------
 // The run
 
@@ -1242,64 +1500,9 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
         } else {
             (0..o.clients).map(|i| server_port(i, false)).collect()
         };
-        println!(
-            "==> clients: the flood alone, no traffic ({} s)",
-            o.duration.as_secs()
-        );
-        let alone_before = proc_mem(server_pid).unwrap_or_default();
-        let flood = Flood::start(bed.c.name(), ports.clone());
-        sleep(o.duration, stop)?;
-        let (_, alone_per_second) = flood.finish()?;
-        sleep(Duration::from_secs(2), stop)?;
-        let alone_after = proc_mem(server_pid).unwrap_or_default();
-        println!(
-            "    {alone_per_second:.0} forged initiations/s, server RSS {} -> {} KiB",
-            alone_before.rss_kib, alone_after.rss_kib
-        );
-        println!(
-            "==> clients: {} clients at once under the flood ({} s)",
-            senders.len(),
-            o.duration.as_secs()
-        );
-        let before = proc_mem(server_pid).unwrap_or_default();
-        let cpu0 = (super::testbed::cpu_time(std::process::id()), Instant::now());
-        let flood = Flood::start(bed.c.name(), ports);
-        sleep(Duration::from_millis(500), stop)?;
-        let agg = tcp_at_once(&bed, &senders, o, work, "flood", None, stop);
-        let (datagrams, per_second) = flood.finish()?;
-        let flood_cpu_pct = match (cpu0.0, super::testbed::cpu_time(std::process::id())) {
-            (Some(a), Some(b)) => {
-                Some(100.0 * b.saturating_sub(a).as_secs_f64() / cpu0.1.elapsed().as_secs_f64())
-            }
-            _ => None,
-        };
-        let agg = agg?;
-        // Half-done handshakes and cookies time out within seconds.
-        sleep(Duration::from_secs(2), stop)?;
-        let status = mptd_status(&bed.server_control).unwrap_or(Value::Null);
-        let f = FloodResult {
-            drop_pct: if quiet_mbps > 0.0 {
-                100.0 * (1.0 - agg.mbps / quiet_mbps)
-            } else {
-                0.0
-            },
-            senders: agg,
-            datagrams,
-            per_second,
-            flood_cpu_pct,
-            server_before: before,
-            server_after: proc_mem(server_pid).unwrap_or_default(),
-            alone_before,
-            alone_after,
-            alone_per_second,
-            up_after: count_up(&status, o.paths_per_client),
-            server_noise: status.get("noise").cloned().unwrap_or(Value::Null),
-        };
-        println!(
-            "    {:.1} Mbit/s in all ({:.1} % less), {:.0} forged initiations/s, server RSS {} -> {} KiB",
-            f.senders.mbps, f.drop_pct, f.per_second, f.server_before.rss_kib, f.server_after.rss_kib
-        );
-        report.flood = Some(f);
+        report.flood = Some(measure_flood(
+            &bed, &senders, o, work, ports, quiet_mbps, server_pid, stop,
+        )?);
     }
     report.server_end = proc_mem(server_pid);
     if let Some(st) = bed.server.exited() {
