@@ -186,6 +186,13 @@ fn grow_to(storage: &mut Vec<u8>, need: usize, bound: usize) {
     }
 }
 
+/// How long a resequencer must have held nothing before it gives its
+/// packet storage back (see [`Resequencer::handle_timeout`]): long enough
+/// that a connection reordering now and then does not grow it again and
+/// again, short enough that a server whose clients stopped sending returns
+/// to its idle size within seconds.
+pub const STORAGE_IDLE_RELEASE: Duration = Duration::from_secs(2);
+
 /// Holes tracked at once by [`Resequencer::expect_repair`].
 pub const MAX_PENDING_REPAIRS: usize = 8;
 
@@ -212,6 +219,8 @@ pub struct Resequencer {
     storage: Vec<u8>,
     /// Storage buffers not holding a packet, lowest on top.
     free: Vec<u32>,
+    /// When a packet was last held (for [`STORAGE_IDLE_RELEASE`]).
+    last_held: Option<Instant>,
     slot_len: usize,
     held: usize,
     /// Slots not empty (held packets, skip marks, early deliveries): when
@@ -245,6 +254,7 @@ impl Resequencer {
             waiter: vec![None; slots],
             storage: Vec::new(),
             free: (0..slots as u32).rev().collect(),
+            last_held: None,
             slot_len,
             held: 0,
             occupied: 0,
@@ -614,6 +624,7 @@ impl Resequencer {
             self.slots.len() * self.slot_len,
         );
         self.storage[off..off + packet.len()].copy_from_slice(packet);
+        self.last_held = Some(now);
         self.slots[i] = Slot::Packet {
             len: packet.len(),
             wait,
@@ -822,10 +833,36 @@ impl Resequencer {
         Some(repair.map_or(gap, |r| r.min(gap)))
     }
 
+    /// Gives the packet storage back when nothing is held and nothing
+    /// was for [`STORAGE_IDLE_RELEASE`] (every buffer is then on the free
+    /// stack, so none is in use).
+    fn release_idle_storage(&mut self, now: Instant) {
+        if self.held == 0
+            && !self.storage.is_empty()
+            && self
+                .last_held
+                .is_none_or(|t| now.saturating_duration_since(t) >= STORAGE_IDLE_RELEASE)
+        {
+            self.storage = Vec::new();
+            // Every buffer is free: lowest on top again, so the storage
+            // grows from the start when it is needed next.
+            let n = self.free.len();
+            for (i, b) in self.free.iter_mut().enumerate() {
+                *b = (n - 1 - i) as u32;
+            }
+        }
+    }
+
+    /// Bytes of packet storage allocated now.
+    pub fn storage_bytes(&self) -> usize {
+        self.storage.len()
+    }
+
     /// Delivers every packet that has been held for `timeout` by `now`,
     /// giving up the gaps it waits for, and with it every gap below it: one
     /// pass to find the highest such packet, one to move the window.
     pub fn handle_timeout(&mut self, now: Instant, mut deliver: impl FnMut(&[u8])) {
+        self.release_idle_storage(now);
         self.expire_repairs(now);
         // Gaps proven lost by the active paths whose wait for the idle
         // ones ended, and holes whose repair exemption ended.

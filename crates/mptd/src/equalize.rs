@@ -86,6 +86,8 @@ pub struct DelayLine {
     slot_len: usize,
     /// Datagrams released before their time because a FIFO was full.
     pub overflows: u64,
+    /// When a datagram was last queued (for [`DelayLine::release_idle`]).
+    last_push: Option<Instant>,
 }
 
 impl DelayLine {
@@ -97,7 +99,33 @@ impl DelayLine {
             slots_per_path: slots_per_path.max(1),
             slot_len,
             overflows: 0,
+            last_push: None,
         }
+    }
+
+    /// Gives the FIFOs' storage back when nothing is held and nothing was
+    /// for `STORAGE_IDLE_RELEASE` (as the resequencer does).
+    pub fn release_idle(&mut self, now: Instant) {
+        let idle = self.last_push.is_none_or(|t| {
+            now.saturating_duration_since(t) >= mpt_proto::reorder::STORAGE_IDLE_RELEASE
+        });
+        if idle {
+            for f in self.fifos.iter_mut().flatten() {
+                if f.count == 0 && !f.storage.is_empty() {
+                    f.storage = Vec::new();
+                    // Every buffer is free: lowest on top again.
+                    let n = f.free.len();
+                    for (i, b) in f.free.iter_mut().enumerate() {
+                        *b = (n - 1 - i) as u32;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bytes of storage allocated now.
+    pub fn storage_bytes(&self) -> usize {
+        self.fifos.iter().flatten().map(|f| f.storage.len()).sum()
     }
 
     /// Whether path `path` has datagrams waiting.
@@ -159,6 +187,7 @@ impl DelayLine {
             fifo.storage.resize(grown, 0);
         }
         fifo.storage[start..start + payload.len()].copy_from_slice(payload);
+        self.last_push = Some(now);
         fifo.slots[at] = Some(Slot {
             meta,
             // Never before the datagram ahead of it on the path.
@@ -290,6 +319,29 @@ mod tests {
         // Too long for a slot: what the path holds goes first.
         d.push(t, meta(4, 0), &[0u8; 9], t, |m, _| out.push(m.seq));
         assert_eq!(out, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn storage_is_given_back_after_holding_nothing_for_a_while() {
+        let t = Instant::now();
+        let ms = Duration::from_millis(1);
+        let idle = mpt_proto::reorder::STORAGE_IDLE_RELEASE;
+        let mut d = DelayLine::new(8, 4);
+        let mut out = Vec::new();
+        d.push(t + ms, meta(1, 0), &[1; 4], t, |m, _| out.push(m.seq));
+        d.release_idle(t + idle);
+        assert_eq!(d.storage_bytes(), 4, "held: kept");
+        d.release_due(t + ms, |m, _| out.push(m.seq));
+        d.release_idle(t + idle - ms);
+        assert_eq!(d.storage_bytes(), 4, "held lately: kept");
+        d.release_idle(t + idle);
+        assert_eq!(d.storage_bytes(), 0, "given back");
+        d.push(t + idle + ms, meta(2, 0), &[2; 4], t + idle, |m, _| out.push(m.seq));
+        d.release_due(t + idle + ms, |m, b| {
+            assert_eq!(b, [2; 4]);
+            out.push(m.seq)
+        });
+        assert_eq!(out, [1, 2]);
     }
 
     #[test]

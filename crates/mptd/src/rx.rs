@@ -1196,6 +1196,7 @@ impl Rx<'_> {
         delay.release_due(now, |m, p| {
             resequence(&mut reseq, m, p, now, staging, self.tun, errors)
         });
+        delay.release_idle(now);
         reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
         self.publish_deadline(&reseq);
         drop(reseq);

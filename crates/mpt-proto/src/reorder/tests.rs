@@ -1066,3 +1066,32 @@ fn held_packets_reuse_the_lowest_buffers_whatever_their_slot() {
     assert!(r.held() > 32);
     assert_eq!(r.storage.len(), slots * r.slot_len);
 }
+
+#[test]
+fn storage_is_given_back_after_holding_nothing_for_a_while() {
+    let t = t0();
+    let mut r = Resequencer::new(64, 64, 10 * MS);
+    let mut out = Out(vec![]);
+    r.insert(0, 0, &pkt(0), t, out.sink());
+    for s in 2..6 {
+        r.insert(s, 1, &pkt(s), t, out.sink());
+    }
+    assert_eq!(r.storage_bytes(), 4 * 64, "four held");
+    // Still held: the storage stays, however long.
+    r.handle_timeout(t + 5 * MS, out.sink());
+    assert_eq!(r.storage_bytes(), 4 * 64);
+    r.insert(1, 0, &pkt(1), t + 6 * MS, out.sink());
+    assert_eq!(out.0, (0..6).collect::<Vec<_>>());
+    // Nothing held, but held lately: kept for the next reordering.
+    r.handle_timeout(t + STORAGE_IDLE_RELEASE - MS, out.sink());
+    assert_eq!(r.storage_bytes(), 4 * 64);
+    r.handle_timeout(t + STORAGE_IDLE_RELEASE, out.sink());
+    assert_eq!(r.storage_bytes(), 0, "given back");
+    // And grown again when needed, delivering intact packets.
+    let t2 = t + 3 * STORAGE_IDLE_RELEASE;
+    r.insert(6, 0, &pkt(6), t2, out.sink());
+    r.insert(8, 1, &pkt(8), t2, out.sink());
+    assert_eq!(r.storage_bytes(), 64, "one held, in the lowest buffer");
+    r.insert(7, 0, &pkt(7), t2, out.sink());
+    assert_eq!(out.0, (0..9).collect::<Vec<_>>());
+}
