@@ -212,6 +212,12 @@ struct PendingRepair {
 pub struct Resequencer {
     /// Next sequence number to deliver; `None` before the first packet.
     next: Option<u64>,
+    /// Slots in the ring (a power of two). The three per-slot arrays are
+    /// made when a packet first arrives out of order and dropped again
+    /// when the storage is (see [`Resequencer::release_idle_storage`]):
+    /// a connection that delivers in order never writes them, so a server
+    /// with hundreds of idle clients does not keep a ring for each.
+    ring: usize,
     slots: Vec<Slot>,
     arrived: Vec<Option<Instant>>,
     /// Per slot: the held packet waiting for this slot's sequence number.
@@ -249,9 +255,10 @@ impl Resequencer {
         let slots = slots.max(2).next_power_of_two();
         Resequencer {
             next: None,
-            slots: vec![Slot::Empty; slots],
-            arrived: vec![None; slots],
-            waiter: vec![None; slots],
+            ring: slots,
+            slots: Vec::new(),
+            arrived: Vec::new(),
+            waiter: Vec::new(),
             storage: Vec::new(),
             free: (0..slots as u32).rev().collect(),
             last_held: None,
@@ -433,7 +440,7 @@ impl Resequencer {
         for k in 0..=span {
             let seq = next.wrapping_add(k);
             let i = self.index(seq);
-            if let (Slot::Packet { .. }, Some(at)) = (self.slots[i], self.arrived[i]) {
+            if let (Slot::Packet { .. }, Some(at)) = (self.slot(i), self.arrived_at(i)) {
                 if now.saturating_duration_since(at) < wait {
                     break;
                 }
@@ -470,11 +477,36 @@ impl Resequencer {
     }
 
     fn index(&self, seq: u64) -> usize {
-        (seq as usize) & (self.slots.len() - 1)
+        (seq as usize) & (self.ring - 1)
     }
 
     fn window(&self) -> u64 {
-        self.slots.len() as u64
+        self.ring as u64
+    }
+
+    /// Slot `i` (`Empty` while the ring is not made).
+    fn slot(&self, i: usize) -> Slot {
+        self.slots.get(i).copied().unwrap_or(Slot::Empty)
+    }
+
+    /// When the packet held in slot `i` arrived.
+    fn arrived_at(&self, i: usize) -> Option<Instant> {
+        self.arrived.get(i).copied().flatten()
+    }
+
+    /// Makes the per-slot arrays, before anything is written to them.
+    fn ensure_ring(&mut self) {
+        if self.slots.is_empty() {
+            self.slots = vec![Slot::Empty; self.ring];
+            self.arrived = vec![None; self.ring];
+            self.waiter = vec![None; self.ring];
+        }
+    }
+
+    /// Whether the per-slot arrays are made (tests).
+    #[cfg(test)]
+    pub(crate) fn ring_made(&self) -> bool {
+        !self.slots.is_empty()
     }
 
     /// Where `seq` stands relative to the window; resets or slides the
@@ -561,7 +593,7 @@ impl Resequencer {
             return Outcome::Late;
         }
         let i = self.index(seq);
-        if self.slots[i] != Slot::Empty {
+        if self.slot(i) != Slot::Empty {
             self.stats.duplicates += 1;
             return Outcome::Duplicate;
         }
@@ -574,6 +606,7 @@ impl Resequencer {
             return Outcome::InOrder;
         }
         // Ahead of the window base: decide what it waits for.
+        self.ensure_ring();
         let wait = match wait {
             None => None,
             Some(Wait::All) => Some(Wait::All),
@@ -584,7 +617,7 @@ impl Resequencer {
             Some(Wait::Seq(p)) if p < next => None,
             Some(Wait::Seq(p)) => {
                 let pi = self.index(p);
-                match self.slots[pi] {
+                match self.slot(pi) {
                     Slot::Skip | Slot::Delivered => None,
                     Slot::Empty | Slot::Packet { .. } if self.waiter[pi].is_none() => {
                         Some(Wait::Seq(p))
@@ -643,6 +676,7 @@ impl Resequencer {
 
     /// Marks the empty slot `i` as delivered ahead of the window base.
     fn mark_delivered(&mut self, i: usize) {
+        self.ensure_ring();
         self.slots[i] = Slot::Delivered;
         self.occupied += 1;
     }
@@ -710,6 +744,7 @@ impl Resequencer {
             self.drain(now, &mut deliver);
         } else if seq > next {
             let i = self.index(seq);
+            self.ensure_ring();
             if self.slots[i] == Slot::Empty {
                 self.slots[i] = Slot::Skip;
                 self.occupied += 1;
@@ -724,6 +759,10 @@ impl Resequencer {
     /// empties its slot, delivering a packet held there, and wakes its
     /// waiter. Returns what the slot held.
     fn finish(&mut self, seq: u64, now: Instant, deliver: &mut impl FnMut(&[u8])) -> Slot {
+        if self.slots.is_empty() {
+            // Nothing was ever out of order: nothing held, no waiter.
+            return Slot::Empty;
+        }
         let i = self.index(seq);
         let slot = self.slots[i];
         if let Slot::Packet { len, buf, .. } = slot {
@@ -742,7 +781,7 @@ impl Resequencer {
     fn drain(&mut self, now: Instant, deliver: &mut impl FnMut(&[u8])) {
         let Some(mut next) = self.next else { return };
         // At most one pass: every slot released here was occupied.
-        while self.occupied > 0 && self.slots[self.index(next)] != Slot::Empty {
+        while self.occupied > 0 && self.slot(self.index(next)) != Slot::Empty {
             self.finish(next, now, deliver);
             next = next.saturating_add(1);
         }
@@ -795,7 +834,7 @@ impl Resequencer {
         for k in 0..self.window() {
             let seq = next.wrapping_add(k);
             let i = self.index(seq);
-            if let (Slot::Packet { .. }, Some(at)) = (self.slots[i], self.arrived[i]) {
+            if let (Slot::Packet { .. }, Some(at)) = (self.slot(i), self.arrived_at(i)) {
                 f(seq, at);
                 seen += 1;
                 if seen == self.held {
@@ -835,15 +874,22 @@ impl Resequencer {
 
     /// Gives the packet storage back when nothing is held and nothing
     /// was for [`STORAGE_IDLE_RELEASE`] (every buffer is then on the free
-    /// stack, so none is in use).
+    /// stack, so none is in use), and the per-slot arrays too when every
+    /// slot is empty.
     fn release_idle_storage(&mut self, now: Instant) {
         if self.held == 0
-            && !self.storage.is_empty()
+            && (!self.storage.is_empty() || !self.slots.is_empty())
             && self
                 .last_held
                 .is_none_or(|t| now.saturating_duration_since(t) >= STORAGE_IDLE_RELEASE)
         {
             self.storage = Vec::new();
+            if self.occupied == 0 {
+                // Every slot empty: the ring is made again when needed.
+                self.slots = Vec::new();
+                self.arrived = Vec::new();
+                self.waiter = Vec::new();
+            }
             // Every buffer is free: lowest on top again, so the storage
             // grows from the start when it is needed next.
             let n = self.free.len();

@@ -336,7 +336,9 @@ mod tests {
         assert_eq!(d.storage_bytes(), 4, "held lately: kept");
         d.release_idle(t + idle);
         assert_eq!(d.storage_bytes(), 0, "given back");
-        d.push(t + idle + ms, meta(2, 0), &[2; 4], t + idle, |m, _| out.push(m.seq));
+        d.push(t + idle + ms, meta(2, 0), &[2; 4], t + idle, |m, _| {
+            out.push(m.seq)
+        });
         d.release_due(t + idle + ms, |m, b| {
             assert_eq!(b, [2; 4]);
             out.push(m.seq)

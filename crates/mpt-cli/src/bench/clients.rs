@@ -381,6 +381,9 @@ pub struct FloodResult {
     pub alone_before: ProcMem,
     pub alone_after: ProcMem,
     pub alone_per_second: f64,
+    /// The server mptd's CPU over the flood alone, percent of one core:
+    /// what handling the forged datagrams costs it.
+    pub alone_server_cpu_pct: Option<f64>,
     /// Server connections still up after the flood.
     pub up_after: usize,
     /// The server's `noise` status counters after the flood.
@@ -501,6 +504,11 @@ impl Report {
                 "flood_alone_per_second",
                 format!("{:.0}", f.alone_per_second),
             );
+            put(
+                "flood_alone_server_cpu_pct",
+                f.alone_server_cpu_pct
+                    .map_or(String::new(), |p| format!("{p:.1}")),
+            );
             put("flood_up_after", f.up_after.to_string());
         }
         if let Some(r) = &self.rekey {
@@ -616,10 +624,12 @@ impl Report {
             );
             let _ = writeln!(
                 s,
-                "  flood alone:       {:.0} forged initiations/s, no traffic: server RSS {:.1} -> {:.1} MiB",
+                "  flood alone:       {:.0} forged initiations/s, no traffic: server RSS {:.1} -> {:.1} MiB, server CPU {}",
                 f.alone_per_second,
                 f.alone_before.rss_kib as f64 / 1024.0,
                 f.alone_after.rss_kib as f64 / 1024.0,
+                f.alone_server_cpu_pct
+                    .map_or("-".to_string(), |p| format!("{p:.1} % of a core")),
             );
         }
         if let Some(r) = &self.rekey {
@@ -1238,14 +1248,23 @@ fn measure_flood(
         o.duration.as_secs()
     );
     let alone_before = proc_mem(server_pid).unwrap_or_default();
+    let server_cpu0 = (bed.server.cpu_time(), Instant::now());
     let flood = Flood::start(bed.c.name(), ports.clone());
     sleep(o.duration, stop)?;
     let (_, alone_per_second) = flood.finish()?;
+    let alone_server_cpu_pct = match (server_cpu0.0, bed.server.cpu_time()) {
+        (Some(a), Some(b)) => {
+            Some(100.0 * b.saturating_sub(a).as_secs_f64() / server_cpu0.1.elapsed().as_secs_f64())
+        }
+        _ => None,
+    };
     sleep(Duration::from_secs(2), stop)?;
     let alone_after = proc_mem(server_pid).unwrap_or_default();
     println!(
-        "    {alone_per_second:.0} forged initiations/s, server RSS {} -> {} KiB",
-        alone_before.rss_kib, alone_after.rss_kib
+        "    {alone_per_second:.0} forged initiations/s, server RSS {} -> {} KiB, server CPU {}",
+        alone_before.rss_kib,
+        alone_after.rss_kib,
+        alone_server_cpu_pct.map_or("-".to_string(), |p| format!("{p:.1} % of a core"))
     );
     let paced_each = ((first_quiet_mbps / 2.0) / senders.len().max(1) as f64).max(1.0) as u64;
     let mut f = FloodResult {
@@ -1254,6 +1273,7 @@ fn measure_flood(
         alone_before,
         alone_after,
         alone_per_second,
+        alone_server_cpu_pct,
         server_before: proc_mem(server_pid).unwrap_or_default(),
         ..FloodResult::default()
     };

@@ -1085,8 +1085,10 @@ fn storage_is_given_back_after_holding_nothing_for_a_while() {
     // Nothing held, but held lately: kept for the next reordering.
     r.handle_timeout(t + STORAGE_IDLE_RELEASE - MS, out.sink());
     assert_eq!(r.storage_bytes(), 4 * 64);
+    assert!(r.ring_made());
     r.handle_timeout(t + STORAGE_IDLE_RELEASE, out.sink());
     assert_eq!(r.storage_bytes(), 0, "given back");
+    assert!(!r.ring_made(), "the per-slot arrays too");
     // And grown again when needed, delivering intact packets.
     let t2 = t + 3 * STORAGE_IDLE_RELEASE;
     r.insert(6, 0, &pkt(6), t2, out.sink());
@@ -1094,4 +1096,23 @@ fn storage_is_given_back_after_holding_nothing_for_a_while() {
     assert_eq!(r.storage_bytes(), 64, "one held, in the lowest buffer");
     r.insert(7, 0, &pkt(7), t2, out.sink());
     assert_eq!(out.0, (0..9).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_connection_delivering_in_order_never_makes_the_ring() {
+    let t = t0();
+    let mut out = Out(vec![]);
+    let mut r = Resequencer::new(4096, 1500, 10 * MS);
+    for s in 0..10_000u64 {
+        r.insert(s, (s % 3) as usize, &pkt(s), t, out.sink());
+        r.handle_timeout(t, out.sink());
+    }
+    assert!(!r.ring_made(), "in order: no per-slot arrays");
+    assert_eq!(r.storage_bytes(), 0);
+    // The first packet out of order makes it.
+    r.insert(10_001, 1, &pkt(10_001), t, out.sink());
+    assert!(r.ring_made());
+    r.insert(10_000, 0, &pkt(10_000), t, out.sink());
+    assert_eq!(r.held(), 0);
+    assert_eq!(out.0, (0..10_002).collect::<Vec<_>>());
 }
