@@ -385,20 +385,6 @@ struct Sorter {
     meta: [RecvMeta; RECV_MESSAGES],
 }
 
-/// A round of a shared worker that read at most this many messages is
-/// sparse: see [`SPARSE_WAIT`].
-const SPARSE_MESSAGES: usize = 4;
-
-/// How long a shared worker waits after a sparse round before reading
-/// again. Without it, a steady trickle of datagrams (a handshake flood of
-/// small forged initiations is the worst case: 130k/s cost the server 89 %
-/// of a core, two thirds of it in waking up and in system calls that
-/// returned one datagram) costs a wake-up, a poll and a read per
-/// datagram; after the wait a read takes several. A datagram that arrives
-/// during the wait is delayed by at most this, which a path's own jitter
-/// dwarfs; a busy port never waits (its reads return full batches).
-const SPARSE_WAIT: Duration = Duration::from_micros(50);
-
 impl SharedRxWorker {
     /// Runs until shutdown.
     pub fn run(self) {
@@ -419,7 +405,6 @@ impl SharedRxWorker {
         let mut start = 0usize;
         while !self.shutdown.load(Relaxed) {
             let mut busy = false;
-            let mut messages = 0;
             for k in 0..self.sockets.len() {
                 let socket = &self.sockets[(start + k) % self.sockets.len()];
                 let n = match socket.recv_batch(&mut bufs, &mut meta) {
@@ -431,7 +416,6 @@ impl SharedRxWorker {
                     }
                 };
                 busy = true;
-                messages += n;
                 self.batch(
                     socket.local_addr().port(),
                     &mut bufs[..n],
@@ -445,11 +429,6 @@ impl SharedRxWorker {
             start = start.wrapping_add(1);
             let next = self.run_timers(&mut timers, &mut staging);
             staging.flush(&self.tun, &self.stats.tun_write);
-            if busy && messages <= SPARSE_MESSAGES {
-                // A trickle: let a few more arrive before the next round
-                // of system calls (see SPARSE_WAIT).
-                std::thread::sleep(SPARSE_WAIT);
-            }
             if !busy {
                 let wait = next.map_or(RECV_TIMEOUT, |t| {
                     t.saturating_duration_since(Instant::now())
