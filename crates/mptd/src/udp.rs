@@ -276,6 +276,12 @@ impl PathSocket {
                 return Ok(());
             }
             let e = io::Error::last_os_error();
+            if via.is_some() && source_refused(&e) {
+                // The address the peer reached is ours no more: send as
+                // routing picks rather than not at all (and do not take it
+                // for a GSO refusal).
+                return self.send_msg(to, None, buf, segment);
+            }
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }
@@ -452,6 +458,16 @@ impl PathSocket {
                 at += r as usize;
             } else if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
+            } else if r < 0 && control_len > 0 && source_refused(&io::Error::last_os_error()) {
+                // As in send_msg: without the source rather than not at all.
+                control_len = 0;
+                for h in &mut hdrs[at..n] {
+                    // SAFETY: hdrs[..n] were initialised above.
+                    let h = unsafe { h.assume_init_mut() };
+                    h.msg_hdr.msg_control = std::ptr::null_mut();
+                    h.msg_hdr.msg_controllen = 0;
+                }
+                continue;
             } else {
                 // The datagram at `at` failed (unreachable, too big, …):
                 // skip it, keep the rest.
@@ -549,6 +565,17 @@ impl Waker {
             )
         };
     }
+}
+
+/// Whether a send may have failed because of its source address
+/// (IP_PKTINFO / IPV6_PKTINFO naming an address this host no longer has:
+/// IPv4 routing answers ENETUNREACH, IPv6 EINVAL or EADDRNOTAVAIL). A
+/// genuinely unreachable peer costs one more failing call.
+fn source_refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EADDRNOTAVAIL | libc::ENETUNREACH)
+    )
 }
 
 /// Most sockets one receive worker polls: a connection's paths.
@@ -760,6 +787,43 @@ mod tests {
             sources,
             [reached.ip(), reached.ip(), reached.ip(), reached.ip(), lo]
         );
+    }
+
+    /// An address that is not ours any more (here one that never was)
+    /// does not stop the datagrams: they leave as routing picks.
+    #[test]
+    fn a_source_address_the_host_does_not_have_falls_back_to_routing() {
+        let server = PathSocket::bind_shared("0.0.0.0:0".parse().unwrap()).unwrap();
+        let client = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let gone = Source {
+            addr: [192, 0, 2, 1].into(),
+            ifindex: 0,
+        };
+        let to = client.local_addr();
+        server.send_from(b"one", to, Some(&gone)).unwrap();
+        let sock = SockAddr::from(to);
+        assert_eq!(
+            server
+                .send_segments(&sock, Some(&gone), &[1u8; 900], 300)
+                .unwrap(),
+            3
+        );
+        let (sent, failed) =
+            server.send_batch(&sock, Some(&gone), [&b"a"[..], &b"b"[..]].into_iter());
+        assert_eq!((sent, failed), (2, 0));
+        assert!(server.gso(), "not taken for a GSO refusal");
+        let mut bufs = vec![vec![0u8; 2048]; 8];
+        let mut meta = [RecvMeta::default(); 8];
+        let mut got = 0;
+        while got < 6 {
+            assert!(client.wait_readable(Duration::from_secs(5)).unwrap());
+            let n = client.recv_batch(&mut bufs, &mut meta).unwrap();
+            for (b, m) in bufs.iter().zip(&meta[..n]) {
+                assert_eq!(m.from.map(|f| f.ip()), Some([127, 0, 0, 1].into()));
+                got += m.datagrams(b).count();
+            }
+        }
+        assert_eq!(got, 6);
     }
 
     #[test]
