@@ -584,12 +584,19 @@ fn many_clients_share_one_port() {
 /// middle of its session (a NAT that rebinds), while the client's daemon
 /// keeps its socket and knows nothing of it.
 fn rebind_source_port(ns: &Netns, from: u16, to: u16) -> Result<()> {
-    let rules = format!(
-        "table ip mpt_rebind {{\n\
-         \tchain out {{ type filter hook postrouting priority 0; udp sport {from} udp sport set {to}; }}\n\
-         \tchain in {{ type filter hook prerouting priority -300; udp dport {to} udp dport set {from}; }}\n\
-         }}\n"
-    );
+    nft(
+        ns,
+        &format!(
+            "table ip mpt_rebind {{\n\
+             \tchain out {{ type filter hook postrouting priority 0; udp sport {from} udp sport set {to}; }}\n\
+             \tchain in {{ type filter hook prerouting priority -300; udp dport {to} udp dport set {from}; }}\n\
+             }}\n"
+        ),
+    )
+}
+
+/// Loads nftables `rules` in namespace `ns` (`nft -f -`).
+fn nft(ns: &Netns, rules: &str) -> Result<()> {
     let mut child = Command::new("ip")
         .args(["netns", "exec", ns.name(), "nft", "-f", "-"])
         .stdin(Stdio::piped())
@@ -663,30 +670,14 @@ fn second_server_address(link: usize, v6: bool) -> String {
 /// server's port are let in only as replies to what the client sent
 /// (the same 4-tuple), as a NAT or a host firewall does.
 fn stateful_firewall(ns: &Netns) -> Result<()> {
-    let rules = format!(
-        "table inet mpt_fw {{\n\
-         \tchain in {{ type filter hook input priority 0; ct state established,related accept; udp sport {DATA_PORT} counter drop; }}\n\
-         }}\n"
-    );
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting nft (nftables installed?)")?;
-    if let Some(mut stdin) = child.stdin.take() {
-        use std::io::Write as _;
-        stdin
-            .write_all(rules.as_bytes())
-            .context("writing nft rules")?;
-    }
-    let out = child.wait_with_output().context("nft")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "nft -f: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
+    nft(
+        ns,
+        &format!(
+            "table inet mpt_fw {{\n\
+             \tchain in {{ type filter hook input priority 0; ct state established,related accept; udp sport {DATA_PORT} counter drop; }}\n\
+             }}\n"
+        ),
+    )
 }
 
 #[test]
