@@ -16,8 +16,7 @@
 //! addresses, which mean nothing without their interface.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::AsRawFd;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 
 /// The local address a datagram arrived on; replies leave from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,27 +33,11 @@ pub const CMSG_SPACE: usize = 40;
 
 /// Asks the kernel to report each datagram's destination address on
 /// `socket` (an IPv6-only socket for `v6`).
-pub fn enable(socket: &impl AsRawFd, v6: bool) -> io::Result<()> {
-    let (level, opt) = if v6 {
-        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)
+pub fn enable(socket: &UdpSocket, v6: bool) -> io::Result<()> {
+    if v6 {
+        crate::udp::set_int_opt(socket, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)
     } else {
-        (libc::IPPROTO_IP, libc::IP_PKTINFO)
-    };
-    let one: libc::c_int = 1;
-    // SAFETY: setsockopt with a valid fd and an int-sized option value.
-    let r = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            opt,
-            (&raw const one).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+        crate::udp::set_int_opt(socket, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)
     }
 }
 

@@ -645,7 +645,8 @@ fn gro_segment(msg: &libc::msghdr) -> Option<usize> {
     None
 }
 
-fn set_int_opt(
+/// setsockopt of an int-sized option.
+pub(crate) fn set_int_opt(
     s: &UdpSocket,
     level: libc::c_int,
     opt: libc::c_int,
