@@ -4,6 +4,7 @@
 #
 #   sudo scripts/demo.sh [--paths 1,2,4] [--duration 5] [--streams 1]
 #                        [--modes clear,encrypted,chacha] [--key]
+#                        [--scheduler adaptive|weighted]
 #
 # --streams S runs S parallel TCP streams (iperf3 -P S), through the tunnel
 # and over raw veth alike. --modes picks the tunnel runs: clear (no key),
@@ -11,6 +12,9 @@
 # the PSK handshake, then the default cipher AES-256-GCM on every
 # datagram) and chacha (the same with cipher = "chacha20-poly1305"); the
 # default is clear,encrypted; --key is short for --modes encrypted.
+# --scheduler sets the connection's scheduler on both sides: adaptive (the
+# default, as in mptd) or weighted (round robin by weight, window 1: MPT's
+# striping, one packet per path in turn).
 #
 # For each N it builds two network namespaces joined by N veth pairs
 # (10.77.<i>.1/24 <-> 10.77.<i>.2/24), runs mptd in each (tunnel
@@ -27,9 +31,10 @@ PATHS_LIST="1,2,4"
 DURATION=5
 STREAMS=1
 MODES="clear,encrypted"
+SCHEDULER="adaptive"
 
 usage() {
-    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -44,6 +49,8 @@ while [[ $# -gt 0 ]]; do
         --modes) MODES="${2:?--modes needs a list, e.g. clear,encrypted}"; shift 2 ;;
         --modes=*) MODES="${1#*=}"; shift ;;
         --key) MODES="encrypted"; shift ;;
+        --scheduler) SCHEDULER="${2:?--scheduler needs adaptive or weighted}"; shift 2 ;;
+        --scheduler=*) SCHEDULER="${1#*=}"; shift ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 ;;
     esac
@@ -52,6 +59,7 @@ done
 [[ "$DURATION" =~ ^[0-9]+$ && "$DURATION" -ge 1 ]] || { echo "--duration: expected whole seconds >= 1, got '$DURATION'" >&2; exit 2; }
 [[ "$STREAMS" =~ ^[0-9]+$ && "$STREAMS" -ge 1 && "$STREAMS" -le 128 ]] || { echo "--streams: expected 1..128, got '$STREAMS'" >&2; exit 2; }
 [[ "$MODES" =~ ^(clear|encrypted|chacha)(,(clear|encrypted|chacha))*$ ]] || { echo "--modes: expected a list of clear, encrypted, chacha (e.g. clear,encrypted), got '$MODES'" >&2; exit 2; }
+[[ "$SCHEDULER" == adaptive || "$SCHEDULER" == weighted ]] || { echo "--scheduler: expected adaptive or weighted, got '$SCHEDULER'" >&2; exit 2; }
 IFS=, read -r -a PATH_COUNTS <<<"$PATHS_LIST"
 IFS=, read -r -a MODE_LIST <<<"$MODES"
 for n in "${PATH_COUNTS[@]}"; do
@@ -160,7 +168,7 @@ port = 65022
 remote_port = 65022
 keepalive = "500ms"
 dead_timer = "1500ms"
-scheduler = "weighted"
+scheduler = "$SCHEDULER"
 EOF
     if [[ "$mode" == encrypted || "$mode" == chacha ]]; then
         echo "key_file = \"$WORK/psk.key\""
@@ -299,7 +307,7 @@ for n in "${PATH_COUNTS[@]}"; do
 done
 
 echo
-echo "TCP, $STREAMS stream(s) (iperf3 -P $STREAMS, ${DURATION} s), tunnel MTU 1400, unshaped veths, $(nproc) cores;"
+echo "TCP, $STREAMS stream(s) (iperf3 -P $STREAMS, ${DURATION} s), tunnel MTU 1400, unshaped veths, scheduler $SCHEDULER, $(nproc) cores;"
 echo "ratio = tunnel / raw veth measured in the same round; encrypted = key_file (PSK handshake, AES-256-GCM), chacha = the same with ChaCha20-Poly1305:"
 HEAD="$(printf '%-6s %16s' paths "raw veth Gbit/s")"
 for mode in "${MODE_LIST[@]}"; do

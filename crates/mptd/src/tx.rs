@@ -34,7 +34,7 @@ const PACKET_OFFSET: usize = HEADER_LEN + FLOW_PREFIX_LEN;
 
 /// Most datagrams in one GSO send (the kernel's UDP_MAX_SEGMENTS is 64
 /// on older kernels, 128 on newer ones).
-const MAX_GSO_SEGMENTS: usize = 64;
+const MAX_GSO_SEGMENTS: usize = crate::udp::MAX_GSO_PARTS;
 
 /// Most bytes in one GSO send: the UDP payload of one IP packet, less room
 /// for IPv6 extension headers.
@@ -239,7 +239,6 @@ impl TxWorker {
         let mut batch_no = 0u64;
         let mut touched: Vec<usize> = Vec::with_capacity(self.conns.len().min(IDEAL_BATCH_SIZE));
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
-        let mut gso_buf: Vec<u8> = Vec::with_capacity(MAX_GSO_BYTES);
         // Per connection: its flow tables (see `FlowState`), made when it
         // first sends, so that a server's idle clients cost nothing here.
         let mut flow_states: Vec<Option<Box<FlowState>>> =
@@ -485,7 +484,7 @@ impl TxWorker {
                 }
             }
             for p in prepared.drain(..) {
-                self.send_group(&p, &plan, &bufs, &sizes, &counted, &mut gso_buf);
+                self.send_group(&p, &plan, &bufs, &sizes, &counted);
             }
         }
     }
@@ -655,7 +654,6 @@ impl TxWorker {
         bufs: &[Vec<u8>],
         sizes: &[usize],
         counted: &[bool],
-        gso_buf: &mut Vec<u8>,
     ) {
         let group = &plan[prepared.start..prepared.end];
         let conn = &self.conns[group[0].conn()];
@@ -690,14 +688,16 @@ impl TxWorker {
                     break;
                 }
             }
-            gso_buf.clear();
-            for e in &group[at..end] {
+            // The datagrams stay in their own buffers: the kernel gathers
+            // them (one copy fewer per byte than assembling them first).
+            let mut parts = [io::IoSlice::new(&[]); MAX_GSO_SEGMENTS];
+            for (part, e) in parts.iter_mut().zip(&group[at..end]) {
                 let i = e.buf();
-                gso_buf.extend_from_slice(&bufs[i][..PACKET_OFFSET + sizes[i] + tag]);
+                *part = io::IoSlice::new(&bufs[i][..PACKET_OFFSET + sizes[i] + tag]);
             }
             match path
                 .socket
-                .send_segments(&remote.sock, remote.via.as_ref(), gso_buf, segment)
+                .send_datagrams(&remote.sock, remote.via.as_ref(), &parts[..end - at])
             {
                 Ok(n) => {
                     sent_total += n;

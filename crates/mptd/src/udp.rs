@@ -20,6 +20,10 @@ use crate::source::{self, Source};
 /// the veth measurements of docs/ARCHITECTURE.md but hold more memory.
 pub const BATCH: usize = 64;
 
+/// Most datagrams in one vectored GSO send ([`PathSocket::send_datagrams`]):
+/// the kernel's UDP_MAX_SEGMENTS is 64 on older kernels (128 on newer).
+pub const MAX_GSO_PARTS: usize = 64;
+
 /// 8-byte words of a control buffer: a UDP_GRO or UDP_SEGMENT message
 /// (24 bytes) and a source message (`crate::source::CMSG_SPACE`).
 const CONTROL_WORDS: usize = (24 + source::CMSG_SPACE) / 8;
@@ -191,9 +195,48 @@ impl PathSocket {
         buf: &[u8],
         segment: usize,
     ) -> io::Result<usize> {
-        let count = buf.len().div_ceil(segment.max(1));
+        let segment = segment.max(1);
+        let whole = [io::IoSlice::new(buf)];
+        self.send_gso_or_batch(to, via, &whole, buf.chunks(segment), segment)
+    }
+
+    /// Sends `datagrams` (at most [`MAX_GSO_PARTS`]; all but the last of
+    /// the same length, the last no longer) with one system call (UDP
+    /// GSO): the kernel gathers them from where they lie, so the caller
+    /// does not first copy them into one buffer (the transmit stage's
+    /// sealed datagrams each sit in their own buffer). Without GSO, or if
+    /// it is refused (switched off for a while, as in
+    /// [`PathSocket::send_segments`]), one `sendmmsg`. Returns the number
+    /// of datagrams sent.
+    pub fn send_datagrams(
+        &self,
+        to: &SockAddr,
+        via: Option<&Source>,
+        datagrams: &[io::IoSlice<'_>],
+    ) -> io::Result<usize> {
+        let segment = datagrams.first().map_or(1, |d| d.len().max(1));
+        debug_assert!(datagrams.len() <= MAX_GSO_PARTS);
+        debug_assert!(datagrams
+            .iter()
+            .enumerate()
+            .all(|(i, d)| d.len() == segment || (i + 1 == datagrams.len() && d.len() <= segment)));
+        self.send_gso_or_batch(to, via, datagrams, datagrams.iter().map(|d| &**d), segment)
+    }
+
+    /// One GSO send of `iov` (datagrams of `segment` bytes) when GSO is
+    /// usable and there is more than one datagram, else (or when the
+    /// kernel refuses GSO) `datagrams` one by one in a `sendmmsg`.
+    fn send_gso_or_batch<'a>(
+        &self,
+        to: &SockAddr,
+        via: Option<&Source>,
+        iov: &[io::IoSlice<'_>],
+        datagrams: impl Iterator<Item = &'a [u8]> + Clone,
+        segment: usize,
+    ) -> io::Result<usize> {
+        let count = datagrams.clone().count();
         if count > 1 && self.gso.usable(Instant::now) {
-            match self.send_msg(to, via, buf, Some(segment)) {
+            match self.send_msg(to, via, iov, Some(segment)) {
                 Ok(()) => {
                     if self.gso.worked() {
                         tracing::info!(local = %self.local, "UDP GSO works again");
@@ -216,26 +259,22 @@ impl PathSocket {
                 Err(e) => return Err(e),
             }
         }
-        let (sent, failed) = self.send_batch(to, via, buf.chunks(segment.max(1)));
+        let (sent, failed) = self.send_batch(to, via, datagrams);
         if sent == 0 && failed > 0 {
             return Err(io::Error::other("every datagram failed"));
         }
         Ok(sent)
     }
 
-    /// One `sendmsg`: `buf` as one datagram, or as datagrams of `segment`
-    /// bytes (GSO), from `via` if given.
+    /// One `sendmsg`: the bytes of `iov` as one datagram, or as datagrams
+    /// of `segment` bytes (GSO), from `via` if given.
     fn send_msg(
         &self,
         to: &SockAddr,
         via: Option<&Source>,
-        buf: &[u8],
+        iov: &[io::IoSlice<'_>],
         segment: Option<usize>,
     ) -> io::Result<()> {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_ptr().cast_mut().cast(),
-            iov_len: buf.len(),
-        };
         // Room for the UDP_SEGMENT message (a u16) and a source message,
         // 8-byte aligned.
         let mut control = [0u64; CONTROL_WORDS];
@@ -243,8 +282,10 @@ impl PathSocket {
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = to.as_ptr().cast_mut().cast();
         msg.msg_namelen = to.len();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
+        // IoSlice is ABI-compatible with iovec on Unix (std documents it);
+        // the kernel only reads through the pointer.
+        msg.msg_iov = iov.as_ptr().cast_mut().cast();
+        msg.msg_iovlen = iov.len();
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = std::mem::size_of_val(&control);
         // SAFETY: msg_control points at `control`, large enough for one
@@ -280,7 +321,7 @@ impl PathSocket {
                 // The address the peer reached is ours no more: send as
                 // routing picks rather than not at all (and do not take it
                 // for a GSO refusal).
-                return self.send_msg(to, None, buf, segment);
+                return self.send_msg(to, None, iov, segment);
             }
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
@@ -304,7 +345,7 @@ impl PathSocket {
         if via.is_none() {
             return self.send_to(buf, to);
         }
-        self.send_msg(&SockAddr::from(to), via, buf, None)?;
+        self.send_msg(&SockAddr::from(to), via, &[io::IoSlice::new(buf)], None)?;
         Ok(buf.len())
     }
 
@@ -916,20 +957,61 @@ mod tests {
         buf.extend_from_slice(&[9u8; 123]);
         let to = SockAddr::from(b.local_addr());
         assert_eq!(a.send_segments(&to, None, &buf, 500).unwrap(), 4);
+        let got = receive_datagrams(&b, 4);
+        let lens: Vec<usize> = got.iter().map(Vec::len).collect();
+        assert_eq!(lens, [500, 500, 500, 123]);
+        assert_eq!(got[1][0], 1);
+        assert_eq!(got[3][0], 9);
+    }
+
+    /// Receives datagrams on `b` until `count` have come.
+    fn receive_datagrams(b: &PathSocket, count: usize) -> Vec<Vec<u8>> {
         let mut bufs = vec![vec![0u8; 65536]; 8];
         let mut meta = [RecvMeta::default(); 8];
         let mut got: Vec<Vec<u8>> = Vec::new();
-        while got.len() < 4 {
+        while got.len() < count {
             assert!(b.wait_readable(Duration::from_secs(5)).unwrap());
             let n = b.recv_batch(&mut bufs, &mut meta).unwrap();
             for i in 0..n {
                 got.extend(meta[i].datagrams(&bufs[i]).map(|d| d.to_vec()));
             }
         }
+        got
+    }
+
+    #[test]
+    fn datagrams_from_separate_buffers_go_as_one_gso_send() {
+        let a = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        // Each datagram in its own buffer, as the transmit stage has them;
+        // only the first 300 bytes of the longer buffers are sent.
+        let bufs: Vec<Vec<u8>> = (0..5u8)
+            .map(|i| vec![0xa0 + i; if i == 4 { 77 } else { 400 }])
+            .collect();
+        let parts: Vec<io::IoSlice<'_>> = bufs
+            .iter()
+            .map(|b| io::IoSlice::new(&b[..b.len().min(300)]))
+            .collect();
+        let to = SockAddr::from(b.local_addr());
+        assert_eq!(a.send_datagrams(&to, None, &parts).unwrap(), 5);
+        let got = receive_datagrams(&b, 5);
         let lens: Vec<usize> = got.iter().map(Vec::len).collect();
-        assert_eq!(lens, [500, 500, 500, 123]);
-        assert_eq!(got[1][0], 1);
-        assert_eq!(got[3][0], 9);
+        assert_eq!(lens, [300, 300, 300, 300, 77]);
+        for (i, d) in got.iter().enumerate() {
+            assert!(d.iter().all(|&x| x == 0xa0 + i as u8), "datagram {i} mixed");
+        }
+        // GSO refused (as after EIO on a device without it): the same
+        // datagrams one by one.
+        a.gso.refused(Instant::now());
+        assert!(!a.gso());
+        assert_eq!(a.send_datagrams(&to, None, &parts).unwrap(), 5);
+        let got = receive_datagrams(&b, 5);
+        let lens: Vec<usize> = got.iter().map(Vec::len).collect();
+        assert_eq!(lens, [300, 300, 300, 300, 77]);
+        assert_eq!(got[2][0], 0xa2);
+        // One datagram is a plain send.
+        assert_eq!(a.send_datagrams(&to, None, &parts[4..]).unwrap(), 1);
+        assert_eq!(receive_datagrams(&b, 1), [vec![0xa4; 77]]);
     }
 
     #[test]
