@@ -2,8 +2,10 @@
 //!
 //! Each transmit worker owns one tun queue and its own schedulers, so the
 //! only shared writes per batch are a handful of atomic adds (sequence
-//! ranges and counters). A batch is one tun read (a TCP super-packet split
-//! into up to [`tun_rs::IDEAL_BATCH_SIZE`] segments, or a single packet);
+//! ranges and counters). A batch is what the tun queue holds when the
+//! worker wakes: one blocking read (a TCP super-packet split into up to
+//! [`tun_rs::IDEAL_BATCH_SIZE`] segments, or a single packet), then reads
+//! that do not wait, up to [`TX_BATCH`] packets;
 //! its packets are headed, grouped by path in their original order,
 //! sealed as one batch by the crypto stage (`crate::crypto_pool`: in
 //! parallel when the batch is large enough) and sent with one GSO send
@@ -39,6 +41,15 @@ const MAX_GSO_SEGMENTS: usize = crate::udp::MAX_GSO_PARTS;
 /// Most bytes in one GSO send: the UDP payload of one IP packet, less room
 /// for IPv6 extension headers.
 const MAX_GSO_BYTES: usize = 65000;
+
+/// Packets one transmit batch holds. The first (blocking) read of a batch
+/// may split a TCP super-packet into up to [`IDEAL_BATCH_SIZE`] segments;
+/// while at least that many buffers are left, further reads that do not
+/// wait add whatever else the tun queue holds. Without them a packet that
+/// comes alone (UDP, QUIC, voice, ACKs: no super-packets) was a batch of
+/// one: one route, one seal and one send per packet, where a batch shares
+/// the sends per path (GSO) and the crypto stage's work.
+const TX_BATCH: usize = 2 * IDEAL_BATCH_SIZE;
 
 /// Tun reads failing in a row (with errors not known to mean the device is
 /// gone) before the daemon gives up instead of spinning on them.
@@ -208,8 +219,8 @@ impl TxWorker {
     pub fn run(mut self) {
         let seg_len = PACKET_OFFSET + self.mtu + 64;
         let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65535];
-        let mut bufs: Vec<Vec<u8>> = (0..IDEAL_BATCH_SIZE).map(|_| vec![0u8; seg_len]).collect();
-        let mut sizes = vec![0usize; IDEAL_BATCH_SIZE];
+        let mut bufs: Vec<Vec<u8>> = (0..TX_BATCH).map(|_| vec![0u8; seg_len]).collect();
+        let mut sizes = vec![0usize; TX_BATCH];
         let mut scheds: Vec<Weighted> = self.conns.iter().map(|_| Weighted::new()).collect();
         let mut adaptive: Vec<Adaptive> = self.conns.iter().map(|_| Adaptive::new()).collect();
         let mut models: Vec<Vec<PathModel>> = self
@@ -231,13 +242,13 @@ impl TxWorker {
         let mut tables: Vec<Arc<PathTable>> = self.conns.iter().map(|c| c.paths()).collect();
         let mut generations: Vec<u64> = vec![0; self.conns.len()];
         let mut masks: Vec<u64> = vec![0; self.conns.len()];
-        let mut plan: Vec<PlanEntry> = Vec::with_capacity(IDEAL_BATCH_SIZE);
+        let mut plan: Vec<PlanEntry> = Vec::with_capacity(TX_BATCH);
         let mut counts: Vec<u32> = vec![0; self.conns.len()];
         // Which connections the current batch routes to (`stamps[c]` is
         // the batch that last did).
         let mut stamps: Vec<u64> = vec![0; self.conns.len()];
         let mut batch_no = 0u64;
-        let mut touched: Vec<usize> = Vec::with_capacity(self.conns.len().min(IDEAL_BATCH_SIZE));
+        let mut touched: Vec<usize> = Vec::with_capacity(self.conns.len().min(TX_BATCH));
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
         // Per connection: its flow tables (see `FlowState`), made when it
         // first sends, so that a server's idle clients cost nothing here.
@@ -246,23 +257,23 @@ impl TxWorker {
         let mut flowlet_gaps: Vec<u64> = vec![0; self.conns.len()];
         let mut redundancy: Vec<Redundancy> = vec![Redundancy::Off; self.conns.len()];
         // Per buffer: the path its redundancy copy goes on, or NO_COPY.
-        let mut copy_to = vec![NO_COPY; IDEAL_BATCH_SIZE];
+        let mut copy_to = vec![NO_COPY; TX_BATCH];
         let mut copy_buf = vec![0u8; mpt_proto::wire::MAX_DATAGRAM];
-        let mut hashes = vec![0u32; IDEAL_BATCH_SIZE];
-        let mut gaps = vec![0u32; IDEAL_BATCH_SIZE];
+        let mut hashes = vec![0u32; TX_BATCH];
+        let mut gaps = vec![0u32; TX_BATCH];
         let mut submitter = self.crypto_pool.submitter();
-        let mut prepared: Vec<Prepared> = Vec::with_capacity(IDEAL_BATCH_SIZE);
-        let mut seals: Vec<SealItem> = Vec::with_capacity(IDEAL_BATCH_SIZE);
+        let mut prepared: Vec<Prepared> = Vec::with_capacity(TX_BATCH);
+        let mut seals: Vec<SealItem> = Vec::with_capacity(TX_BATCH);
         // Per buffer: whether its datagram counts as sent (headed and, with
         // keys, sealed).
-        let mut counted = vec![false; IDEAL_BATCH_SIZE];
+        let mut counted = vec![false; TX_BATCH];
         let mut consecutive_errors = 0u32;
         let mut set_generation = self.set.generation();
         while !self.shutdown.load(Relaxed) {
-            let n = match self.tun.recv_multiple_intr(
+            let first = match self.tun.recv_multiple_intr(
                 &mut original,
-                &mut bufs,
-                &mut sizes,
+                &mut bufs[..IDEAL_BATCH_SIZE],
+                &mut sizes[..IDEAL_BATCH_SIZE],
                 PACKET_OFFSET,
                 &self.wake,
             ) {
@@ -296,6 +307,7 @@ impl TxWorker {
                 }
             };
             consecutive_errors = 0;
+            let n = self.read_more(first, &mut original, &mut bufs, &mut sizes);
             let set_now = self.set.generation();
             if set_now != set_generation {
                 // Connections added (or removed: they keep their slot).
@@ -643,6 +655,39 @@ impl TxWorker {
             keys,
             conn_ns,
         })
+    }
+
+    /// After a batch's first read filled `filled` buffers: reads on
+    /// without waiting while [`IDEAL_BATCH_SIZE`] buffers are left (what
+    /// one read may need) and the queue has packets. Returns how many
+    /// buffers the batch fills. A failing read ends the batch (it is
+    /// counted; the next blocking read decides whether the device is gone).
+    fn read_more(
+        &self,
+        mut filled: usize,
+        original: &mut [u8],
+        bufs: &mut [Vec<u8>],
+        sizes: &mut [usize],
+    ) -> usize {
+        while filled + IDEAL_BATCH_SIZE <= bufs.len().min(sizes.len()) {
+            let end = filled + IDEAL_BATCH_SIZE;
+            match self.tun.recv_multiple(
+                original,
+                &mut bufs[filled..end],
+                &mut sizes[filled..end],
+                PACKET_OFFSET,
+            ) {
+                Ok(0) => break,
+                Ok(k) => filled += k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    self.stats.tun_errors.add(1);
+                    tracing::debug!(error = %e, "tun read failed");
+                    break;
+                }
+            }
+        }
+        filled
     }
 
     /// Sends one headed (and sealed) group of packets bound for the same
