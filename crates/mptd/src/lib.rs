@@ -43,4 +43,5 @@ pub mod source;
 pub mod state;
 pub mod tun;
 pub mod tx;
+pub mod tx_order;
 pub mod udp;

@@ -909,6 +909,9 @@ pub struct ConnShared {
     pub epoch: Instant,
     /// Next connection sequence number.
     pub seq: AtomicU64,
+    /// Transmit batches number and send in one order, so every path stays
+    /// FIFO with several transmit workers (see [`crate::tx_order`]).
+    pub tx_order: crate::tx_order::TxOrder,
     /// Bit mask of paths the schedulers may use (published by the control
     /// loop from the session's eligibility).
     pub eligible: AtomicU64,
@@ -1090,6 +1093,7 @@ impl ConnShared {
             conn_id,
             epoch,
             seq: AtomicU64::new(1),
+            tx_order: crate::tx_order::TxOrder::new(),
             eligible: AtomicU64::new(0),
             paths: RwLock::new(Arc::new(paths)),
             paths_generation: AtomicU64::new(1),

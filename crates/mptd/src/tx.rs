@@ -250,6 +250,12 @@ impl TxWorker {
         let mut batch_no = 0u64;
         let mut touched: Vec<usize> = Vec::with_capacity(self.conns.len().min(TX_BATCH));
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
+        // Per connection: the batch's ticket in its send order, and per
+        // path the batch's datagram count and first path sequence number
+        // (see `crate::tx_order`).
+        let mut tickets: Vec<u64> = vec![0; self.conns.len()];
+        let mut path_counts: Vec<Vec<u32>> = self.conns.iter().map(|_| Vec::new()).collect();
+        let mut path_bases: Vec<Vec<u32>> = self.conns.iter().map(|_| Vec::new()).collect();
         // Per connection: its flow tables (see `FlowState`), made when it
         // first sends, so that a server's idle clients cost nothing here.
         let mut flow_states: Vec<Option<Box<FlowState>>> =
@@ -327,6 +333,9 @@ impl TxWorker {
                 counts.resize(n, 0);
                 stamps.resize(n, 0);
                 bases.resize(n, 0);
+                tickets.resize(n, 0);
+                path_counts.resize_with(n, Vec::new);
+                path_bases.resize_with(n, Vec::new);
                 flow_states.resize_with(n, || None);
                 flowlet_gaps.resize(n, 0);
                 redundancy.resize(n, Redundancy::Off);
@@ -365,6 +374,8 @@ impl TxWorker {
                         params[p.id] = p.sched();
                     }
                     masks[c] = conn.eligible.load(Relaxed);
+                    path_counts[c].clear();
+                    path_counts[c].resize(tables[c].slots(), 0);
                     redundancy[c] = conn.redundancy();
                     models[c].clear();
                     charged[c].clear();
@@ -419,17 +430,39 @@ impl TxWorker {
                         // order, not path order.
                         plan.push(PlanEntry::new(c, p, counts[c], i));
                         counts[c] += 1;
+                        if let Some(n) = path_counts[c].get_mut(p) {
+                            *n += 1;
+                        }
                     }
                     None => self.conns[c].drops.no_path.add(1),
                 }
             }
+            // Number the batch: connection and path sequence numbers and a
+            // ticket in the connection's send order, at once (see
+            // `crate::tx_order`). In ascending connection order, as the
+            // sends below.
+            touched.sort_unstable();
             for &c in &touched {
                 let count = counts[c];
-                bases[c] = if count > 0 {
-                    self.conns[c].seq.fetch_add(u64::from(count), Relaxed)
-                } else {
-                    0
-                };
+                if count == 0 {
+                    bases[c] = 0;
+                    continue;
+                }
+                let conn = &self.conns[c];
+                let (table, per_path, firsts) = (&tables[c], &path_counts[c], &mut path_bases[c]);
+                let (ticket, base) =
+                    conn.tx_order.allocate(|| {
+                        firsts.clear();
+                        firsts.extend(per_path.iter().enumerate().map(
+                            |(p, &n)| match table.get(p) {
+                                Some(path) if n > 0 => path.path_seq.fetch_add(n, Relaxed),
+                                _ => 0,
+                            },
+                        ));
+                        conn.seq.fetch_add(u64::from(count), Relaxed)
+                    });
+                tickets[c] = ticket;
+                bases[c] = base;
             }
             // Flow predecessors, in tun (= sequence) order.
             for e in &plan {
@@ -471,6 +504,7 @@ impl TxWorker {
                     (at, end),
                     &plan[at..end],
                     bases[c],
+                    path_bases[c].get(plan[at].path()).copied().unwrap_or(0),
                     &mut bufs,
                     &sizes,
                     now,
@@ -495,9 +529,28 @@ impl TxWorker {
                     }
                 }
             }
-            for p in prepared.drain(..) {
-                self.send_group(&p, &plan, &bufs, &sizes, &counted);
+            // Send, connection by connection in ascending order, each when
+            // its turn has come to this batch's ticket; every ticket taken
+            // is ended, whether anything was sent or not.
+            let mut next = 0;
+            for &c in &touched {
+                if counts[c] == 0 {
+                    continue;
+                }
+                let order = &self.conns[c].tx_order;
+                order.wait_turn(tickets[c]);
+                while let Some(p) = prepared.get(next).filter(|p| plan[p.start].conn() == c) {
+                    self.send_group(p, &plan, &bufs, &sizes, &counted);
+                    next += 1;
+                }
+                order.done(tickets[c]);
             }
+            debug_assert_eq!(
+                next,
+                prepared.len(),
+                "a group outside the batch's connections"
+            );
+            prepared.clear();
         }
     }
 
@@ -512,6 +565,7 @@ impl TxWorker {
         (start, end): (usize, usize),
         group: &[PlanEntry],
         seq_base: u64,
+        pseq0: u32,
         bufs: &mut [Vec<u8>],
         sizes: &[usize],
         now: Instant,
@@ -550,7 +604,6 @@ impl TxWorker {
         } else {
             Flags::FLOW
         };
-        let pseq0 = path.path_seq.fetch_add(group.len() as u32, Relaxed);
         let ts = mpt_proto::timestamp_us(conn.epoch, now);
         // While the peer asks for repairs on this path, keep a copy of
         // each payload before it is sealed (one lock per group).

@@ -81,15 +81,56 @@ fn loss_is_proven_when_every_active_path_has_moved_past_the_gap() {
     r.insert(3, 0, &pkt(3), t, out.sink());
     assert_eq!(out.0, [0, 1], "path 1 may still bring 2");
     r.insert(4, 1, &pkt(4), t, out.sink());
+    // Path 1 moved past 2: it is lost, once 3 has waited out the grace
+    // (two CPUs taking in one path's datagrams may swap them).
+    assert_eq!(out.0, [0, 1], "within the reorder grace");
+    assert_eq!(r.poll_timeout(), Some(t + REORDER_GRACE), "wakes up for it");
+    r.handle_timeout(t + REORDER_GRACE - Duration::from_micros(1), out.sink());
+    assert_eq!(out.0, [0, 1]);
+    r.handle_timeout(t + REORDER_GRACE, out.sink());
     assert_eq!(out.0, [0, 1, 3, 4], "path 1 moved past 2: it is lost");
     assert_eq!(r.stats().gaps_skipped, 1);
     assert_eq!(r.poll_timeout(), None);
 }
 
 #[test]
+fn datagrams_of_one_path_swapped_within_the_grace_are_not_lost() {
+    let t = t0();
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    r.insert(0, 0, &pkt(0), t, out.sink());
+    r.insert(1, 1, &pkt(1), t, out.sink());
+    // Path 0 sent 2 then 4, path 1 sent 3; 4 overtakes 2 on the way in.
+    r.insert(3, 1, &pkt(3), t, out.sink());
+    r.insert(4, 0, &pkt(4), t + Duration::from_micros(50), out.sink());
+    assert_eq!(out.0, [0, 1], "both paths are past 2, but not for long");
+    r.insert(2, 0, &pkt(2), t + Duration::from_micros(300), out.sink());
+    assert_eq!(out.0, [0, 1, 2, 3, 4]);
+    assert_eq!(r.stats().gaps_skipped, 0);
+    assert_eq!(r.stats().late, 0);
+    // With no grace the swap is a loss, and 2 comes late.
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    r.set_reorder_grace(Duration::ZERO);
+    let mut out = Out(vec![]);
+    for (seq, path, us) in [(0, 0, 0), (1, 1, 0), (3, 1, 0), (4, 0, 50), (2, 0, 300)] {
+        r.insert(
+            seq,
+            path,
+            &pkt(seq),
+            t + Duration::from_micros(us),
+            out.sink(),
+        );
+    }
+    assert_eq!(out.0, [0, 1, 3, 4, 2]);
+    assert_eq!(r.stats().gaps_skipped, 1);
+}
+
+#[test]
 fn a_forgotten_path_no_longer_holds_up_loss_proofs() {
     let t = t0();
     let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    // The paths' order alone proves loss here (no reorder grace).
+    r.set_reorder_grace(Duration::ZERO);
     let mut out = Out(vec![]);
     r.insert(0, 1, &pkt(0), t, out.sink());
     r.insert(1, 0, &pkt(1), t, out.sink());
@@ -106,6 +147,8 @@ fn a_forgotten_path_no_longer_holds_up_loss_proofs() {
 fn single_path_loss_released_by_next_packet() {
     let t = t0();
     let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    // The paths' order alone proves loss here (no reorder grace).
+    r.set_reorder_grace(Duration::ZERO);
     let mut out = Out(vec![]);
     r.insert(1, 0, &pkt(1), t, out.sink());
     r.insert(3, 0, &pkt(3), t, out.sink());
@@ -116,6 +159,8 @@ fn single_path_loss_released_by_next_packet() {
 fn quiet_path_stops_counting_after_two_timeouts() {
     let t = t0();
     let mut r = Resequencer::new(16, 64, 10 * MS);
+    // The paths' order alone proves loss here (no reorder grace).
+    r.set_reorder_grace(Duration::ZERO);
     let mut out = Out(vec![]);
     r.insert(1, 1, &pkt(1), t, out.sink());
     // Path 1 goes quiet; path 0 carries on past a gap.
@@ -278,6 +323,8 @@ fn peer_restart_resets_window() {
 fn a_jump_of_2_pow_62_costs_one_pass_and_keeps_order_after_it() {
     let t = t0();
     let mut r = Resequencer::new(4096, 16, Duration::from_secs(1));
+    // The paths' order alone proves loss here (no reorder grace).
+    r.set_reorder_grace(Duration::ZERO);
     let mut out = Out(vec![]);
     r.insert(1, 0, &pkt(1), t, out.sink());
     r.insert(3, 1, &pkt(3), t, out.sink());
@@ -794,6 +841,8 @@ proptest::proptest! {
         let t = t0();
         let mut rng = Rng(seed | 1);
         let mut r = Resequencer::new(1024, 16, Duration::from_secs(1));
+        // The paths' order alone proves loss here (no reorder grace).
+        r.set_reorder_grace(Duration::ZERO);
         let mut table = crate::flow::FlowTable::new();
         let mut per_path: Vec<Vec<Sent>> = vec![vec![]; paths];
         let mut flow_of = std::collections::HashMap::new();
@@ -1012,6 +1061,8 @@ fn a_repair_that_does_not_come_gives_the_hole_up_at_its_deadline() {
 fn gaps_below_a_pending_hole_are_still_proven_and_the_table_is_bounded() {
     let t = t0();
     let mut r = Resequencer::new(64, 64, Duration::from_secs(1));
+    // The paths' order alone proves loss here (no reorder grace).
+    r.set_reorder_grace(Duration::ZERO);
     let mut out = Out(vec![]);
     r.insert(0, 0, &pkt(0), t, out.sink());
     // 1 lost at congestion (no repair asked); 3 lost at random (asked).
