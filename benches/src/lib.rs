@@ -333,6 +333,9 @@ mod tests {
         use mpt_proto::reorder::Resequencer;
         let now = std::time::Instant::now();
         let mut r = Resequencer::new(64, PACKET_LEN, Duration::from_millis(10));
+        // One instant for every packet: the paths' order alone proves
+        // loss (a reorder grace would never pass).
+        r.set_reorder_grace(Duration::ZERO);
         let packet = ipv4_packet(PACKET_LEN);
         let stream = LossyReordered::new(8, 100);
         let mut delivered = 0u64;
