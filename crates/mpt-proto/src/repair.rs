@@ -33,21 +33,6 @@ pub const NACK_BURST: u32 = 8;
 /// recently, whichever is more.
 pub const RANDOM_QUEUE_US: u32 = 3000;
 
-/// How long a hole in a path's sequence stays open before it is asked for.
-/// A path is FIFO on the wire, but two CPUs taking in its datagrams (veth,
-/// multi-queue NICs) may swap neighbours by some tens to hundreds of
-/// microseconds; asking at once made a copy of every such datagram cross
-/// the path again and reach TCP twice (measured: 4 TCP streams over 12
-/// paths of 100 Mbit/s asked for 48 k datagrams in 20 s while the links
-/// dropped 230). Half the resequencer's [`crate::reorder::REORDER_GRACE`],
-/// so that under traffic a real loss is asked for (and its gap exempted
-/// from the loss proof) before the resequencer would give the gap up.
-pub const HOLE_GRACE: Duration = Duration::from_micros(500);
-
-/// Holes of one path waiting out [`HOLE_GRACE`] at once; a hole beyond
-/// them is judged at once, as without the grace.
-pub const PENDING_HOLES: usize = 4;
-
 /// Length of each of the two windows over which the delay floor and the
 /// highest queueing delay are kept (so they cover 5 to 10 s).
 const WINDOW: Duration = Duration::from_secs(5);
@@ -130,34 +115,12 @@ impl TwoWindows {
     }
 }
 
-/// A hole seen in a path's sequence, waiting out [`HOLE_GRACE`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Hole {
-    /// First missing path sequence number, and how many.
-    first: u32,
-    count: u32,
-    /// Connection sequence numbers of the datagrams around the hole.
-    after_seq: u64,
-    before_seq: u64,
-    /// When it was seen.
-    at: Instant,
-}
-
-impl Hole {
-    fn contains(&self, path_seq: u32) -> bool {
-        path_seq.wrapping_sub(self.first) < self.count
-    }
-}
-
 /// Receiver side, one per path: watches the path's sequence numbers and
 /// one-way delays and says which holes to ask for again.
 #[derive(Debug, Clone)]
 pub struct LossDetector {
     /// Path and connection sequence number of the newest datagram.
     last: Option<(u32, u64)>,
-    /// Holes judged random, waiting out [`HOLE_GRACE`] in case the
-    /// missing datagrams were only overtaken.
-    pending: [Option<Hole>; PENDING_HOLES],
     /// The path's one-way delay floor (µs, the receiver's clock minus the
     /// sender's, so with an unknown offset) and its recent queueing peak.
     delay: TwoWindows,
@@ -190,7 +153,6 @@ impl LossDetector {
     pub fn new() -> LossDetector {
         LossDetector {
             last: None,
-            pending: [None; PENDING_HOLES],
             delay: TwoWindows::new(),
             tokens: NACK_BURST * NACK_EVERY,
             stats: DetectorStats::default(),
@@ -204,9 +166,8 @@ impl LossDetector {
 
     /// Takes in a data-carrying datagram (`path_seq`, connection `seq`,
     /// `owd_us` = receiver clock − sender timestamp, wrapping) that arrived
-    /// on this path at `now`; returns a hole worth repairing whose
-    /// [`HOLE_GRACE`] is over (one per call; the one this datagram reveals
-    /// waits out its grace first, unless [`PENDING_HOLES`] wait already).
+    /// on this path at `now`; returns the hole it reveals if that hole is
+    /// worth repairing.
     pub fn on_data(&mut self, path_seq: u32, seq: u64, owd_us: u32, now: Instant) -> Option<Loss> {
         self.tokens = (self.tokens + 1).min(NACK_BURST * NACK_EVERY);
         self.delay.rotate(now);
@@ -224,119 +185,43 @@ impl LossDetector {
             return None;
         };
         let advance = path_seq.wrapping_sub(last_pseq);
-        if advance == 0 {
-            // A duplicate: not news.
-            return self.due(now);
-        }
-        if advance > u32::MAX / 2 {
-            // Overtaken on the way: it fills (part of) a hole still
-            // waiting, or one already asked for (the copy is then a
-            // duplicate the resequencer drops).
-            self.fill(path_seq, seq);
-            return self.due(now);
+        if advance == 0 || advance > u32::MAX / 2 {
+            // A duplicate or a datagram overtaken on the path: not news.
+            return None;
         }
         self.last = Some((path_seq, seq));
         if advance == 1 {
-            return self.due(now);
+            return None;
         }
         let missing = advance - 1;
         if seq <= last_seq.saturating_add(u64::from(missing)) {
             // The connection sequence did not leave room for the hole:
             // not the same sender's order (restart); ask nothing.
-            return self.due(now);
+            return None;
         }
         if missing > u32::from(MAX_NACK_RUN) {
             self.stats.unrequested += 1;
-            return self.due(now);
+            return None;
         }
         if queue_us > RANDOM_QUEUE_US.max(peak / 2) {
             self.stats.congestion += 1;
-            return self.due(now);
+            return None;
         }
-        let hole = Hole {
-            first: last_pseq.wrapping_add(1),
-            count: missing,
-            after_seq: last_seq,
-            before_seq: seq,
-            at: now,
-        };
-        match self.pending.iter_mut().find(|h| h.is_none()) {
-            Some(slot) => {
-                *slot = Some(hole);
-                self.due(now)
-            }
-            None => self.request(hole),
-        }
-    }
-
-    /// A hole whose grace is over, asked for if the budget allows.
-    fn due(&mut self, now: Instant) -> Option<Loss> {
-        let slot = self
-            .pending
-            .iter_mut()
-            .find(|h| h.is_some_and(|h| now.saturating_duration_since(h.at) >= HOLE_GRACE))?;
-        let hole = slot.take()?;
-        self.request(hole)
-    }
-
-    /// Asks for `hole` if the request budget allows.
-    fn request(&mut self, hole: Hole) -> Option<Loss> {
         if self.tokens < NACK_EVERY {
             self.stats.unrequested += 1;
             return None;
         }
         self.tokens -= NACK_EVERY;
         self.stats.requested += 1;
-        self.stats.requested_datagrams += u64::from(hole.count);
+        self.stats.requested_datagrams += u64::from(missing);
         Some(Loss {
             nack: Nack {
-                first_path_seq: hole.first,
-                count: hole.count as u16,
+                first_path_seq: last_pseq.wrapping_add(1),
+                count: missing as u16,
             },
-            after_seq: hole.after_seq,
-            before_seq: hole.before_seq,
+            after_seq: last_seq,
+            before_seq: seq,
         })
-    }
-
-    /// Takes `path_seq` (connection `seq`) out of the waiting hole that
-    /// lacks it: the hole shrinks, splits in two (when a slot is free;
-    /// else it stays whole and that one datagram is asked for in vain) or
-    /// closes.
-    fn fill(&mut self, path_seq: u32, seq: u64) {
-        let Some(i) = self
-            .pending
-            .iter()
-            .position(|h| h.is_some_and(|h| h.contains(path_seq)))
-        else {
-            return;
-        };
-        let free = self.pending.iter().position(Option::is_none);
-        let Some(h) = self.pending[i].as_mut() else {
-            return;
-        };
-        let off = path_seq.wrapping_sub(h.first);
-        if off == 0 {
-            h.first = h.first.wrapping_add(1);
-            h.count -= 1;
-            h.after_seq = seq;
-        } else if off == h.count - 1 {
-            h.count -= 1;
-            h.before_seq = seq;
-        } else if let Some(f) = free {
-            let right = Hole {
-                first: path_seq.wrapping_add(1),
-                count: h.count - off - 1,
-                after_seq: seq,
-                before_seq: h.before_seq,
-                at: h.at,
-            };
-            h.count = off;
-            h.before_seq = seq;
-            self.pending[f] = Some(right);
-        }
-        if self.pending[i].is_some_and(|h| h.count == 0) {
-            self.pending[i] = None;
-        }
     }
 }
 

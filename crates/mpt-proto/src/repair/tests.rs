@@ -28,36 +28,15 @@ fn feed(
     (ps, s, ms)
 }
 
-/// Takes in the datagram after a hole; the hole must not be asked for
-/// before its grace is over, which the next datagram on the path (in
-/// order, 1 ms later) brings.
-fn asked_after_grace(
-    d: &mut LossDetector,
-    path_seq: u32,
-    seq: u64,
-    owd: u32,
-    now: Instant,
-) -> Option<Loss> {
-    assert_eq!(
-        d.on_data(path_seq, seq, owd, now),
-        None,
-        "asked before its grace"
-    );
-    d.on_data(
-        path_seq.wrapping_add(1),
-        seq + 2,
-        owd,
-        now + Duration::from_millis(1),
-    )
-}
-
 #[test]
 fn a_hole_on_an_empty_queue_is_asked_for() {
     let t0 = start();
     let mut d = LossDetector::new();
     let (ps, s, ms) = feed(&mut d, t0, (10, 100, 0), 50, 5_000);
     // path_seq ps and ps+1 are lost; the next comes at the floor delay.
-    let loss = asked_after_grace(&mut d, ps + 2, s + 4, 5_200, at(t0, ms)).expect("random loss");
+    let loss = d
+        .on_data(ps + 2, s + 4, 5_200, at(t0, ms))
+        .expect("random loss");
     assert_eq!(
         loss.nack,
         Nack {
@@ -82,7 +61,7 @@ fn a_hole_behind_a_standing_queue_is_left_to_tcp() {
     assert_eq!(d.stats().congestion, 1);
     // Once the queue drained, a hole counts as random again.
     let (ps, s, ms) = feed(&mut d, t0, (ps + 2, s + 4, ms + 1), 20, 6_000);
-    assert!(asked_after_grace(&mut d, ps + 1, s + 2, 6_000, at(t0, ms)).is_some());
+    assert!(d.on_data(ps + 1, s + 2, 6_000, at(t0, ms)).is_some());
 }
 
 #[test]
@@ -93,7 +72,7 @@ fn a_moderate_queue_far_below_the_peak_still_counts_as_random() {
     let (ps, s, ms) = feed(&mut d, t0, (ps, s, ms), 10, 61_000); // peak 60 ms
     let (ps, s, ms) = feed(&mut d, t0, (ps, s, ms), 10, 11_000);
     // 10 ms of queue: more than RANDOM_QUEUE_US, less than half the peak.
-    assert!(asked_after_grace(&mut d, ps + 1, s + 2, 11_000, at(t0, ms)).is_some());
+    assert!(d.on_data(ps + 1, s + 2, 11_000, at(t0, ms)).is_some());
 }
 
 #[test]
@@ -104,9 +83,9 @@ fn delays_compare_across_the_clock_wrap() {
     // 1 ms more, not 4 billion µs less.
     let base = u32::MAX - 500;
     let (ps, s, ms) = feed(&mut d, t0, (0, 0, 0), 10, base);
-    assert!(
-        asked_after_grace(&mut d, ps + 1, s + 2, base.wrapping_add(1_000), at(t0, ms)).is_some()
-    );
+    assert!(d
+        .on_data(ps + 1, s + 2, base.wrapping_add(1_000), at(t0, ms))
+        .is_some());
     let (ps, s, ms) = feed(&mut d, t0, (ps + 2, s + 4, ms + 1), 10, base);
     assert_eq!(
         d.on_data(ps + 1, s + 2, base.wrapping_add(50_000), at(t0, ms)),
@@ -121,8 +100,9 @@ fn path_seq_wraps_and_stragglers_are_ignored() {
     let mut d = LossDetector::new();
     let (ps, s, ms) = feed(&mut d, t0, (u32::MAX - 5, 1, 0), 5, 2_000);
     assert_eq!(ps, u32::MAX);
-    let loss =
-        asked_after_grace(&mut d, 1, s + 4, 2_000, at(t0, ms)).expect("hole across the wrap");
+    let loss = d
+        .on_data(1, s + 4, 2_000, at(t0, ms))
+        .expect("hole across the wrap");
     assert_eq!(
         loss.nack,
         Nack {
@@ -134,66 +114,6 @@ fn path_seq_wraps_and_stragglers_are_ignored() {
     assert_eq!(d.on_data(0, s + 2, 2_000, at(t0, ms + 1)), None);
     assert_eq!(d.on_data(1, s + 4, 2_000, at(t0, ms + 1)), None);
     assert_eq!(d.on_data(2, s + 6, 2_000, at(t0, ms + 2)), None);
-}
-
-#[test]
-fn datagrams_swapped_on_the_way_in_are_not_asked_for() {
-    let t0 = start();
-    let mut d = LossDetector::new();
-    let (ps, s, ms) = feed(&mut d, t0, (0, 0, 0), 20, 2_000);
-    let t = at(t0, ms);
-    let us = |n: u64| t + Duration::from_micros(n);
-    // ps+1 overtakes ps; later ps+4..=ps+5 overtake ps+2..=ps+3.
-    assert_eq!(d.on_data(ps + 1, s + 2, 2_000, us(0)), None);
-    assert_eq!(d.on_data(ps, s, 2_000, us(40)), None);
-    assert_eq!(d.on_data(ps + 4, s + 8, 2_000, us(100)), None);
-    assert_eq!(d.on_data(ps + 5, s + 10, 2_000, us(110)), None);
-    assert_eq!(d.on_data(ps + 2, s + 4, 2_000, us(300)), None);
-    assert_eq!(d.on_data(ps + 3, s + 6, 2_000, us(310)), None);
-    // Long after every grace: nothing was missing, nothing is asked for.
-    feed(&mut d, t0, (ps + 6, s + 12, ms + 5), 5, 2_000);
-    assert_eq!(d.stats().requested, 0);
-    assert_eq!(d.stats().unrequested, 0);
-}
-
-#[test]
-fn a_hole_partly_filled_is_asked_for_what_is_still_missing() {
-    let t0 = start();
-    let mut d = LossDetector::new();
-    let (ps, s, ms) = feed(&mut d, t0, (0, 0, 0), 20, 2_000);
-    let t = at(t0, ms);
-    // ps..=ps+4 missing; then ps+2 turns up: ps..=ps+1 and ps+3..=ps+4
-    // stay missing, asked for as two holes with their own neighbours.
-    assert_eq!(d.on_data(ps + 5, s + 10, 2_000, t), None);
-    assert_eq!(
-        d.on_data(ps + 2, s + 4, 2_000, t + Duration::from_micros(100)),
-        None
-    );
-    let later = t + Duration::from_millis(1);
-    let mut asked = vec![];
-    for (k, when) in [(6u32, later), (7, later)] {
-        if let Some(loss) = d.on_data(ps + k, s + 2 * u64::from(k), 2_000, when) {
-            asked.push(loss);
-        }
-    }
-    asked.sort_by_key(|l| l.nack.first_path_seq);
-    assert_eq!(asked.len(), 2, "{asked:?}");
-    assert_eq!(
-        asked[0].nack,
-        Nack {
-            first_path_seq: ps,
-            count: 2
-        }
-    );
-    assert_eq!((asked[0].after_seq, asked[0].before_seq), (s - 2, s + 4));
-    assert_eq!(
-        asked[1].nack,
-        Nack {
-            first_path_seq: ps + 3,
-            count: 2
-        }
-    );
-    assert_eq!((asked[1].after_seq, asked[1].before_seq), (s + 4, s + 10));
 }
 
 #[test]
@@ -244,7 +164,7 @@ fn the_floor_follows_a_path_whose_delay_rises_for_good() {
         state = feed(&mut d, t0, state, 1_000, 32_000);
     }
     let (ps, s, ms) = state;
-    assert!(asked_after_grace(&mut d, ps + 1, s + 2, 32_000, at(t0, ms)).is_some());
+    assert!(d.on_data(ps + 1, s + 2, 32_000, at(t0, ms)).is_some());
 }
 
 #[test]
