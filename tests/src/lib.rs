@@ -2040,11 +2040,17 @@ impl TestBed {
             &w_from,
             0.10,
         )?;
+        // The wire also carries repair copies, which go on the path with
+        // the shortest RTT by design; on veth, two CPUs taking in one
+        // path's datagrams may swap them, the receiver asks for some of
+        // them again, and that path's bytes then run up to a tenth over
+        // its data share (seen: 9.2-9.5 % of 12 paths against 8.33 %). The
+        // data share itself is held to ±10 % above.
         check_shares(
             &format!("{from:?} veth tx bytes (kernel)"),
             &delta(1),
             &w_from,
-            0.10,
+            0.15,
         )?;
         check_shares(
             &format!("{to:?} tx data packets, the ACKs (mptd status)"),
