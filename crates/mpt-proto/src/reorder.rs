@@ -205,7 +205,7 @@ pub const STORAGE_IDLE_RELEASE: Duration = Duration::from_secs(2);
 pub const REORDER_GRACE: Duration = Duration::from_millis(1);
 
 /// Holes tracked at once by [`Resequencer::expect_repair`].
-pub const MAX_PENDING_REPAIRS: usize = 8;
+pub const MAX_PENDING_REPAIRS: usize = 32;
 
 /// A hole whose repair was asked for.
 #[derive(Debug, Clone, Copy)]
@@ -302,6 +302,11 @@ impl Resequencer {
         self.grace = grace;
     }
 
+    /// The reorder grace in use.
+    pub fn reorder_grace(&self) -> Duration {
+        self.grace
+    }
+
     /// Tells how much later than on the fastest path a packet sent on
     /// `path` arrives (its extra one-way delay, with a margin for jitter),
     /// or `None` when the path cannot carry data now (down, suspect).
@@ -338,17 +343,23 @@ impl Resequencer {
     }
 
     /// A repair was asked for the datagrams lost strictly between `after`
-    /// and `before` (`missing` of them): until `until`, those gaps are not
-    /// given up as proven lost (the timeout still applies). Returns false
-    /// when [`MAX_PENDING_REPAIRS`] holes are tracked already.
+    /// and `before` (`missing` of them), or may be once the path's reorder
+    /// window has passed: until `until`, those gaps are not given up as
+    /// proven lost (the timeout still applies). Asked again for the same
+    /// hole, it updates the count and the deadline. Returns false when
+    /// [`MAX_PENDING_REPAIRS`] holes are tracked already.
     pub fn expect_repair(&mut self, after: u64, before: u64, missing: u16, until: Instant) -> bool {
         if before <= after.saturating_add(1) || missing == 0 {
             return true;
         }
-        let free = self.repairs.iter_mut().find(|r| r.is_none());
-        match free {
-            Some(slot) => {
-                *slot = Some(PendingRepair {
+        let same = self
+            .repairs
+            .iter()
+            .position(|r| r.is_some_and(|r| r.after == after && r.before == before));
+        let slot = same.or_else(|| self.repairs.iter().position(Option::is_none));
+        match slot {
+            Some(i) => {
+                self.repairs[i] = Some(PendingRepair {
                     after,
                     before,
                     missing,
@@ -357,6 +368,23 @@ impl Resequencer {
                 true
             }
             None => false,
+        }
+    }
+
+    /// A datagram of the hole between `after` and `before` (as given to
+    /// [`Resequencer::expect_repair`]) arrived after all, overtaken on its
+    /// way in: the hole expects one datagram less, and is forgotten when
+    /// it expects none. Call before inserting it.
+    pub fn hole_filled(&mut self, after: u64, before: u64) {
+        for slot in &mut self.repairs {
+            if let Some(r) = slot {
+                if r.after == after && r.before == before {
+                    r.missing = r.missing.saturating_sub(1);
+                    if r.missing == 0 {
+                        *slot = None;
+                    }
+                }
+            }
         }
     }
 

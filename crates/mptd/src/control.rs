@@ -449,9 +449,9 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                     })
                 })
                 .collect();
-            let (r, held_now, longest) = {
+            let (r, held_now, longest, grace) = {
                 let g = c.lock_reseq();
-                (g.stats(), g.held(), g.longest_hold(now))
+                (g.stats(), g.held(), g.longest_hold(now), g.reorder_grace())
             };
             json!({
                 "name": c.name,
@@ -466,6 +466,7 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                     "held_now": held_now,
                     "longest_hold_ms": longest.map_or(0.0, ms),
                     "flow_bypass": r.flow_bypass,
+                    "grace_ms": ms(grace),
                     "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
                     "spread_ms": match c.rx_spread_us.load(Relaxed) {
                         u64::MAX => Value::Null,
@@ -499,6 +500,8 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                     "requested_datagrams": c.repairs.requested_datagrams.get(),
                     "congestion_holes": c.repairs.congestion_holes.get(),
                     "unrequested": c.repairs.unrequested.get(),
+                    "reordered_holes": c.repairs.reordered_holes.get(),
+                    "needless": c.repairs.needless.get(),
                     "received": c.repairs.received.get(),
                     "duplicates": c.repairs.duplicates.get(),
                     "peer_requests": c.repairs.peer_requests.get(),

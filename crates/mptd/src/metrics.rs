@@ -158,6 +158,8 @@ pub fn render(source: &StatusSource) -> String {
             ("requested_datagrams", r.requested_datagrams.get()),
             ("congestion_holes", r.congestion_holes.get()),
             ("unrequested", r.unrequested.get()),
+            ("reordered_holes", r.reordered_holes.get()),
+            ("needless", r.needless.get()),
             ("received", r.received.get()),
             ("duplicates", r.duplicates.get()),
             ("peer_requests", r.peer_requests.get()),
@@ -389,7 +391,7 @@ pub fn render(source: &StatusSource) -> String {
     family(
         "mpt_repair_total",
         "counter",
-        "Loss repair: requests sent (requested, requested_datagrams), holes left to TCP (congestion_holes) or not asked for (unrequested), copies received and duplicates; the peer's requests answered (peer_requests, sent) or not (missed).",
+        "Loss repair: requests sent (requested, requested_datagrams), holes left to TCP (congestion_holes), not asked for (unrequested) or filled within the reorder window (reordered_holes), datagrams that came after their repair was asked for (needless), copies received and duplicates; the peer's requests answered (peer_requests, sent) or not (missed).",
         repairs,
     );
     family(

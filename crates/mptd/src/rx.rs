@@ -39,8 +39,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpt_proto::crypto::{ReplayWindow, SessionKeys, TAG_LEN};
-use mpt_proto::reorder::Resequencer;
-use mpt_proto::repair::{DetectorStats, LossDetector};
+use mpt_proto::reorder::{Resequencer, REORDER_GRACE};
+use mpt_proto::repair::{DetectorStats, HoleEvent, LossDetector};
 use mpt_proto::wire::{
     check_ip_packet, flow_predecessor, split_flow_prefix, Flags, Header, MsgType, Nack, Repair,
     FLOW_PREFIX_LEN, HEADER_LEN, MAX_DATAGRAM, REPAIR_PREFIX_LEN,
@@ -127,6 +127,14 @@ const MAX_OPENS: usize = RECV_MESSAGES * 64;
 /// the messages to send once the batch is done.
 struct RxRepair {
     detectors: Vec<LossDetector>,
+    /// Per path: how long a hole asked for may wait for its copy (set
+    /// from the path's RTT with each of its batches).
+    waits: Vec<Duration>,
+    /// The earliest hole decision of any detector (none: nothing to decide).
+    due: Option<Instant>,
+    /// When the resequencer's reorder grace was last set from the
+    /// detectors' windows.
+    grace_set: Option<Instant>,
     /// Requests to send: on which path, for what.
     requests: Vec<(usize, Nack)>,
     /// The peer's requests to answer: received on which path.
@@ -344,7 +352,7 @@ impl RxWorker {
             // in-order segments, the more the tun writer can coalesce.
             staging.flush(&self.tun, &conn.drops.tun_write);
             if !busy {
-                rx.idle(paths, &mut staging, delay);
+                rx.idle(paths, &mut staging, delay, repair, table);
             }
         }
     }
@@ -624,7 +632,9 @@ impl SharedRxWorker {
         let path = table.get(pi).filter(|p| !p.is_removed()).map(|p| &**p);
         rx.handle_batch(pi, path, bufs, meta, staging, crypto, delay, repair);
         rx.send_repairs(table, repair);
-        let pending = delay.next_release().is_some() || conn.reseq_deadline_ns.load(Relaxed) != 0;
+        let pending = delay.next_release().is_some()
+            || conn.reseq_deadline_ns.load(Relaxed) != 0
+            || repair.due.is_some();
         st.swap_keys(crypto);
         drop(guard);
         if pending && !timers.iter().any(|t| Arc::ptr_eq(t, conn)) {
@@ -658,7 +668,7 @@ impl SharedRxWorker {
                 control: &self.control,
                 shared: true,
             };
-            match rx.timeouts(&mut st.delay, staging, now) {
+            match rx.timeouts(&mut st.delay, &mut st.repair, &st.table, staging, now) {
                 Some(t) => {
                     next = Some(next.map_or(t, |n| n.min(t)));
                     true
@@ -713,6 +723,9 @@ impl ConnRxState {
             delay: DelayLine::new(EQUALIZE_SLOTS, conn.lock_reseq().slot_len()),
             repair: RxRepair {
                 detectors: vec![LossDetector::new(); mpt_proto::sched::MAX_PATHS],
+                waits: vec![Duration::ZERO; mpt_proto::sched::MAX_PATHS],
+                due: None,
+                grace_set: None,
                 requests: Vec::with_capacity(REPAIR_QUEUE),
                 answers: Vec::with_capacity(REPAIR_QUEUE),
                 out: vec![0; MAX_DATAGRAM],
@@ -1023,8 +1036,13 @@ impl Rx<'_> {
                 Ok(v) => v.rtt_ms,
                 Err(poisoned) => poisoned.into_inner().rtt_ms,
             });
-            Duration::from_secs_f64(rtt_ms.unwrap_or(50.0).clamp(1.0, 2_000.0) * 1.5e-3)
-                + REPAIR_MARGIN
+            let rtt = Duration::from_secs_f64(rtt_ms.unwrap_or(50.0).clamp(1.0, 2_000.0) * 1e-3);
+            // Waiting for a hole longer than the path's RTT would make the
+            // repair no faster than TCP's own recovery.
+            repair.detectors[pi].set_window_cap(rtt);
+            let wait = rtt + rtt / 2 + REPAIR_MARGIN;
+            repair.waits[pi] = wait;
+            wait
         } else {
             Duration::ZERO
         };
@@ -1095,9 +1113,12 @@ impl Rx<'_> {
                         }
                         _ => Duration::ZERO,
                     };
-                    let until = now + equalized + repair_wait;
                     let pseq = path_seq_of(dgram);
-                    watch_holes(conn, repair, &mut reseq, pi, pseq, seq, owd, now, until);
+                    let hole = HoleWait {
+                        equalized,
+                        repair: repair_wait,
+                    };
+                    watch_holes(conn, repair, &mut reseq, pi, pseq, seq, owd, now, hole);
                 }
                 match verdict {
                     Verdict::Repair(seq, original, flow) => {
@@ -1197,6 +1218,9 @@ impl Rx<'_> {
             resequence(&mut reseq, m, p, now, staging, self.tun, errors)
         });
         delay.release_idle(now);
+        if ask_repairs {
+            decide_holes(conn, repair, &mut reseq, now);
+        }
         reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
         self.publish_deadline(&reseq);
         drop(reseq);
@@ -1553,10 +1577,13 @@ impl Rx<'_> {
     }
 
     /// Releases what is due in the delay line and the resequencer's timed
-    /// out gaps; returns the next deadline of either.
+    /// out gaps, and decides the holes whose reorder window ended (sending
+    /// the requests); returns the next deadline of any of them.
     fn timeouts(
         &self,
         delay: &mut DelayLine,
+        repair: &mut RxRepair,
+        table: &PathTable,
         staging: &mut Staging,
         now: Instant,
     ) -> Option<Instant> {
@@ -1565,54 +1592,49 @@ impl Rx<'_> {
         let deadline = |ns: u64| (ns != 0).then(|| conn.epoch + Duration::from_nanos(ns));
         let release = delay.next_release();
         let gap = deadline(conn.reseq_deadline_ns.load(Relaxed));
-        if release.is_some_and(|t| t <= now) || gap.is_some_and(|t| t <= now) {
+        let holes = repair.due;
+        if [release, gap, holes].iter().flatten().any(|&t| t <= now) {
             let mut reseq = conn.lock_reseq();
             delay.release_due(now, |m, p| {
                 resequence(&mut reseq, m, p, now, staging, self.tun, errors)
             });
+            if conn.repair.load(Relaxed) {
+                decide_holes(conn, repair, &mut reseq, now);
+            } else {
+                repair.due = None;
+            }
             reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
             self.publish_deadline(&reseq);
+            drop(reseq);
+            self.send_repairs(table, repair);
         }
         let release = delay.next_release();
         let gap = deadline(conn.reseq_deadline_ns.load(Relaxed));
-        match (release, gap) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        min_instant(min_instant(release, gap), repair.due)
     }
 
-    /// No datagram queued: release timed-out gaps, then sleep until data
-    /// arrives, the next gap times out, or it is time to check shutdown.
-    fn idle(&self, paths: &[Arc<PathShared>], staging: &mut Staging, delay: &mut DelayLine) {
+    /// No datagram queued: do what is due (see [`Rx::timeouts`]), then
+    /// sleep until data arrives, the next deadline, or it is time to check
+    /// shutdown.
+    fn idle(
+        &self,
+        paths: &[Arc<PathShared>],
+        staging: &mut Staging,
+        delay: &mut DelayLine,
+        repair: &mut RxRepair,
+        table: &PathTable,
+    ) {
         let conn = self.conn;
-        let errors = &conn.drops.tun_write;
-        let mut wait = RECV_TIMEOUT;
-        if let Some(due) = delay.next_release() {
-            let now = Instant::now();
-            if due <= now {
-                let mut reseq = conn.lock_reseq();
-                delay.release_due(now, |m, p| {
-                    resequence(&mut reseq, m, p, now, staging, self.tun, errors)
-                });
-                reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
-                staging.flush(self.tun, errors);
-                self.publish_deadline(&reseq);
-                return;
-            }
-            wait = wait.min(due - now);
-        }
-        let deadline_ns = conn.reseq_deadline_ns.load(Relaxed);
-        if deadline_ns != 0 {
-            let deadline = conn.epoch + Duration::from_nanos(deadline_ns);
-            let now = Instant::now();
-            if deadline <= now {
-                let mut reseq = conn.lock_reseq();
-                reseq.handle_timeout(now, |p| staging.push(p, self.tun, errors));
-                staging.flush(self.tun, errors);
-                self.publish_deadline(&reseq);
-                return;
-            }
-            wait = wait.min(deadline - now);
+        let next = self.timeouts(delay, repair, table, staging, Instant::now());
+        staging.flush(self.tun, &conn.drops.tun_write);
+        let wait = match next {
+            Some(t) => t
+                .saturating_duration_since(Instant::now())
+                .min(RECV_TIMEOUT),
+            None => RECV_TIMEOUT,
+        };
+        if wait.is_zero() {
+            return;
         }
         if let Err(e) = crate::udp::wait_any_readable(
             paths.iter().map(|p| &p.socket),
@@ -1663,9 +1685,19 @@ fn open_items(chunk: &mut [OpenItem], keys: &[Option<&SessionKeys>; 3], scratch:
 /// Extra time a hole waits for its copy beyond 1.5 RTT of its path.
 const REPAIR_MARGIN: Duration = Duration::from_millis(5);
 
+/// How long a new hole's gap is kept from being given up beyond its
+/// decision: the delay line's hold of the datagram that revealed it, and
+/// (if it may be asked for) the time its copy takes.
+#[derive(Debug, Clone, Copy)]
+struct HoleWait {
+    equalized: Duration,
+    repair: Duration,
+}
+
 /// Feeds a datagram's path and connection sequence numbers to its path's
-/// loss detector; a hole worth repairing is exempted from the
-/// resequencer's loss proof until `until` and a request queued.
+/// loss detector. A new hole is exempted from the resequencer's loss
+/// proof until it is decided (and its copy could arrive); a datagram that
+/// fills one takes its part of the exemption back.
 #[allow(clippy::too_many_arguments)]
 fn watch_holes(
     conn: &ConnShared,
@@ -1676,22 +1708,94 @@ fn watch_holes(
     seq: u64,
     owd_us: u32,
     now: Instant,
-    until: Instant,
+    wait: HoleWait,
 ) {
     let Some(detector) = repair.detectors.get_mut(pi) else {
         return;
     };
     let before = detector.stats();
-    let loss = detector.on_data(path_seq, seq, owd_us, now);
+    let event = detector.on_data(path_seq, seq, owd_us, now);
     let after = detector.stats();
     if after != before {
         count_holes(conn, before, after);
     }
-    let Some(loss) = loss else { return };
-    if repair.requests.len() < REPAIR_QUEUE
-        && reseq.expect_repair(loss.after_seq, loss.before_seq, loss.nack.count, until)
+    match event {
+        None => {}
+        Some(HoleEvent::Opened(hole)) => {
+            let mut until = hole.decide_at + wait.equalized;
+            if hole.repairable {
+                until += wait.repair;
+            }
+            reseq.expect_repair(hole.after_seq, hole.before_seq, hole.missing, until);
+            repair.due = Some(repair.due.map_or(hole.decide_at, |d| d.min(hole.decide_at)));
+        }
+        Some(HoleEvent::Filled {
+            after_seq,
+            before_seq,
+            ..
+        }) => {
+            reseq.hole_filled(after_seq, before_seq);
+            // The path's window may have grown: so does the grace of gaps
+            // no detector tracks.
+            let window = detector.reorder_window();
+            if window > reseq.reorder_grace() {
+                reseq.set_reorder_grace(window);
+            }
+        }
+    }
+}
+
+/// How often the resequencer's reorder grace is brought down to the
+/// detectors' windows when they shrink.
+const GRACE_REFRESH: Duration = Duration::from_secs(1);
+
+/// Decides the holes whose reorder window ended: queues a request for
+/// each still missing and worth it, and keeps its gap exempt until the
+/// copy can arrive. Brings the resequencer's grace to the longest window.
+fn decide_holes(conn: &ConnShared, repair: &mut RxRepair, reseq: &mut Resequencer, now: Instant) {
+    if repair
+        .grace_set
+        .is_none_or(|t| now.saturating_duration_since(t) >= GRACE_REFRESH)
     {
-        repair.requests.push((pi, loss.nack));
+        repair.grace_set = Some(now);
+        let longest = repair
+            .detectors
+            .iter()
+            .map(LossDetector::reorder_window)
+            .max()
+            .unwrap_or(REORDER_GRACE);
+        reseq.set_reorder_grace(longest.max(REORDER_GRACE));
+    }
+    if repair.due.is_none_or(|d| d > now) {
+        return;
+    }
+    repair.due = None;
+    for (pi, detector) in repair.detectors.iter_mut().enumerate() {
+        if detector.next_decision().is_none_or(|d| d > now) {
+            repair.due = min_instant(repair.due, detector.next_decision());
+            continue;
+        }
+        let before = detector.stats();
+        while let Some(loss) = detector.poll(now) {
+            let until = now + repair.waits[pi];
+            if repair.requests.len() < REPAIR_QUEUE
+                && reseq.expect_repair(loss.after_seq, loss.before_seq, loss.missing, until)
+            {
+                repair.requests.push((pi, loss.nack));
+            }
+        }
+        let after = detector.stats();
+        if after != before {
+            count_holes(conn, before, after);
+        }
+        repair.due = min_instant(repair.due, detector.next_decision());
+    }
+}
+
+fn min_instant(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -1704,6 +1808,12 @@ fn count_holes(conn: &ConnShared, before: DetectorStats, after: DetectorStats) {
     conn.repairs
         .unrequested
         .add(after.unrequested.saturating_sub(before.unrequested));
+    conn.repairs
+        .reordered_holes
+        .add(after.reordered.saturating_sub(before.reordered));
+    conn.repairs
+        .needless
+        .add(after.needless.saturating_sub(before.needless));
 }
 
 /// Hands a datagram's packet (or, for [`Kind::Skip`], its sequence

@@ -1059,6 +1059,11 @@ pub struct RepairCounters {
     pub congestion_holes: Counter,
     /// Holes not asked for (request budget spent, run too long).
     pub unrequested: Counter,
+    /// Holes that filled within the path's reorder window (overtaken
+    /// datagrams, not losses).
+    pub reordered_holes: Counter,
+    /// Datagrams that arrived after their repair was asked for.
+    pub needless: Counter,
     /// The peer's requests received.
     pub peer_requests: Counter,
     /// Copies sent in answer.

@@ -396,6 +396,13 @@ fn run_case(
             None
         }
     };
+    row.mptd_status_b = match testbed::mptd_status(&tb.control_b) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::warn!(error = %e, "no status from mptd B");
+            None
+        }
+    };
     row.tunnel_rtt_ms = report::mean_path_rtt(row.mptd_status_a.as_ref());
     row.wires = tb.stop_wires();
     row.finish();

@@ -47,6 +47,10 @@ pub struct Row {
     pub tunnel_rtt_ms: Option<f64>,
     /// mptd A's status after the tunnel tests (per-path counters).
     pub mptd_status_a: Option<serde_json::Value>,
+    /// mptd B's status after the tunnel tests: the receiving side of the
+    /// TCP tests (resequencing, loss repair requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mptd_status_b: Option<serde_json::Value>,
     /// Emulator reports of the emulated paths.
     pub wires: Vec<serde_json::Value>,
     /// `lte-gateway`: VoIP, bulk and handover figures.

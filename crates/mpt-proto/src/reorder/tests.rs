@@ -1078,7 +1078,11 @@ fn gaps_below_a_pending_hole_are_still_proven_and_the_table_is_bounded() {
     for k in 1..MAX_PENDING_REPAIRS as u64 {
         assert!(r.expect_repair(10 * k, 10 * k + 2, 1, t + 50 * MS));
     }
-    assert!(!r.expect_repair(100, 102, 1, t + 50 * MS), "table full");
+    let beyond = 10 * MAX_PENDING_REPAIRS as u64;
+    assert!(
+        !r.expect_repair(beyond, beyond + 2, 1, t + 50 * MS),
+        "table full"
+    );
     assert_eq!(r.pending_repairs(), MAX_PENDING_REPAIRS);
 }
 
@@ -1166,4 +1170,53 @@ fn a_connection_delivering_in_order_never_makes_the_ring() {
     r.insert(10_000, 0, &pkt(10_000), t, out.sink());
     assert_eq!(r.held(), 0);
     assert_eq!(out.0, (0..10_002).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_hole_in_its_reorder_window_waits_and_its_late_original_fills_it() {
+    let t = t0();
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    r.set_reorder_grace(Duration::ZERO);
+    let mut out = Out(vec![]);
+    r.insert(0, 1, &pkt(0), t, out.sink());
+    // Path 1's detector saw 4 come before 2 and opened a hole for 5 ms.
+    assert!(r.expect_repair(0, 4, 1, t + 5 * MS));
+    r.insert(4, 1, &pkt(4), t, out.sink());
+    r.insert(1, 0, &pkt(1), t, out.sink());
+    r.insert(3, 0, &pkt(3), t, out.sink());
+    r.insert(5, 0, &pkt(5), t, out.sink());
+    assert_eq!(out.0, [0, 1], "2 may still come: not given up");
+    // It does, 2 ms later: the hole's exemption is taken back.
+    r.hole_filled(0, 4);
+    assert_eq!(r.pending_repairs(), 0);
+    assert_eq!(
+        r.insert(2, 1, &pkt(2), t + 2 * MS, out.sink()),
+        Outcome::InOrder
+    );
+    assert_eq!(out.0, [0, 1, 2, 3, 4, 5]);
+    assert_eq!(r.stats().late, 0);
+    assert_eq!(r.stats().gaps_skipped, 0);
+}
+
+#[test]
+fn a_hole_asked_for_after_its_window_keeps_its_place_with_a_later_deadline() {
+    let t = t0();
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    r.set_reorder_grace(Duration::ZERO);
+    let mut out = Out(vec![]);
+    r.insert(0, 1, &pkt(0), t, out.sink());
+    assert!(r.expect_repair(0, 4, 2, t + 5 * MS));
+    r.insert(4, 1, &pkt(4), t, out.sink());
+    r.insert(3, 0, &pkt(3), t, out.sink());
+    // One of the two came late; the other is asked for when the window
+    // ends: the same hole, one datagram, a deadline 20 ms on.
+    r.hole_filled(0, 4);
+    r.insert(1, 1, &pkt(1), t + MS, out.sink());
+    assert!(r.expect_repair(0, 4, 1, t + 25 * MS));
+    assert_eq!(r.pending_repairs(), 1, "updated, not added");
+    r.handle_timeout(t + 24 * MS, out.sink());
+    assert_eq!(out.0, [0, 1], "exempt until the copy's deadline");
+    r.handle_timeout(t + 25 * MS, out.sink());
+    assert_eq!(out.0, [0, 1, 3, 4], "given up when it did not come");
+    assert_eq!(r.stats().gaps_skipped, 1);
 }
