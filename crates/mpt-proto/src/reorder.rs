@@ -201,7 +201,10 @@ pub const STORAGE_IDLE_RELEASE: Duration = Duration::from_secs(2);
 /// of microseconds. Without a grace such a swap read as a loss: measured
 /// with 4 TCP streams over 12 paths of 100 Mbit/s, 47 k datagrams in 20 s
 /// arrived after their gap had been given up (TCP saw them as losses and
-/// retransmitted). A real loss costs this much more hold.
+/// retransmitted). A real loss costs this much more hold. This is the
+/// default and the floor: on a loaded host swaps last milliseconds, so the
+/// daemon raises the grace to the longest reorder window its loss
+/// detectors measure (see [`crate::repair::LossDetector::reorder_window`]).
 pub const REORDER_GRACE: Duration = Duration::from_millis(1);
 
 /// Holes tracked at once by [`Resequencer::expect_repair`].
