@@ -42,6 +42,7 @@ pub mod shared;
 pub mod source;
 pub mod state;
 pub mod tun;
+pub mod tun_write;
 pub mod tx;
 pub mod tx_order;
 pub mod udp;

@@ -147,7 +147,9 @@ struct RxRepair {
 /// detector's budget keeps ours far below).
 const REPAIR_QUEUE: usize = 32;
 
-use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
+use tun_rs::SyncDevice;
+
+use crate::tun_write::Coalescer;
 
 use crate::crypto_pool::{CryptoPool, Submitter};
 use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
@@ -166,20 +168,9 @@ const RECV_LEN: usize = 65536;
 /// buffers per connection) drain a busy socket in one call.
 const RECV_MESSAGES: usize = 32;
 
-/// Room in front of a packet in a staging buffer for the virtio header the
-/// tun writer puts there.
-const STAGE_OFFSET: usize = VIRTIO_NET_HDR_LEN;
-
-/// Capacity of a staging buffer: a coalesced TCP super-packet of up to
-/// 64 KB is built in place in the first buffer of a flow.
-const STAGE_CAPACITY: usize = STAGE_OFFSET + 65536;
-
 /// Datagrams a path may hold for delay equalisation (1024 full-size
 /// packets: 300 ms of a 40 Mbit/s path).
 const EQUALIZE_SLOTS: usize = 1024;
-
-/// Packets gathered for one tun write: tun-rs's ideal batch.
-const STAGE_SLOTS: usize = tun_rs::IDEAL_BATCH_SIZE;
 
 /// Largest message handed to the control loop (handshake messages are:
 /// a Noise initiation is 168 bytes).
@@ -245,52 +236,55 @@ enum Verdict {
 
 /// Packets released in order, waiting to be written to tun.
 struct Staging {
-    bufs: Vec<Vec<u8>>,
-    used: usize,
-    gro: GROTable,
+    coalescer: Coalescer,
     errors_logged: u32,
 }
 
 impl Staging {
-    fn new() -> Staging {
+    fn new(tun: &SyncDevice) -> Staging {
         Staging {
-            bufs: (0..STAGE_SLOTS)
-                .map(|_| Vec::with_capacity(STAGE_CAPACITY))
-                .collect(),
-            used: 0,
-            gro: GROTable::default(),
+            coalescer: Coalescer::new(tun.tcp_gso(), tun.udp_gso()),
             errors_logged: 0,
         }
     }
 
     fn push(&mut self, packet: &[u8], tun: &SyncDevice, errors: &Counter) {
-        if self.used == self.bufs.len() {
-            self.flush(tun, errors);
-        }
-        let b = &mut self.bufs[self.used];
-        b.clear();
-        b.resize(STAGE_OFFSET, 0);
-        b.extend_from_slice(packet);
-        self.used += 1;
+        let mut logged = self.errors_logged;
+        let r = self
+            .coalescer
+            .push(packet, &mut |f| write_tun(tun, f, errors, &mut logged));
+        self.errors_logged = logged;
+        debug_assert!(r.is_ok());
     }
 
     fn flush(&mut self, tun: &SyncDevice, errors: &Counter) {
-        if self.used == 0 {
+        if self.coalescer.is_empty() {
             return;
         }
-        if let Err(e) = tun.send_multiple(&mut self.gro, &mut self.bufs[..self.used], STAGE_OFFSET)
-        {
-            errors.add(1);
-            if crate::fatal::tun_is_gone(&e) {
-                crate::fatal::fatal(format!("tun device unusable (write: {e}); was it deleted?"));
-            }
-            if self.errors_logged < 10 {
-                self.errors_logged += 1;
-                tracing::warn!(error = %e, "tun write failed");
-            }
-        }
-        self.used = 0;
+        let mut logged = self.errors_logged;
+        let r = self
+            .coalescer
+            .flush(&mut |f| write_tun(tun, f, errors, &mut logged));
+        self.errors_logged = logged;
+        debug_assert!(r.is_ok());
     }
+}
+
+/// One write to tun (a frame with its virtio header when the device takes
+/// one); a failure is counted, logged ten times at most, and fatal only if
+/// the device is gone. Never fails: a packet tun refuses is dropped.
+fn write_tun(tun: &SyncDevice, frame: &[u8], errors: &Counter, logged: &mut u32) -> io::Result<()> {
+    if let Err(e) = tun.send(frame) {
+        errors.add(1);
+        if crate::fatal::tun_is_gone(&e) {
+            crate::fatal::fatal(format!("tun device unusable (write: {e}); was it deleted?"));
+        }
+        if *logged < 10 {
+            *logged += 1;
+            tracing::warn!(error = %e, "tun write failed");
+        }
+    }
+    Ok(())
 }
 
 impl RxWorker {
@@ -305,7 +299,7 @@ impl RxWorker {
         };
         let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
         let mut meta = [RecvMeta::default(); RECV_MESSAGES];
-        let mut staging = Staging::new();
+        let mut staging = Staging::new(&self.tun);
         let mut crypto = RxCrypto::new(self.crypto_pool.submitter());
         let mut st = ConnRxState::new(conn);
         let mut start = 0usize;
@@ -398,7 +392,7 @@ impl SharedRxWorker {
     pub fn run(self) {
         let mut bufs: Vec<Vec<u8>> = (0..RECV_MESSAGES).map(|_| vec![0u8; RECV_LEN]).collect();
         let mut meta = [RecvMeta::default(); RECV_MESSAGES];
-        let mut staging = Staging::new();
+        let mut staging = Staging::new(&self.tun);
         let mut crypto = RxCrypto::new(self.crypto_pool.submitter());
         let mut sorter = Sorter {
             order: Vec::with_capacity(RECV_MESSAGES),
