@@ -27,7 +27,8 @@
 //!   batches, coarse sleep + spin; [`gso`] cuts GSO aggregates into packets.
 //! * [`stats`] — requested vs achieved rate, delay error (paper's Table 1).
 //! * [`selftest`], [`netns`], [`traffic`] — the accuracy self-test.
-//! * [`sys`] — the system calls, and all `unsafe`.
+//! * [`sys`] — the system calls, and (with [`ring`], the shared receive
+//!   ring) all `unsafe`.
 //! * [`units`], [`rng`], [`signal`] — rate/size/duration parsing, the seeded
 //!   generator, SIGINT/SIGTERM to a stop flag.
 //!
@@ -41,6 +42,7 @@ pub mod model;
 pub mod netns;
 pub mod pacer;
 pub mod profile;
+pub mod ring;
 pub mod rng;
 pub mod schedule;
 pub mod selftest;

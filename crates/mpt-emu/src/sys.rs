@@ -1,7 +1,9 @@
 //! The Linux system calls the emulator needs, each wrapped once: packet
 //! sockets (one frame per call, or batches with `recvmmsg`/`sendmmsg` into
 //! caller-owned buffers), kernel receive timestamps, network-namespace entry, offload
-//! switches and timer slack. All `unsafe` of the emulator lives here.
+//! switches and timer slack. All `unsafe` of the emulator lives here, but
+//! for the `PACKET_MMAP` ring memory (module `ring`), which the packet
+//! sockets below set up.
 //!
 //! Packet sockets are opened with `PACKET_VNET_HDR`: every frame read is
 //! preceded by a `virtio_net_hdr` and every frame written carries one back.
@@ -16,6 +18,8 @@ use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::ring::RxRing;
+
 /// Size of `struct virtio_net_hdr` (linux/virtio_net.h), prepended to every
 /// frame on a `PACKET_VNET_HDR` socket.
 pub const VNET_HDR_LEN: usize = 10;
@@ -24,7 +28,7 @@ pub const VNET_HDR_LEN: usize = 10;
 /// the Ethernet header), plus the vnet header.
 pub const MAX_FRAME: usize = VNET_HDR_LEN + 65_535 + 14;
 
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -32,7 +36,12 @@ fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` points to a live T of the size we pass.
     cvt(unsafe {
         libc::setsockopt(
@@ -465,6 +474,14 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(n > 0 && pfd.revents & libc::POLLIN != 0)
 }
 
+/// Selects the TPACKET_V2 ring layout (`PACKET_VERSION`); see `ring` for
+/// why not V3.
+fn set_tpacket_v2(fd: RawFd) -> io::Result<()> {
+    let v = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v)
+        .map_err(|e| io::Error::new(e.kind(), format!("PACKET_VERSION: {e}")))
+}
+
 /// Which end of the wire a packet socket is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -487,7 +504,40 @@ pub struct PacketSocket {
 const SOCKET_BUFFER: libc::c_int = 16 << 20;
 
 impl PacketSocket {
+    /// Opens a packet socket on `ifname` for `role`, read and written with
+    /// `recvmmsg`/`sendmmsg` (no ring).
     pub fn open(ifname: &str, role: Role) -> io::Result<PacketSocket> {
+        Self::open_with(ifname, role, |_| Ok(())).map(|(s, ())| s)
+    }
+
+    /// Opens an ingress socket on `ifname` with a TPACKET_V2 receive ring
+    /// of `frames` slots (see `ring`). Frames larger than a slot are also
+    /// queued whole on the socket (`PACKET_COPY_THRESH`), for
+    /// [`PacketSocket::recv`].
+    pub fn open_rx_ring(ifname: &str, frames: usize) -> io::Result<(PacketSocket, RxRing)> {
+        Self::open_with(ifname, Role::Ingress, |fd| {
+            set_tpacket_v2(fd)?;
+            setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_COPY_THRESH,
+                &1 as &libc::c_int,
+            )
+            .map_err(|e| io::Error::new(e.kind(), format!("PACKET_COPY_THRESH: {e}")))?;
+            RxRing::new(fd, frames)
+                .map_err(|e| io::Error::new(e.kind(), format!("PACKET_RX_RING: {e}")))
+        })
+    }
+
+    /// Opens the socket with protocol 0 (no frames yet), sets its options,
+    /// runs `setup` (ring options, which must follow `PACKET_VNET_HDR`),
+    /// then binds it to `ifname` with the role's protocol: an ingress
+    /// socket receives nothing before its ring is in place.
+    fn open_with<R>(
+        ifname: &str,
+        role: Role,
+        setup: impl FnOnce(RawFd) -> io::Result<R>,
+    ) -> io::Result<(PacketSocket, R)> {
         let ctx =
             |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{ifname}: {what}: {e}"));
         let index = ifindex(ifname)?;
@@ -502,7 +552,7 @@ impl PacketSocket {
                 cvt(libc::socket(
                     libc::AF_PACKET,
                     libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                    libc::c_int::from(proto),
+                    0,
                 ))
                 .map_err(|e| ctx("packet socket (needs root/CAP_NET_RAW)", e))?,
             )
@@ -533,6 +583,7 @@ impl PacketSocket {
                     .map_err(|e| ctx("SO_SNDBUF", e))?;
             }
         }
+        let extra = setup(raw).map_err(|e| ctx("ring", e))?;
         // SAFETY: zeroed sockaddr_ll is valid; we fill the fields bind needs.
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -557,10 +608,17 @@ impl PacketSocket {
             setsockopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
                 .map_err(|e| ctx("promiscuous mode", e))?;
         }
-        Ok(PacketSocket {
-            fd,
-            ifname: ifname.to_string(),
-        })
+        Ok((
+            PacketSocket {
+                fd,
+                ifname: ifname.to_string(),
+            },
+            extra,
+        ))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
     }
 
     pub fn ifname(&self) -> &str {

@@ -5,12 +5,15 @@
 //! leave, holds it in a queue ordered by departure, and writes it out of the
 //! egress interface at that instant. The model is pure; this file owns time.
 //!
-//! Frames move in batches, `recvmmsg` in and `sendmmsg` out (up to
-//! [`RX_BATCH`] and [`TX_BATCH`] per call), so that the per-call cost is
-//! shared when the packet rate is high: with one system call per frame the
-//! wire topped out near 1.7 Gbit/s of MTU-sized frames on the 2-core CI VM.
-//! Batching never sends a frame early: a send batch holds only frames whose
-//! departure has passed.
+//! Frames come in through a `PACKET_MMAP` receive ring (module `ring`: no
+//! system call per frame; frames too large for a slot are read whole with
+//! `recvmsg`), or with `recvmmsg` batches if the kernel refuses the ring,
+//! and go out with `sendmmsg` (up to [`RX_BATCH`] frames read and
+//! [`TX_BATCH`] sent at a time), so that the per-call cost is shared when
+//! the packet rate is high: with one system call per frame the wire topped
+//! out near 1.7 Gbit/s of MTU-sized frames on the 2-core CI VM, with
+//! `recvmmsg` near 3 Gbit/s of TCP. Batching never sends a frame early: a
+//! send batch holds only frames whose departure has passed.
 //!
 //! Timing, after paper 001 (section 3.7): a plain sleep overshoots by tens of
 //! microseconds and the error would pile up packet after packet. Here
@@ -38,6 +41,7 @@ use tracing::{debug, info, trace, warn};
 
 use super::gso;
 use super::model::{DropReason, LinkConfig, LinkModel, Verdict};
+use super::ring::{self, RxRing};
 use super::stats::{DirectionReport, DropCounts, RateReport, Welford, WireReport};
 use super::sys::{self, PacketSocket, RecvBatch, Role, SendBatch, MAX_FRAME, VNET_HDR_LEN};
 
@@ -50,13 +54,15 @@ pub const SPIN_MARGIN: Duration = Duration::from_micros(200);
 /// Longest coarse sleep, so the stop flag is seen promptly.
 const MAX_IDLE: Duration = Duration::from_millis(20);
 
-/// Frames read per `recvmmsg` before departures are looked at again. The
-/// batch shares the cost of the call (one `recvmsg` per frame topped out
-/// near 1.7 Gbit/s of MTU-sized frames), and its length bounds how late a
-/// departure can be: a profile of the wire carrying 2 Gbit/s of TCP on the
-/// 2-core CI VM puts `recvmmsg` at about 1 us per full-size frame, so a
-/// full batch delays departures by some 35 us (15 frame times at
-/// 5 Gbit/s); the absolute timeline makes up for it, so the rate holds.
+/// Frames read (from the ring, or per `recvmmsg`) before departures are
+/// looked at again. With `recvmmsg` the batch shares the cost of the call
+/// (one `recvmsg` per frame topped out near 1.7 Gbit/s of MTU-sized
+/// frames); either way its length bounds how late a departure can be: a
+/// profile of the wire carrying 2 Gbit/s of TCP on the 2-core CI VM puts
+/// `recvmmsg` at about 1 us per full-size frame, so a full batch delays
+/// departures by some 35 us (15 frame times at 5 Gbit/s); from the ring
+/// about 0.3 us per frame, some 10 us. The absolute timeline makes up for
+/// it, so the rate holds.
 pub const RX_BATCH: usize = 32;
 
 /// Frames written per `sendmmsg` at most: all that are due, up to this.
@@ -344,7 +350,7 @@ fn direction_thread(
     stop: Arc<AtomicBool>,
 ) -> Result<DirectionReport, WireError> {
     let dir = setup.name;
-    let opened = (|| -> std::io::Result<(PacketSocket, PacketSocket)> {
+    let opened = (|| -> std::io::Result<(Ingress, PacketSocket)> {
         if let Some(ns) = &setup.netns {
             sys::enter_netns(ns)?;
         }
@@ -357,11 +363,11 @@ fn direction_thread(
             }
         }
         Ok((
-            PacketSocket::open(&setup.ingress, Role::Ingress)?,
+            Ingress::open(dir, &setup.ingress)?,
             PacketSocket::open(&setup.egress, Role::Egress)?,
         ))
     })();
-    let (rx, tx) = match opened {
+    let (mut rx, tx) = match opened {
         Ok(s) => s,
         Err(error) => {
             let _ = ready.send(Err(WireError::Setup { dir, error }));
@@ -393,11 +399,14 @@ fn direction_thread(
     let configured_rate = link.rate;
     let mut model = LinkModel::new(link, epoch, setup.seed);
     let mut c = Counters::default();
-    let res = drive(dir, &rx, &tx, &mut model, &mut c, &stop);
+    let res = drive(dir, &mut rx, &tx, &mut model, &mut c, &stop);
     let end = Instant::now();
     let report = report(dir, &setup, configured_rate, &c, end - epoch);
+    // Frames the kernel could not queue for us (ring or socket buffer full).
+    let kernel_drops = ring::take_stats(rx.sock().fd()).map_or(0, |(_, d)| d);
     info!(
         dir,
+        kernel_drops,
         rx = report.rx_frames,
         tx = report.tx_frames,
         dropped = report.drops.total(),
@@ -410,7 +419,7 @@ fn direction_thread(
 
 fn drive(
     dir: &'static str,
-    rx: &PacketSocket,
+    rx: &mut Ingress,
     tx: &PacketSocket,
     model: &mut LinkModel,
     c: &mut Counters,
@@ -423,11 +432,13 @@ fn drive(
         held_bytes: 0,
         seq: 0,
     };
-    let mut seg_scratch = Vec::with_capacity(MAX_FRAME);
-    let mut rx_batch = RecvBatch::new(RX_BATCH, MAX_FRAME);
+    let mut intake = Intake {
+        dir,
+        seg_scratch: Vec::with_capacity(MAX_FRAME),
+        last_arrival: model.epoch(),
+    };
     let mut tx_scratch = SendBatch::default();
     let mut due: Vec<Held> = Vec::with_capacity(TX_BATCH);
-    let mut last_arrival = model.epoch();
     let mut link_up = model.is_up(model.epoch());
     let mut next_state_check = model.epoch();
     let mut send_errors_logged = 0u32;
@@ -450,30 +461,15 @@ fn drive(
             // One instant for the batch: every frame in it was due by then,
             // and the kernel takes them back to back.
             let actual = Instant::now();
-            let mut i = 0;
-            while i < due.len() {
-                match tx.send_batch(&due[i..], &mut tx_scratch) {
-                    Ok(0) => {
-                        c.drops.send_error += 1;
-                        i += 1;
-                    }
-                    Ok(k) => {
-                        for held in &due[i..i + k] {
-                            account_sent(c, held, actual);
-                        }
-                        i += k;
-                    }
-                    Err(e) => {
-                        c.drops.send_error += 1;
-                        // Rate-limited: the first few, then every 1000th.
-                        if send_errors_logged < 5 || c.drops.send_error % 1000 == 0 {
-                            warn!(dir, egress = tx.ifname(), error = %e, dropped = c.drops.send_error, "send failed");
-                        }
-                        send_errors_logged += 1;
-                        i += 1;
-                    }
-                }
-            }
+            send(
+                dir,
+                tx,
+                &mut tx_scratch,
+                &due,
+                actual,
+                c,
+                &mut send_errors_logged,
+            );
             for held in due.drain(..) {
                 q.recycle(held);
             }
@@ -503,7 +499,7 @@ fn drive(
             }
             _ => {
                 let timeout = next.map_or(MAX_IDLE, |d| (d - now - SPIN_MARGIN).min(MAX_IDLE));
-                rx.wait_readable(timeout).map_err(io)?
+                rx.sock().wait_readable(timeout).map_err(io)?
             }
         };
         if !readable {
@@ -511,51 +507,218 @@ fn drive(
         }
 
         // Read one bounded batch, then look at departures again.
-        let n = rx.recv_batch(&mut rx_batch).map_err(io)?;
-        for (i, got) in rx_batch.received()[..n].iter().enumerate() {
-            if got.outgoing || got.len <= VNET_HDR_LEN {
-                continue;
-            }
-            if got.len > MAX_FRAME {
-                // Larger than any GSO aggregate we expect (BIG TCP?): cannot
-                // be forwarded whole. One bad frame never stops the wire.
-                c.drops.oversize += 1;
-                if c.drops.oversize <= 5 {
-                    warn!(dir, len = got.len, "oversize frame dropped");
-                }
-                continue;
-            }
-            let frame = rx_batch.frame(i);
-            let (arrival, age) = arrival_time(got.kernel_time);
-            match age {
-                Some(age) => c.read_latency_us.push(age.as_secs_f64() * 1e6),
-                None => c.no_timestamp += 1,
-            }
-            let arrival = arrival.max(last_arrival);
-            last_arrival = arrival;
-            c.rx_frames += 1;
-            c.rx_bytes += (got.len - VNET_HDR_LEN) as u64;
-            if !gso::is_gso(frame) {
-                q.admit(dir, model, c, arrival, frame);
-                continue;
-            }
-            c.gso += 1;
-            match gso::segment(frame, &mut seg_scratch, |seg| {
-                q.admit(dir, model, c, arrival, seg)
-            }) {
-                Ok(n) => c.gso_segments += n as u64,
-                Err(why) => {
-                    c.gso_whole += 1;
-                    if c.gso_whole <= 5 {
-                        warn!(
-                            dir,
-                            len = got.len,
-                            ?why,
-                            "GSO aggregate not cut; paced as one frame"
-                        );
+        match rx {
+            Ingress::Batch { sock, batch } => {
+                let n = sock.recv_batch(batch).map_err(io)?;
+                for (i, got) in batch.received()[..n].iter().enumerate() {
+                    if got.outgoing || got.len <= VNET_HDR_LEN {
+                        continue;
                     }
-                    q.admit(dir, model, c, arrival, frame);
+                    if got.len > MAX_FRAME {
+                        count_oversize(dir, c, got.len, "oversize frame dropped");
+                        continue;
+                    }
+                    intake.take(model, &mut q, c, batch.frame(i), got.kernel_time);
                 }
+            }
+            Ingress::Ring { sock, ring, whole } => {
+                for _ in 0..RX_BATCH {
+                    let Some(f) = ring.peek() else { break };
+                    if f.outgoing {
+                        // Not ours to forward; a copy (if any) is read and
+                        // dropped below to keep the queue in ring order.
+                    } else if f.len + VNET_HDR_LEN > MAX_FRAME {
+                        // Larger than any GSO aggregate we expect (BIG
+                        // TCP?): cannot be forwarded whole.
+                        count_oversize(dir, c, f.len, "oversize frame dropped");
+                    } else if f.truncated {
+                        // Too large for a slot and no room for the whole
+                        // copy in the socket's receive buffer.
+                        count_oversize(dir, c, f.len, "large frame dropped: receive buffer full");
+                    }
+                    if f.copy {
+                        match sock.recv(whole).map_err(io)? {
+                            Some(got)
+                                if !f.outgoing
+                                    && got.len > VNET_HDR_LEN
+                                    && got.len <= whole.len() =>
+                            {
+                                if got.len != f.len + VNET_HDR_LEN {
+                                    debug!(
+                                        dir,
+                                        ring = f.len,
+                                        queue = got.len,
+                                        "copy length differs from its slot"
+                                    );
+                                }
+                                intake.take(model, &mut q, c, &whole[..got.len], f.kernel_time);
+                            }
+                            // Outgoing, or oversize (counted above).
+                            Some(_) => {}
+                            None => count_oversize(dir, c, f.len, "large frame's copy missing"),
+                        }
+                    } else if !f.outgoing && !f.truncated && f.data.len() > VNET_HDR_LEN {
+                        intake.take(model, &mut q, c, f.data, f.kernel_time);
+                    }
+                    ring.release();
+                }
+            }
+        }
+    }
+}
+
+/// Where a direction reads its frames: a receive ring (module `ring`), or
+/// `recvmmsg` batches if the kernel will not set one up.
+enum Ingress {
+    Ring {
+        sock: PacketSocket,
+        ring: RxRing,
+        /// A frame too large for a slot, read whole from the socket.
+        whole: Vec<u8>,
+    },
+    Batch {
+        sock: PacketSocket,
+        batch: RecvBatch,
+    },
+}
+
+impl Ingress {
+    fn open(dir: &'static str, ifname: &str) -> std::io::Result<Ingress> {
+        match PacketSocket::open_rx_ring(ifname, ring::RX_FRAMES) {
+            Ok((sock, ring)) => {
+                return Ok(Ingress::Ring {
+                    sock,
+                    ring,
+                    whole: vec![0; MAX_FRAME],
+                })
+            }
+            Err(e) => warn!(dir, error = %e, "no receive ring; reading with recvmmsg"),
+        }
+        Ok(Ingress::Batch {
+            sock: PacketSocket::open(ifname, Role::Ingress)?,
+            batch: RecvBatch::new(RX_BATCH, MAX_FRAME),
+        })
+    }
+
+    fn sock(&self) -> &PacketSocket {
+        match self {
+            Ingress::Ring { sock, .. } | Ingress::Batch { sock, .. } => sock,
+        }
+    }
+}
+
+/// Hands `due` to the kernel in order with `sendmmsg`, accounting each
+/// frame as sent at `actual` or dropped (`send_error`); never blocks.
+///
+/// A TPACKET_V2 transmit ring (one `send` kick per batch) was measured
+/// against this on the 2-core CI VM, 5 Gbit/s of MTU-sized TCP, receive
+/// ring in both: 2.6-3.0 us of wire thread per frame sent either way
+/// (most of it the receiving side's stack, run in this thread's softirq
+/// on a veth), and no throughput gain; on a veth the kernel also copies
+/// every frame out of a transmit ring again (`skb_copy_ubufs`). Not worth
+/// a second socket for large frames and a ring that can stall.
+fn send(
+    dir: &'static str,
+    tx: &PacketSocket,
+    scratch: &mut SendBatch,
+    due: &[Held],
+    actual: Instant,
+    c: &mut Counters,
+    logged: &mut u32,
+) {
+    let mut i = 0;
+    while i < due.len() {
+        match tx.send_batch(&due[i..], scratch) {
+            Ok(0) => {
+                c.drops.send_error += 1;
+                i += 1;
+            }
+            Ok(k) => {
+                for held in &due[i..i + k] {
+                    account_sent(c, held, actual);
+                }
+                i += k;
+            }
+            Err(e) => {
+                c.drops.send_error += 1;
+                log_send_error(dir, tx, &e, c, logged);
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Rate-limited: the first few, then every 1000th.
+fn log_send_error(
+    dir: &'static str,
+    sock: &PacketSocket,
+    e: &std::io::Error,
+    c: &Counters,
+    logged: &mut u32,
+) {
+    if *logged < 5 || *logged % 1000 == 0 {
+        warn!(dir, egress = sock.ifname(), error = %e, dropped = c.drops.send_error, "send failed");
+    }
+    *logged += 1;
+}
+
+/// One bad frame never stops the wire: counted, the first few logged.
+fn count_oversize(dir: &'static str, c: &mut Counters, len: usize, what: &'static str) {
+    c.drops.oversize += 1;
+    if c.drops.oversize <= 5 {
+        warn!(dir, len, "{what}");
+    }
+}
+
+/// Turns received frames into admitted packets: arrival time, counters,
+/// segmentation of GSO aggregates.
+struct Intake {
+    dir: &'static str,
+    seg_scratch: Vec<u8>,
+    last_arrival: Instant,
+}
+
+impl Intake {
+    /// Takes one frame (vnet header + Ethernet frame, whole) received at
+    /// `kernel_time`.
+    fn take(
+        &mut self,
+        model: &mut LinkModel,
+        q: &mut Queue,
+        c: &mut Counters,
+        frame: &[u8],
+        kernel_time: Option<SystemTime>,
+    ) {
+        let dir = self.dir;
+        let (arrival, age) = arrival_time(kernel_time);
+        match age {
+            Some(age) => c.read_latency_us.push(age.as_secs_f64() * 1e6),
+            None => c.no_timestamp += 1,
+        }
+        let arrival = arrival.max(self.last_arrival);
+        self.last_arrival = arrival;
+        c.rx_frames += 1;
+        c.rx_bytes += (frame.len() - VNET_HDR_LEN) as u64;
+        if !gso::is_gso(frame) {
+            q.admit(dir, model, c, arrival, frame);
+            return;
+        }
+        c.gso += 1;
+        match gso::segment(frame, &mut self.seg_scratch, |seg| {
+            q.admit(dir, model, c, arrival, seg)
+        }) {
+            Ok(n) => c.gso_segments += n as u64,
+            Err(why) => {
+                c.gso_whole += 1;
+                if c.gso_whole <= 5 {
+                    warn!(
+                        dir,
+                        len = frame.len(),
+                        ?why,
+                        "GSO aggregate not cut; paced as one frame"
+                    );
+                }
+                q.admit(dir, model, c, arrival, frame);
             }
         }
     }
