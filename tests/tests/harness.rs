@@ -89,6 +89,9 @@ fn check_shares_accepts_and_rejects() {
         "a path with no traffic must fail"
     );
     assert!(check_shares("t", &[0, 0], &[1, 1], 0.10).is_err());
+    // Few packets: two off is within the slack, three is not.
+    check_shares("t", &[15, 13, 12], &[1, 1, 1], 0.10).unwrap();
+    assert!(check_shares("t", &[16, 12, 12], &[1, 1, 1], 0.10).is_err());
 }
 
 #[test]
