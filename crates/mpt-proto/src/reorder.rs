@@ -216,9 +216,12 @@ struct PendingRepair {
     /// The gaps strictly between `after` and `before` are exempt.
     after: u64,
     before: u64,
-    /// Copies still expected.
+    /// Copies (or, before it is asked for, late originals) still
+    /// expected.
     missing: u16,
     until: Instant,
+    /// Its repair was asked for: copies count against it.
+    asked: bool,
 }
 
 /// A fixed-size resequencing buffer for one connection.
@@ -346,12 +349,35 @@ impl Resequencer {
     }
 
     /// A repair was asked for the datagrams lost strictly between `after`
-    /// and `before` (`missing` of them), or may be once the path's reorder
-    /// window has passed: until `until`, those gaps are not given up as
-    /// proven lost (the timeout still applies). Asked again for the same
-    /// hole, it updates the count and the deadline. Returns false when
-    /// [`MAX_PENDING_REPAIRS`] holes are tracked already.
+    /// and `before` (`missing` of them): until `until`, those gaps are not
+    /// given up as proven lost (the timeout still applies), and copies
+    /// that arrive ([`Resequencer::repair_arrived`]) count against it.
+    /// Asked again for the same hole (or for one given to
+    /// [`Resequencer::expect_hole`]), it updates the count and the
+    /// deadline. Returns false when [`MAX_PENDING_REPAIRS`] holes are
+    /// tracked already.
     pub fn expect_repair(&mut self, after: u64, before: u64, missing: u16, until: Instant) -> bool {
+        self.exempt(after, before, missing, until, true)
+    }
+
+    /// A path's loss detector saw a hole strictly between `after` and
+    /// `before` (`missing` datagrams) that may still fill, its datagrams
+    /// overtaken on their way in: until `until` (the end of the path's
+    /// reorder window), those gaps are not given up as proven lost. Late
+    /// originals count against it ([`Resequencer::hole_filled`]); copies
+    /// do not, none was asked for yet.
+    pub fn expect_hole(&mut self, after: u64, before: u64, missing: u16, until: Instant) -> bool {
+        self.exempt(after, before, missing, until, false)
+    }
+
+    fn exempt(
+        &mut self,
+        after: u64,
+        before: u64,
+        missing: u16,
+        until: Instant,
+        asked: bool,
+    ) -> bool {
         if before <= after.saturating_add(1) || missing == 0 {
             return true;
         }
@@ -367,6 +393,7 @@ impl Resequencer {
                     before,
                     missing,
                     until,
+                    asked,
                 });
                 true
             }
@@ -398,11 +425,12 @@ impl Resequencer {
 
     /// A repair copy of `seq` arrived (call before inserting it): the hole
     /// it falls in expects one copy less. (Other paths' datagrams fall in
-    /// the same range, so only the caller can tell a copy.)
+    /// the same range, so only the caller can tell a copy.) Holes not
+    /// asked for yet are left alone: the copy is not theirs.
     pub fn repair_arrived(&mut self, seq: u64) {
         for slot in &mut self.repairs {
             if let Some(r) = slot {
-                if r.after < seq && seq < r.before {
+                if r.asked && r.after < seq && seq < r.before {
                     r.missing = r.missing.saturating_sub(1);
                     if r.missing == 0 {
                         *slot = None;

@@ -1720,7 +1720,7 @@ fn watch_holes(
             if hole.repairable {
                 until += wait.repair;
             }
-            reseq.expect_repair(hole.after_seq, hole.before_seq, hole.missing, until);
+            reseq.expect_hole(hole.after_seq, hole.before_seq, hole.missing, until);
             repair.due = Some(repair.due.map_or(hole.decide_at, |d| d.min(hole.decide_at)));
         }
         Some(HoleEvent::Filled {

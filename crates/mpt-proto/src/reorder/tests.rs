@@ -1180,7 +1180,7 @@ fn a_hole_in_its_reorder_window_waits_and_its_late_original_fills_it() {
     let mut out = Out(vec![]);
     r.insert(0, 1, &pkt(0), t, out.sink());
     // Path 1's detector saw 4 come before 2 and opened a hole for 5 ms.
-    assert!(r.expect_repair(0, 4, 1, t + 5 * MS));
+    assert!(r.expect_hole(0, 4, 1, t + 5 * MS));
     r.insert(4, 1, &pkt(4), t, out.sink());
     r.insert(1, 0, &pkt(1), t, out.sink());
     r.insert(3, 0, &pkt(3), t, out.sink());
@@ -1205,7 +1205,7 @@ fn a_hole_asked_for_after_its_window_keeps_its_place_with_a_later_deadline() {
     r.set_reorder_grace(Duration::ZERO);
     let mut out = Out(vec![]);
     r.insert(0, 1, &pkt(0), t, out.sink());
-    assert!(r.expect_repair(0, 4, 2, t + 5 * MS));
+    assert!(r.expect_hole(0, 4, 2, t + 5 * MS));
     r.insert(4, 1, &pkt(4), t, out.sink());
     r.insert(3, 0, &pkt(3), t, out.sink());
     // One of the two came late; the other is asked for when the window
@@ -1219,4 +1219,30 @@ fn a_hole_asked_for_after_its_window_keeps_its_place_with_a_later_deadline() {
     r.handle_timeout(t + 25 * MS, out.sink());
     assert_eq!(out.0, [0, 1, 3, 4], "given up when it did not come");
     assert_eq!(r.stats().gaps_skipped, 1);
+}
+
+#[test]
+fn a_copy_counts_only_against_a_hole_that_was_asked_for() {
+    let t = t0();
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    r.set_reorder_grace(Duration::ZERO);
+    let mut out = Out(vec![]);
+    r.insert(0, 0, &pkt(0), t, out.sink());
+    // Path 0 lost 2 (asked for); path 1's hole around 1..4 is still in
+    // its reorder window: the ranges overlap.
+    assert!(r.expect_repair(0, 3, 1, t + 20 * MS));
+    assert!(r.expect_hole(0, 5, 1, t + 20 * MS));
+    r.insert(3, 0, &pkt(3), t, out.sink());
+    r.insert(5, 1, &pkt(5), t, out.sink());
+    // The copy of 2 comes: path 0's hole is done, path 1's still waits.
+    r.repair_arrived(2);
+    assert_eq!(r.pending_repairs(), 1, "the copy was not path 1's");
+    r.insert(2, 0, &pkt(2), t + MS, out.sink());
+    assert_eq!(out.0, [0], "1 may still come on path 1: not given up");
+    // Path 1's late original fills its hole.
+    r.hole_filled(0, 5);
+    assert_eq!(r.pending_repairs(), 0);
+    r.insert(1, 1, &pkt(1), t + MS, out.sink());
+    r.insert(4, 1, &pkt(4), t + MS, out.sink());
+    assert_eq!(out.0, [0, 1, 2, 3, 4, 5]);
 }
