@@ -150,6 +150,10 @@ pub struct DirectionReport {
     pub read_latency_us: ErrorSummary,
     /// Frames without a kernel timestamp (their read time was used).
     pub rx_without_timestamp: u64,
+    /// Frames the kernel dropped before the driver could read them (the
+    /// receive ring or socket buffer was full; `PACKET_STATISTICS`). Not
+    /// in `rx_frames` nor in `drops`: the link model never saw them.
+    pub kernel_drops: u64,
     /// Mean throughput over the whole run, bit/s.
     pub mean_throughput_bps: f64,
     pub duration_s: f64,
@@ -201,8 +205,8 @@ impl DirectionReport {
             self.delay_error_us.count
         );
         s += &format!(
-            "  ingress  read latency mean {:.1} us, max {:.1} us; {} frames without kernel timestamp\n",
-            self.read_latency_us.mean, self.read_latency_us.max, self.rx_without_timestamp
+            "  ingress  read latency mean {:.1} us, max {:.1} us; {} frames without kernel timestamp; {} dropped by the kernel before they were read\n",
+            self.read_latency_us.mean, self.read_latency_us.max, self.rx_without_timestamp, self.kernel_drops
         );
         if self.gso_frames > 0 {
             s += &format!(

@@ -401,12 +401,12 @@ fn direction_thread(
     let mut c = Counters::default();
     let res = drive(dir, &mut rx, &tx, &mut model, &mut c, &stop);
     let end = Instant::now();
-    let report = report(dir, &setup, configured_rate, &c, end - epoch);
+    let mut report = report(dir, &setup, configured_rate, &c, end - epoch);
     // Frames the kernel could not queue for us (ring or socket buffer full).
-    let kernel_drops = ring::take_stats(rx.sock().fd()).map_or(0, |(_, d)| d);
+    report.kernel_drops = ring::take_stats(rx.sock().fd()).map_or(0, |(_, d)| u64::from(d));
     info!(
         dir,
-        kernel_drops,
+        kernel_drops = report.kernel_drops,
         rx = report.rx_frames,
         tx = report.tx_frames,
         dropped = report.drops.total(),
@@ -870,6 +870,8 @@ fn report(
         delay_error_us: c.delay_error_us.summary(),
         read_latency_us: c.read_latency_us.summary(),
         rx_without_timestamp: c.no_timestamp,
+        // Read from the socket when the direction stops.
+        kernel_drops: 0,
         mean_throughput_bps: if active > 0.0 {
             c.tx_bytes as f64 * 8.0 / active
         } else {
