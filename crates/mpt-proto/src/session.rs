@@ -37,7 +37,9 @@ use crate::control::{ControlChannel, ControlError, Due, Incoming};
 use crate::error::{DecodeError, EncodeError};
 pub use crate::path::DataSummary;
 use crate::path::{AdminStatus, Path, PathParams, PathState};
-use crate::sched::{ps_per_byte, Eligibility, PathModel, MAX_PATHS};
+use crate::sched::{
+    level_queue, ps_per_byte, Eligibility, PathModel, LEVEL_DEADBAND_NS, MAX_PATHS,
+};
 use crate::timer::{Timer, TimerKind};
 use crate::wire::{
     ControlBody, ControlMsg, Feedback, Flags, Header, Keepalive, MsgType, Refusal, HEADER_LEN,
@@ -393,6 +395,12 @@ impl Session {
     ///   [`Session::set_loss_repair`]) while no queue stood (a full
     ///   buffer's drops are congestion, which TCP handles) and over four
     ///   times the least lossy usable path's.
+    /// * leveling: a path whose measured standing queue makes its packets
+    ///   arrive later than the quickest path's (one-way delay plus queue)
+    ///   is offered less of its rate until that queue drains
+    ///   ([`crate::sched::level_queue`], over two smoothed RTTs): the
+    ///   resequencer holds every flow for the latest path, so a queue one
+    ///   path builds alone costs the whole connection.
     pub fn path_models(&self, now: Instant, out: &mut Vec<(PathModel, Duration)>) {
         out.clear();
         out.resize(self.paths.len(), (PathModel::default(), Duration::ZERO));
@@ -437,6 +445,12 @@ impl Session {
             }
         };
         let slowest = usable().map(|(_, p)| owd_of(p)).max().unwrap_or_default();
+        // When a packet sent now arrives, above the quickest path: the
+        // propagation delay above it plus the queue measured lately.
+        let queue_of = |p: &Path| p.delivery().recent_queueing_delay(now);
+        let quickest = usable()
+            .filter_map(|(_, p)| queue_of(p).map(|q| owd_of(p) + q))
+            .min();
         for (i, p) in self.paths() {
             let d = p.delivery();
             let mut ps = d.rate_bps().map_or(0, |r| {
@@ -451,6 +465,15 @@ impl Session {
                 ps /= 2;
             }
             let owd = owd_of(p);
+            // A queue stands: the path delivers its capacity, and the
+            // estimate follows it up or down without probing, which would
+            // only deepen the queue.
+            let queued = queue_of(p).is_some_and(|q| q.as_nanos() as u64 > LEVEL_DEADBAND_NS);
+            if let (Some(q), Some(lo)) = (queue_of(p), quickest) {
+                let excess = q.min((owd + q).saturating_sub(lo));
+                let horizon = p.rtt().smoothed().unwrap_or_default() * 2;
+                ps = level_queue(ps, excess.as_nanos() as u64, horizon.as_nanos() as u64);
+            }
             let min_rtt = p.rtt().min().unwrap_or(Duration::from_millis(50));
             // The cap stands for the bottleneck's buffer, which we cannot
             // see: about an RTT (the usual buffer sizing), raised towards
@@ -471,7 +494,11 @@ impl Session {
                     cap_ns: cap.as_nanos() as u64,
                     lossy,
                 },
-                min_rtt.clamp(Duration::from_millis(20), Duration::from_millis(200)),
+                if queued {
+                    Duration::ZERO
+                } else {
+                    min_rtt.clamp(Duration::from_millis(20), Duration::from_millis(200))
+                },
             );
         }
     }

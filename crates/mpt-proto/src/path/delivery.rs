@@ -46,6 +46,10 @@ const QUEUE_MARGIN: Duration = Duration::from_millis(2);
 /// path slower than this is only overloaded a little by the model.
 pub const MIN_RATE_BPS: u64 = 1_000_000;
 
+/// How long a queueing delay measurement stays current (a feedback comes
+/// at least every 100 ms while data arrives).
+pub const QUEUE_FRESH: Duration = Duration::from_millis(250);
+
 /// Most queueing delay required to call a queue standing (see
 /// [`DeliveryEstimator::on_feedback`]).
 const QUEUE_THRESHOLD_MAX: Duration = Duration::from_millis(25);
@@ -71,6 +75,8 @@ pub struct DeliveryEstimator {
     confirmed: bool,
     /// Latest interval-minimum one-way delay (µs, wrapping, with offset).
     owd_latest: Option<u32>,
+    /// When it arrived.
+    owd_latest_at: Option<Instant>,
     /// Windowed minimum: (current bucket min, its start), previous min.
     owd_bucket: Option<(u32, Instant)>,
     owd_prev: Option<u32>,
@@ -164,6 +170,7 @@ impl DeliveryEstimator {
 
     fn on_owd(&mut self, owd: u32, now: Instant) {
         self.owd_latest = Some(owd);
+        self.owd_latest_at = Some(now);
         match self.owd_bucket {
             Some((min, start)) if now.saturating_duration_since(start) < OWD_MIN_BUCKET => {
                 self.owd_bucket = Some((wrapping_min(min, owd), start));
@@ -217,6 +224,17 @@ impl DeliveryEstimator {
         let (latest, min) = (self.owd_latest?, self.owd_min_us()?);
         let d = latest.wrapping_sub(min);
         (d <= u32::MAX / 2).then(|| Duration::from_micros(u64::from(d)))
+    }
+
+    /// [`DeliveryEstimator::queueing_delay`] if its one-way delay was
+    /// measured less than [`QUEUE_FRESH`] before `now` (a path that stopped
+    /// carrying data sends no feedback, and its last queue is long gone).
+    pub fn recent_queueing_delay(&self, now: Instant) -> Option<Duration> {
+        let at = self.owd_latest_at?;
+        if now.saturating_duration_since(at) > QUEUE_FRESH {
+            return None;
+        }
+        self.queueing_delay()
     }
 }
 
@@ -319,6 +337,32 @@ mod tests {
             .expect("sample");
         assert!(!s.queued);
         assert_eq!(est.rate_bps(), Some(8_000_000));
+    }
+
+    #[test]
+    fn a_queue_reading_goes_stale() {
+        let mut est = DeliveryEstimator::default();
+        let mut rx = Receiver {
+            bytes: 0,
+            clock_us: 0,
+        };
+        let mut t = crate::path::tests::t0();
+        assert_eq!(est.recent_queueing_delay(t), None);
+        run(&mut est, &mut rx, &mut t, 3, 8_000_000, 10_000);
+        t += Duration::from_millis(20);
+        let fb = rx.feedback(8_000_000, Duration::from_millis(20), 14_000);
+        est.on_feedback(&fb, Duration::ZERO, Duration::from_millis(2), t);
+        assert_eq!(est.recent_queueing_delay(t), Some(Duration::from_millis(4)));
+        assert_eq!(
+            est.recent_queueing_delay(t + QUEUE_FRESH),
+            Some(Duration::from_millis(4))
+        );
+        // No feedback since: the path stopped carrying data.
+        assert_eq!(
+            est.recent_queueing_delay(t + QUEUE_FRESH + Duration::from_millis(1)),
+            None
+        );
+        assert_eq!(est.queueing_delay(), Some(Duration::from_millis(4)));
     }
 
     #[test]
