@@ -157,6 +157,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
         scenario: s.name.clone(),
         description: s.description.clone(),
         duration_s: s.duration.as_secs_f64(),
+        omit_s: s.omit.as_secs_f64(),
         streams: s.streams,
         started_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -298,8 +299,13 @@ fn run_case(
             total,
             case,
             &format!(
-                "{name} ({} s{})",
+                "{name} ({} s{}{})",
                 s.duration.as_secs(),
+                if s.omit.is_zero() || matches!(test, TestKind::Http) {
+                    String::new()
+                } else {
+                    format!(" after {} s ramp-up", s.omit.as_secs())
+                },
                 udp.map_or(String::new(), |(r, _)| format!(
                     ", offered {:.0} Mbit/s",
                     r as f64 / 1e6
@@ -333,7 +339,7 @@ fn run_case(
                     udp,
                     json_out: &json,
                     cc: None,
-                    omit: Duration::ZERO,
+                    omit: s.omit,
                     // UDP offers its rate as one stream (-b is per stream).
                     streams: if udp.is_none() { s.streams } else { 1 },
                 },

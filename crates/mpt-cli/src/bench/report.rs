@@ -106,6 +106,9 @@ pub struct Report {
     pub scenario: String,
     pub description: String,
     pub duration_s: f64,
+    /// Seconds left out at the start of each iperf3 measurement (`omit`;
+    /// `unlike` reports its own per case).
+    pub omit_s: f64,
     /// Parallel TCP streams per TCP measurement (raw and tunnel alike).
     pub streams: u32,
     pub started_unix: u64,
@@ -502,6 +505,7 @@ mod tests {
             scenario: "ethernet".into(),
             description: String::new(),
             duration_s: 1.0,
+            omit_s: 0.0,
             streams: 1,
             started_unix: 0,
             wall_s: 1.0,

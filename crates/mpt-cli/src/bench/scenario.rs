@@ -119,6 +119,12 @@ pub struct ScenarioFile {
     pub paths: Vec<usize>,
     #[serde(default = "default_duration")]
     pub duration: f64,
+    /// Seconds left out at the start of each iperf3 measurement (`iperf3
+    /// -O`, whole seconds): slow start and the tunnel's first rate
+    /// estimates, so the figure is the steady rate. Raw baselines and the
+    /// tunnel alike. `unlike` sets its own in `[unlike]`.
+    #[serde(default)]
+    pub omit: f64,
     #[serde(default = "default_combos")]
     pub combos: Vec<String>,
     /// Not used by `unlike` (raw TCP per path, then TCP through the tunnel).
@@ -167,6 +173,9 @@ fn default_overload() -> f64 {
 fn default_streams() -> u32 {
     1
 }
+
+/// Longest `omit` of a scenario, seconds.
+pub const MAX_OMIT_S: f64 = 60.0;
 
 /// Most parallel TCP streams per measurement (iperf3 allows 128).
 pub const MAX_STREAMS: u32 = 32;
@@ -288,6 +297,8 @@ pub struct Scenario {
     pub name: String,
     pub description: String,
     pub duration: Duration,
+    /// Left out at the start of each iperf3 measurement (`iperf3 -O`).
+    pub omit: Duration,
     pub tests: Vec<TestKind>,
     pub udp_overload: f64,
     /// Parallel TCP streams in the raw-tcp and tcp tests.
@@ -396,7 +407,19 @@ pub fn expand(
         f.duration = d;
     }
     if let Some(u) = f.unlike.take() {
+        if f.omit != 0.0 {
+            return Err(invalid(
+                origin,
+                "omit: an unlike scenario sets it in [unlike]",
+            ));
+        }
         return super::unlike::expand(name, origin, f, &u, ov);
+    }
+    if !(f.omit.is_finite() && (0.0..=MAX_OMIT_S).contains(&f.omit)) || f.omit.fract() != 0.0 {
+        return Err(invalid(
+            origin,
+            format!("omit: must be whole seconds, 0..={MAX_OMIT_S}"),
+        ));
     }
     let combos = match &ov.combos {
         Some(c) => c.clone(),
@@ -517,6 +540,7 @@ pub fn expand(
         name: name.to_string(),
         description: f.description.unwrap_or_default(),
         duration: Duration::from_secs_f64(f.duration),
+        omit: Duration::from_secs_f64(f.omit),
         tests: f.tests,
         udp_overload: f.udp_overload,
         streams: f.streams,
@@ -643,6 +667,19 @@ mod tests {
         let text = std::fs::read_to_string(file).expect("read");
         for bad in ["streams = 0", "streams = 33"] {
             let f: ScenarioFile = toml::from_str(&text.replace("streams = 4", bad)).expect("toml");
+            assert!(
+                expand("x", "x", f, &Overrides::default()).is_err(),
+                "{bad} accepted"
+            );
+        }
+        // Slow start is left out, raw and tunnel alike.
+        assert_eq!(s.omit, Duration::from_secs(2));
+        assert_eq!(
+            load("ethernet", &Overrides::default()).map(|s| s.omit).ok(),
+            Some(Duration::ZERO)
+        );
+        for bad in ["omit = 1.5", "omit = -1", "omit = 61", "omit = nan"] {
+            let f: ScenarioFile = toml::from_str(&text.replace("omit = 2", bad)).expect("toml");
             assert!(
                 expand("x", "x", f, &Overrides::default()).is_err(),
                 "{bad} accepted"

@@ -44,15 +44,12 @@ use super::plot::{BarChart, BarGroup};
 use super::report::{Report, Row};
 use super::scenario::{
     invalid, parse_combos, resolve_link, Case, Link, LinkDef, Scenario, ScenarioError,
-    ScenarioFile, Shaper, MAX_PATHS,
+    ScenarioFile, Shaper, MAX_OMIT_S, MAX_PATHS,
 };
 use super::testbed::{self, check_stop, Testbed};
 use super::{progress, Options};
 use mpt_emu::profile::LinkSpec;
 use mpt_emu::trace::Trace;
-
-/// Longest ramp-up that may be left out of a measurement.
-const MAX_OMIT_S: f64 = 60.0;
 
 /// Most tunnel runs per case and congestion control (`[unlike] repeat`).
 pub const MAX_REPEAT: i64 = 9;
@@ -436,6 +433,8 @@ pub fn expand(
         name: name.to_string(),
         description: f.description.unwrap_or_default(),
         duration,
+        // Per measurement, in `UnlikeParams` (raw paths and tunnel runs).
+        omit: Duration::ZERO,
         tests: vec![
             super::scenario::TestKind::RawTcp,
             super::scenario::TestKind::Tcp,
@@ -1558,6 +1557,7 @@ mod tests {
             scenario: "unlike".into(),
             description: String::new(),
             duration_s: 20.0,
+            omit_s: 0.0,
             streams: 1,
             started_unix: 0,
             wall_s: 1.0,
