@@ -53,7 +53,13 @@
 //! ([`probe_gain`]): a quarter more for one phase out of eight, a fifth
 //! less the next phase (to drain what the probe queued). A path whose
 //! estimate is only a lower bound (no queue was seen) is offered twice its
-//! estimate by the session until a queue shows its capacity.
+//! estimate by the session until a queue shows its capacity; a path with
+//! a standing queue is not probed (it delivers its capacity, which the
+//! estimate follows). The session also feeds each path's measured queue
+//! back ([`level_queue`]): a path whose queue stands deeper than the
+//! connection needs is offered less until it drains, so estimation
+//! errors do not pile up as one path's queue that holds every flow in
+//! the resequencer.
 //!
 //! All arithmetic is integer nanoseconds; a pick is one pass over the
 //! eligible paths, no allocation.
