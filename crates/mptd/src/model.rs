@@ -39,22 +39,13 @@ impl SharedModel {
     }
 
     /// The model to schedule a batch at `now_ns` with, probing gain
-    /// applied for path `id` while the model limits the path: its virtual
-    /// queue holds more than half its cap. A path the model does not
-    /// limit already gets what the flows offer; probing it would only
-    /// move load from its twins onto it (like paths) and queue it there.
+    /// applied for path `id`.
     pub fn load(&self, id: usize, now_ns: u64) -> PathModel {
         let ps = self.ps_per_byte.load(Relaxed);
-        let cap_ns = self.cap_ns.load(Relaxed);
-        let limited = self.busy_until().saturating_sub(now_ns) > cap_ns / 2;
         PathModel {
-            ps_per_byte: if limited {
-                probe_gain(ps, now_ns, self.phase_ns.load(Relaxed), id)
-            } else {
-                ps
-            },
+            ps_per_byte: probe_gain(ps, now_ns, self.phase_ns.load(Relaxed), id),
             owd_ns: self.owd_ns.load(Relaxed),
-            cap_ns,
+            cap_ns: self.cap_ns.load(Relaxed),
             lossy: self.lossy.load(Relaxed),
         }
     }
@@ -81,29 +72,6 @@ impl SharedModel {
 mod tests {
     use super::*;
     use mpt_proto::sched::ps_per_byte;
-
-    #[test]
-    fn only_a_path_the_model_limits_is_probed() {
-        let m = SharedModel::default();
-        let ps = ps_per_byte(8_000_000);
-        m.publish(
-            PathModel {
-                ps_per_byte: ps,
-                owd_ns: 0,
-                cap_ns: 10_000_000,
-                lossy: false,
-            },
-            Duration::from_millis(20),
-        );
-        // Path 0 at 0 ns is in the first phase of its cycle: offered a
-        // quarter more, but only with more than half its cap queued.
-        assert_eq!(probe_gain(ps, 0, 20_000_000, 0), ps * 4 / 5);
-        assert_eq!(m.load(0, 0).ps_per_byte, ps, "idle: not probed");
-        m.charge(0, 5_000_000, 20_000_000);
-        assert_eq!(m.load(0, 0).ps_per_byte, ps, "half the cap: not probed");
-        m.charge(0, 1, 20_000_000);
-        assert_eq!(m.load(0, 0).ps_per_byte, ps * 4 / 5, "limited: probed");
-    }
 
     #[test]
     fn two_workers_add_up_on_one_clock() {

@@ -55,10 +55,7 @@
 //! estimate is only a lower bound (no queue was seen) is offered twice its
 //! estimate by the session until a queue shows its capacity; a path with
 //! a standing queue is not probed (it delivers its capacity, which the
-//! estimate follows), nor is one the model does not limit (mptd probes a
-//! path only while its virtual queue holds more than half its cap: a path
-//! that already gets what the flows offer learns nothing from a probe,
-//! which would only move load onto it from its twins). The session also feeds each path's measured queue
+//! estimate follows). The session also feeds each path's measured queue
 //! back ([`level_queue`]): a path whose queue stands deeper than the
 //! connection needs is offered less until it drains, so estimation
 //! errors do not pile up as one path's queue that holds every flow in
