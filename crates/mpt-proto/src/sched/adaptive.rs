@@ -152,17 +152,26 @@ pub fn probe_gain(ps: u64, now_ns: u64, phase_ns: u64, path: usize) -> u64 {
     }
 }
 
+/// How far ahead of now the spill clocks run at most (ns); beyond it all
+/// are moved back together, which keeps their differences.
+pub const SPILL_SPAN_NS: u64 = 2_000_000_000;
+
 /// The `adaptive` scheduler of one worker and connection: the virtual
 /// clocks of its paths.
 #[derive(Debug, Clone)]
 pub struct Adaptive {
     busy_until: [u64; MAX_PATHS],
+    /// The same clocks without the cap: what the paths' queues would hold
+    /// if their buffers took everything. They only decide where a packet
+    /// goes when every path is full (see `pick_in_flowlet`).
+    spill_until: [u64; MAX_PATHS],
 }
 
 impl Default for Adaptive {
     fn default() -> Self {
         Adaptive {
             busy_until: [0; MAX_PATHS],
+            spill_until: [0; MAX_PATHS],
         }
     }
 }
@@ -237,7 +246,15 @@ impl Adaptive {
         // alternate even when one alone could carry the load: a sender
         // probing for more (BBR) then finds both.
         let key = |i: usize| (rank(self.busy_until[i], &paths[i]), self.busy_until[i]);
-        // When every path is full, the packet goes where it arrives first.
+        // When every path is full, the packet goes where it arrives first
+        // by the uncapped clocks. By the capped ones, every full path
+        // stood at the same cap and the ties all went to the path whose
+        // estimate was highest by noise: a TCP start over 12 like paths
+        // dumped whole batches on one path, whose buffer overflowed
+        // (thousands of drops per run where fixed shares had hundreds).
+        // Uncapped, the overflow spreads in proportion to the rates. Only
+        // over paths within the hold by the capped clocks: the uncapped
+        // ones of a path that drops its overflow run far ahead.
         let mut first: Option<(u64, usize)> = None;
         for_each_bit(mask, paths.len(), |i| {
             let a = arrival(self.busy_until[i], &paths[i]);
@@ -245,8 +262,19 @@ impl Adaptive {
                 first = Some((a, i));
             }
         });
-        let (first_arrival, fallback) = first?;
+        let (first_arrival, first_path) = first?;
         let horizon = first_arrival.saturating_add(hold_ns);
+        let mut spill: Option<(u64, usize)> = None;
+        for_each_bit(mask, paths.len(), |i| {
+            if arrival(self.busy_until[i], &paths[i]) > horizon {
+                return;
+            }
+            let s = arrival(self.busy_until[i].max(self.spill_until[i]), &paths[i]);
+            if spill.is_none_or(|(b, _)| s < b) {
+                spill = Some((s, i));
+            }
+        });
+        let fallback = spill.map_or(first_path, |(_, i)| i);
         // Best clean path with room, then best lossy path with room.
         let mut best: [Option<((u64, u64), usize)>; 2] = [None, None];
         for_each_bit(mask, paths.len(), |i| {
@@ -288,10 +316,26 @@ impl Adaptive {
         }
         let p = &paths[chosen];
         let start = self.busy_until[chosen].max(now_ns);
-        let end = start.saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000);
+        let tx_ns = bytes.saturating_mul(p.ps_per_byte) / 1000;
+        let end = start.saturating_add(tx_ns);
         // Past its cap the model stops counting: the real queue drops.
         self.busy_until[chosen] = end.min(now_ns.saturating_add(p.cap_ns.saturating_mul(2)));
+        self.charge_spill(chosen, start, tx_ns, now_ns);
         Some(chosen)
+    }
+
+    /// Advances path `i`'s uncapped clock by `tx_ns` from `start` (its
+    /// capped clock or now) and keeps all within [`SPILL_SPAN_NS`] of now.
+    fn charge_spill(&mut self, i: usize, start: u64, tx_ns: u64, now_ns: u64) {
+        let end = self.spill_until[i].max(start).saturating_add(tx_ns);
+        self.spill_until[i] = end;
+        let limit = now_ns.saturating_add(SPILL_SPAN_NS);
+        if end > limit {
+            let shift = end - limit;
+            for s in &mut self.spill_until {
+                *s = s.saturating_sub(shift);
+            }
+        }
     }
 }
 
@@ -395,6 +439,38 @@ mod tests {
         let c = offer(&mut s, &paths, 150, 1000, 50);
         let diff = c[0].abs_diff(c[1]);
         assert!(diff * 50 < c[0] + c[1], "{c:?}");
+    }
+
+    #[test]
+    fn overflow_spreads_over_full_paths_by_rate() {
+        // Twelve like paths whose estimates differ by noise (99.4-100.5
+        // Mbit/s), offered 1.5 times their capacity in batches of 64
+        // packets that share one clock reading (as a transmit batch does):
+        // once all are full, the overflow must not pile onto the path
+        // estimated fastest.
+        let paths: Vec<PathModel> = (0..12u64)
+            .map(|k| PathModel {
+                ps_per_byte: ps_per_byte(99_400_000 + k * 100_000),
+                owd_ns: 0,
+                cap_ns: 10 * MS,
+                lossy: false,
+            })
+            .collect();
+        let mut s = Adaptive::new();
+        let mut counts = [0u64; 12];
+        let batch_ns = 64 * 1250 * 8 * 1000 / 1800; // 64 packets at 1.8 Gbit/s
+        let mut t = 1_000 * MS;
+        for _ in 0..(1_000 * MS / batch_ns) {
+            for _ in 0..64 {
+                let i = s
+                    .pick(&paths, (1 << 12) - 1, 1250, false, t, 50 * MS)
+                    .expect("path");
+                counts[i] += 1;
+            }
+            t += batch_ns;
+        }
+        let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(hi - lo < hi / 20, "shares {counts:?}");
     }
 
     #[test]
