@@ -64,6 +64,19 @@ const LIKE_DELAY: Duration = Duration::from_millis(1);
 /// Most a path's queue cap is raised towards a slower path's delay.
 const SPREAD_CAP_MAX: Duration = Duration::from_millis(50);
 
+/// Shortest probing phase (see [`crate::sched::probe_gain`]). A phase is
+/// the path's minimum RTT within this and [`PROBE_PHASE_MAX`]: a probe
+/// offers a quarter more for one phase, so it queues up to a quarter of
+/// a phase at the bottleneck, and the resequencer holds every flow of the
+/// connection for it. With a 20 ms floor, probes on LAN-like paths (RTT
+/// 0.1 ms) stood 5 ms queues on one path after another; 12 x 100 Mbit/s
+/// with 4 CUBIC streams reached 0.94-0.95 of raw with that floor and
+/// 0.95-0.96 with this one, BBR 0.85-0.89 and 0.91-0.92.
+pub const PROBE_PHASE_MIN: Duration = Duration::from_millis(4);
+
+/// Longest probing phase.
+pub const PROBE_PHASE_MAX: Duration = Duration::from_millis(200);
+
 /// Outgoing datagrams a session may queue before it drops new probe
 /// replies: far more than the paths' probes per keepalive round, small
 /// enough that a probe flood cannot grow memory.
@@ -497,7 +510,7 @@ impl Session {
                 if queued {
                     Duration::ZERO
                 } else {
-                    min_rtt.clamp(Duration::from_millis(20), Duration::from_millis(200))
+                    min_rtt.clamp(PROBE_PHASE_MIN, PROBE_PHASE_MAX)
                 },
             );
         }

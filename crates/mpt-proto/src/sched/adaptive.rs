@@ -45,7 +45,9 @@
 //!   packets costs more than the extra capacity brings.
 //!
 //! When no path passes, the packet goes where it arrives first anyway: the
-//! scheduler never drops, the real bottleneck does.
+//! scheduler never drops, the real bottleneck does. Full paths that tie on
+//! that (like paths, all at their cap) share such overflow in proportion
+//! to their rates, by clocks that keep counting past the cap.
 //!
 //! The rates come from the receiver's feedback
 //! ([`crate::path::DeliveryEstimator`]). To find capacity it does not know
@@ -156,6 +158,10 @@ pub fn probe_gain(ps: u64, now_ns: u64, phase_ns: u64, path: usize) -> u64 {
 /// are moved back together, which keeps their differences.
 pub const SPILL_SPAN_NS: u64 = 2_000_000_000;
 
+/// Full paths whose packets would arrive within this of the earliest
+/// (ns) count as tied, and share the overflow by their uncapped clocks.
+pub const SPILL_TIE_NS: u64 = 1_000_000;
+
 /// The `adaptive` scheduler of one worker and connection: the virtual
 /// clocks of its paths.
 #[derive(Debug, Clone)]
@@ -246,15 +252,18 @@ impl Adaptive {
         // alternate even when one alone could carry the load: a sender
         // probing for more (BBR) then finds both.
         let key = |i: usize| (rank(self.busy_until[i], &paths[i]), self.busy_until[i]);
-        // When every path is full, the packet goes where it arrives first
-        // by the uncapped clocks. By the capped ones, every full path
-        // stood at the same cap and the ties all went to the path whose
-        // estimate was highest by noise: a TCP start over 12 like paths
-        // dumped whole batches on one path, whose buffer overflowed
+        // When every path is full, the packet goes where it arrives first,
+        // and among paths that tie on that (within [`SPILL_TIE_NS`]), by
+        // the uncapped clocks. By the capped ones alone, every full like
+        // path stood at the same cap and the ties all went to the path
+        // whose estimate was highest by noise: a TCP start over 12 like
+        // paths dumped whole batches on one path, whose buffer overflowed
         // (thousands of drops per run where fixed shares had hundreds).
-        // Uncapped, the overflow spreads in proportion to the rates. Only
-        // over paths within the hold by the capped clocks: the uncapped
-        // ones of a path that drops its overflow run far ahead.
+        // The uncapped clocks spread the overflow over like paths in
+        // proportion to their rates. Between unlike paths the overflow
+        // still goes where it arrives first: spread to the slower path it
+        // would only queue there, and the resequencer hold every flow
+        // for it.
         let mut first: Option<(u64, usize)> = None;
         for_each_bit(mask, paths.len(), |i| {
             let a = arrival(self.busy_until[i], &paths[i]);
@@ -264,9 +273,10 @@ impl Adaptive {
         });
         let (first_arrival, first_path) = first?;
         let horizon = first_arrival.saturating_add(hold_ns);
+        let tie = first_arrival.saturating_add(SPILL_TIE_NS);
         let mut spill: Option<(u64, usize)> = None;
         for_each_bit(mask, paths.len(), |i| {
-            if arrival(self.busy_until[i], &paths[i]) > horizon {
+            if arrival(self.busy_until[i], &paths[i]) > tie {
                 return;
             }
             let s = arrival(self.busy_until[i].max(self.spill_until[i]), &paths[i]);
@@ -471,6 +481,16 @@ mod tests {
         }
         let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
         assert!(hi - lo < hi / 20, "shares {counts:?}");
+        // Unlike paths (25 ms apart, both full): the overflow still goes
+        // where it arrives first, not to the slow path's queue.
+        let paths = [path(50, 0, 25), path(20, 25, 60)];
+        let mut s = Adaptive::new();
+        s.set_busy_until(0, 1_000 * MS + 50 * MS);
+        s.set_busy_until(1, 1_000 * MS + 120 * MS);
+        for _ in 0..1000 {
+            let i = s.pick(&paths, 0b11, 1250, false, 1_000 * MS, 200 * MS);
+            assert_eq!(i, Some(0));
+        }
     }
 
     #[test]

@@ -908,3 +908,23 @@ fn idle_or_recovering_paths_make_no_handover() {
     w.run_until(w.at(6.0));
     assert!(handovers(&w).is_empty(), "{:?}", handovers(&w));
 }
+
+#[test]
+fn probing_phase_follows_the_min_rtt_within_bounds() {
+    // A probe queues up to a quarter of its phase at the bottleneck: on a
+    // LAN-like path (RTT 0.2 ms) the phase is the floor, not 20 ms.
+    for (one_way, phase) in [
+        (Duration::from_micros(100), PROBE_PHASE_MIN),
+        (15 * MS, 30 * MS),
+        (300 * MS, PROBE_PHASE_MAX),
+    ] {
+        let mut w = Pair::new(vec![params(AdminStatus::Up); 2], one_way);
+        w.run_until(w.at(2.0));
+        let mut models = Vec::new();
+        w.a.path_models(w.now, &mut models);
+        assert_eq!(models.len(), 2);
+        for (p, (_, got)) in models.iter().enumerate() {
+            assert_eq!(*got, phase, "path {p}, one-way delay {one_way:?}");
+        }
+    }
+}
