@@ -261,9 +261,9 @@ impl Adaptive {
         // (thousands of drops per run where fixed shares had hundreds).
         // The uncapped clocks spread the overflow over like paths in
         // proportion to their rates. Between unlike paths the overflow
-        // still goes where it arrives first: spread to the slower path it
-        // would only queue there, and the resequencer hold every flow
-        // for it.
+        // still goes where it arrives first: spread to the slower path, it
+        // would only queue there, and the resequencer would hold every
+        // flow for it.
         let mut first: Option<(u64, usize)> = None;
         for_each_bit(mask, paths.len(), |i| {
             let a = arrival(self.busy_until[i], &paths[i]);
@@ -467,20 +467,25 @@ mod tests {
             })
             .collect();
         let mut s = Adaptive::new();
-        let mut counts = [0u64; 12];
         let batch_ns = 64 * 1250 * 8 * 1000 / 1800; // 64 packets at 1.8 Gbit/s
         let mut t = 1_000 * MS;
-        for _ in 0..(1_000 * MS / batch_ns) {
-            for _ in 0..64 {
-                let i = s
-                    .pick(&paths, (1 << 12) - 1, 1250, false, t, 50 * MS)
-                    .expect("path");
-                counts[i] += 1;
+        // 1 s, then 5 s more: the uncapped clocks run past their span
+        // (half a second of excess per second) and are moved back.
+        for secs in [1, 5] {
+            let mut counts = [0u64; 12];
+            for _ in 0..(secs * 1_000 * MS / batch_ns) {
+                for _ in 0..64 {
+                    let i = s
+                        .pick(&paths, (1 << 12) - 1, 1250, false, t, 50 * MS)
+                        .expect("path");
+                    counts[i] += 1;
+                }
+                t += batch_ns;
             }
-            t += batch_ns;
+            let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            assert!(hi - lo < hi / 20, "shares {counts:?}");
+            assert!(s.spill_until.iter().all(|&c| c <= t + SPILL_SPAN_NS));
         }
-        let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-        assert!(hi - lo < hi / 20, "shares {counts:?}");
         // Unlike paths (25 ms apart, both full): the overflow still goes
         // where it arrives first, not to the slow path's queue.
         let paths = [path(50, 0, 25), path(20, 25, 60)];
