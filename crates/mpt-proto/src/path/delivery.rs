@@ -250,6 +250,16 @@ mod tests {
         clock_us: u32,
     }
 
+    /// An estimator with nothing learnt, a receiver that has counted
+    /// nothing, and the test clock's start.
+    fn fresh() -> (DeliveryEstimator, Receiver, Instant) {
+        let rx = Receiver {
+            bytes: 0,
+            clock_us: 0,
+        };
+        (DeliveryEstimator::default(), rx, crate::path::tests::t0())
+    }
+
     impl Receiver {
         fn feedback(&mut self, rate_bps: u64, every: Duration, owd_us: u32) -> Feedback {
             let us = every.as_micros() as u64;
@@ -308,12 +318,7 @@ mod tests {
 
     #[test]
     fn without_a_queue_a_low_sample_does_not_lower_the_estimate() {
-        let mut est = DeliveryEstimator::default();
-        let mut rx = Receiver {
-            bytes: 0,
-            clock_us: 0,
-        };
-        let mut t = crate::path::tests::t0();
+        let (mut est, mut rx, mut t) = fresh();
         run(&mut est, &mut rx, &mut t, 3, 30_000_000, 500);
         run(&mut est, &mut rx, &mut t, 10, 1_000_000, 500);
         assert_eq!(est.rate_bps(), Some(30_000_000));
@@ -321,12 +326,7 @@ mod tests {
 
     #[test]
     fn jitter_is_not_a_queue() {
-        let mut est = DeliveryEstimator::default();
-        let mut rx = Receiver {
-            bytes: 0,
-            clock_us: 0,
-        };
-        let mut t = crate::path::tests::t0();
+        let (mut est, mut rx, mut t) = fresh();
         run(&mut est, &mut rx, &mut t, 3, 8_000_000, 10_000);
         let every = Duration::from_millis(20);
         t += every;
@@ -341,12 +341,7 @@ mod tests {
 
     #[test]
     fn a_queue_reading_goes_stale() {
-        let mut est = DeliveryEstimator::default();
-        let mut rx = Receiver {
-            bytes: 0,
-            clock_us: 0,
-        };
-        let mut t = crate::path::tests::t0();
+        let (mut est, mut rx, mut t) = fresh();
         assert_eq!(est.recent_queueing_delay(t), None);
         run(&mut est, &mut rx, &mut t, 3, 8_000_000, 10_000);
         t += Duration::from_millis(20);
@@ -367,12 +362,7 @@ mod tests {
 
     #[test]
     fn the_delay_minimum_forgets_an_old_route() {
-        let mut est = DeliveryEstimator::default();
-        let mut rx = Receiver {
-            bytes: 0,
-            clock_us: 0,
-        };
-        let mut t = crate::path::tests::t0();
+        let (mut est, mut rx, mut t) = fresh();
         run(&mut est, &mut rx, &mut t, 1, 1_000_000, 100);
         assert_eq!(est.owd_min_us(), Some(100));
         // The path now takes 50 ms longer, for good: within two buckets
