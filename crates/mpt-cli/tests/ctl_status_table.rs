@@ -120,6 +120,31 @@ fn twelve_paths_fit_80_columns_with_rates() {
     );
     assert!(!text.contains("malformed"), "zero counters are left out");
     assert!(!text.contains("tun_read_errors"));
+    assert!(!text.contains("holds:"), "nothing held, no line: {text}");
+}
+
+#[test]
+fn what_the_receiver_held_back_gets_a_line() {
+    let mut status = doc(vec![path(0, 1000, 2000)]);
+    let conn = &mut status["connections"][0];
+    conn["reorder"] = json!({"in_order": 5, "held": 400, "held_now": 2,
+                             "hold": {"sum_ms": 292.0}});
+    conn["equalize"] = json!({"hold_ms": 3.6, "held": 120, "held_ms": 384.0});
+    let wide = render(&status, Traffic::Totals, 200);
+    assert!(
+        wide.contains(
+            "holds: resequencer 400 held (mean 0.73 ms, 2 now), equalise 3.60 ms (120 held, mean 3.20 ms)\n"
+        ),
+        "{wide}"
+    );
+    // At 80 columns the line wraps instead of overflowing.
+    assert_fits(&render(&status, Traffic::Totals, WIDTH));
+    // Equalisation that held nothing yet, resequencer idle.
+    let conn = &mut status["connections"][0];
+    conn["reorder"] = json!({"in_order": 5, "held": 0});
+    conn["equalize"] = json!({"hold_ms": 1.5, "held": 0, "held_ms": 0.0});
+    let text = render(&status, Traffic::Totals, WIDTH);
+    assert!(text.contains("holds: equalise 1.50 ms\n"), "{text}");
 }
 
 #[test]

@@ -435,6 +435,7 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                         "rate_confirmed": v.rate_confirmed,
                         "owd_ms": v.owd_ms,
                         "queue_ms": v.queue_ms,
+                        "rx_owd_ms": v.rx_owd_ms,
                         "lossy": v.lossy,
                         "share": (v.share * 1000.0).round() / 1000.0,
                         "tx_packets": p.tx_packets.get(),
@@ -473,6 +474,11 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                         us => json!(us as f64 / 1e3),
                     },
                     "hold": hold_json(&r.hold),
+                },
+                "equalize": {
+                    "hold_ms": c.equalize_spread_us.load(Relaxed) as f64 / 1e3,
+                    "held": c.equalized.held.get(),
+                    "held_ms": c.equalized.held_us.get() as f64 / 1e3,
                 },
                 "redundancy": {
                     "mode": match c.redundancy() {

@@ -76,6 +76,7 @@ pub fn render(source: &StatusSource) -> String {
     let (mut held_now, mut longest, mut holds) = (Vec::new(), Vec::new(), Vec::new());
     let (mut repairs, mut copies, mut copy_bytes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut handovers, mut handover_gap) = (Vec::new(), Vec::new());
+    let (mut eq_hold, mut eq_held, mut eq_held_s) = (Vec::new(), Vec::new(), Vec::new());
     let now = Instant::now();
     let list = source.conns.list();
     for c in list.iter().filter(|c| !c.removed.load(Relaxed)) {
@@ -186,6 +187,15 @@ pub fn render(source: &StatusSource) -> String {
             format!("conn=\"{}\"", esc(&c.name)),
             k.sent_bytes.get() as f64,
         ));
+        let label = format!("conn=\"{}\"", esc(&c.name));
+        eq_hold.push((
+            label.clone(),
+            c.equalize_spread_us
+                .load(std::sync::atomic::Ordering::Relaxed) as f64
+                / 1e6,
+        ));
+        eq_held.push((label.clone(), c.equalized.held.get() as f64));
+        eq_held_s.push((label, c.equalized.held_us.get() as f64 / 1e6));
         handovers.push((
             format!("conn=\"{}\"", esc(&c.name)),
             c.handovers.count.get() as f64,
@@ -405,6 +415,24 @@ pub fn render(source: &StatusSource) -> String {
         "counter",
         "Bytes sent as redundancy copies (UDP payload).",
         copy_bytes,
+    );
+    family(
+        "mpt_equalize_hold_seconds",
+        "gauge",
+        "How long delay equalisation holds data from the fastest path now: the slowest counted path's delay above the fastest's (0: no hold).",
+        eq_hold,
+    );
+    family(
+        "mpt_equalize_held_packets_total",
+        "counter",
+        "Data packets delay equalisation held before the resequencer.",
+        eq_held,
+    );
+    family(
+        "mpt_equalize_held_seconds_total",
+        "counter",
+        "The holds of those packets, summed.",
+        eq_held_s,
     );
     family(
         "mpt_handovers_total",

@@ -1042,6 +1042,9 @@ impl Rx<'_> {
         };
         let now = Instant::now();
         let (mut rx_packets, mut rx_bytes) = (0u64, 0u64);
+        // Equalisation holds of this batch: count and µs (added to the
+        // connection's counters once per batch).
+        let (mut eq_held, mut eq_held_us) = (0u64, 0u64);
         let mut highest: Option<u32> = None;
         let now_us = mpt_proto::timestamp_us(conn.epoch, now);
         // Newest sender timestamp and lowest one-way delay of the batch's
@@ -1178,6 +1181,8 @@ impl Rx<'_> {
                         };
                         let hold = Duration::from_micros(u64::from(hold_us.max(0) as u32));
                         let release = if hold >= MIN_HOLD {
+                            eq_held += 1;
+                            eq_held_us += hold.min(MAX_HOLD).as_micros() as u64;
                             now + hold.min(MAX_HOLD)
                         } else {
                             now
@@ -1236,6 +1241,8 @@ impl Rx<'_> {
             }
             _ => {}
         }
+        conn.equalized.held.add(eq_held);
+        conn.equalized.held_us.add(eq_held_us);
         if let (Some(path), true) = (path, rx_packets > 0) {
             path.rx_data_packets.add(rx_packets);
             path.rx_packets.add(rx_packets);

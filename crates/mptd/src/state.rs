@@ -512,6 +512,10 @@ pub struct PathView {
     pub owd_ms: Option<f64>,
     /// Queueing delay the peer last measured on the path.
     pub queue_ms: Option<f64>,
+    /// The lowest one-way delay from the peer on this path over the last
+    /// 20-40 ms (see `Path::rx_owd_standing`), above the lowest of the
+    /// connection's paths.
+    pub rx_owd_ms: Option<f64>,
     /// Counted as lossy by the adaptive scheduler.
     pub lossy: bool,
     /// Share of the connection's sent data bytes recently (smoothed).
@@ -678,6 +682,7 @@ impl PathShared {
                 rate_confirmed: false,
                 owd_ms: None,
                 queue_ms: None,
+                rx_owd_ms: None,
                 lossy: false,
                 share: 0.0,
                 share_tx_bytes: 0,
@@ -945,6 +950,9 @@ pub struct ConnShared {
     /// of the slowest path carrying data, to which the receive worker
     /// holds faster paths' data; 0 = none (see `equalize`).
     pub equalize_owd_us: AtomicU64,
+    /// How far `equalize_owd_us` lies above the fastest path's delay (µs;
+    /// 0 = no hold), for `mpt status`.
+    pub equalize_spread_us: AtomicU64,
     /// Spread of the one-way delays measured on the paths that bring data
     /// (slowest − fastest, µs; `u64::MAX` = fewer than two such paths):
     /// how long resequencing must at least hold data that overtook, set by
@@ -968,6 +976,8 @@ pub struct ConnShared {
     pub redundancy: std::sync::atomic::AtomicU8,
     /// What redundancy did.
     pub copies: CopyCounters,
+    /// What delay equalisation did.
+    pub equalized: EqualizeCounters,
     /// Paths that are suspect or down (bit per path id): the receive
     /// worker stops counting them in the resequencer's loss proof.
     pub silent_paths: AtomicU64,
@@ -1035,6 +1045,16 @@ pub struct CopyCounters {
     pub first: Counter,
     /// Second arrivals of a copied packet, dropped as expected.
     pub duplicates: Counter,
+}
+
+/// Delay equalisation counters of a connection (see `crate::equalize`):
+/// data held before the resequencer until the slowest path's delay.
+#[derive(Debug, Default)]
+pub struct EqualizeCounters {
+    /// Data datagrams held (for at least `equalize::MIN_HOLD`).
+    pub held: Counter,
+    /// Their holds summed, µs.
+    pub held_us: Counter,
 }
 
 impl ConnShared {
@@ -1112,6 +1132,7 @@ impl ConnShared {
             reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
             adaptive: AtomicBool::new(true),
             equalize_owd_us: AtomicU64::new(0),
+            equalize_spread_us: AtomicU64::new(0),
             rx_spread_us: AtomicU64::new(u64::MAX),
             path_waits_us: std::array::from_fn(|_| AtomicU32::new(u32::MAX)),
             path_waits_gen: AtomicU64::new(0),
@@ -1121,6 +1142,7 @@ impl ConnShared {
             silent_paths: AtomicU64::new(0),
             redundancy: std::sync::atomic::AtomicU8::new(0),
             copies: CopyCounters::default(),
+            equalized: EqualizeCounters::default(),
             repairs: RepairCounters::default(),
             handovers: HandoverRecord::default(),
             client: false,

@@ -138,6 +138,47 @@ pub fn render_layout(status: &Value, traffic: Traffic<'_>, width: usize, layout:
     out
 }
 
+/// "holds: resequencer 931391 held (mean 0.73 ms, 2 now), equalise 3.60 ms
+/// (120 held, mean 3.20 ms)": what the receiver held back; no line while
+/// nothing was held (the resequencer's `reorder`, the delay line's
+/// `equalize`).
+fn holds_line(conn: &Value) -> Option<String> {
+    let u = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_u64);
+    let f = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_f64);
+    let reorder = conn.get("reorder");
+    let equalize = conn.get("equalize");
+    let mut parts = Vec::new();
+    if let Some(held) = u(reorder, "held").filter(|&n| n > 0) {
+        let sum = reorder
+            .and_then(|r| r.get("hold"))
+            .and_then(|h| h.get("sum_ms"))
+            .and_then(Value::as_f64);
+        let mut part = format!("resequencer {held} held");
+        let mut inner = Vec::new();
+        if let Some(sum) = sum {
+            inner.push(format!("mean {} ms", millis(sum / held as f64)));
+        }
+        if let Some(now) = u(reorder, "held_now").filter(|&n| n > 0) {
+            inner.push(format!("{now} now"));
+        }
+        if !inner.is_empty() {
+            let _ = write!(part, " ({})", inner.join(", "));
+        }
+        parts.push(part);
+    }
+    let hold_ms = f(equalize, "hold_ms").filter(|&ms| ms > 0.0);
+    let eq_held = u(equalize, "held").filter(|&n| n > 0);
+    if hold_ms.is_some() || eq_held.is_some() {
+        let mut part = format!("equalise {} ms", millis(hold_ms.unwrap_or(0.0)));
+        if let Some(n) = eq_held {
+            let mean = f(equalize, "held_ms").map_or(0.0, |ms| ms / n as f64);
+            let _ = write!(part, " ({n} held, mean {} ms)", millis(mean));
+        }
+        parts.push(part);
+    }
+    (!parts.is_empty()).then(|| format!("holds: {}", parts.join(", ")))
+}
+
 /// "handover: 2, last wifi -> lte, gap 84 ms, 12.3 s ago" (none: no line).
 fn handover_line(h: Option<&Value>) -> Option<String> {
     let h = h?;
@@ -184,6 +225,9 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
         );
     }
     if let Some(line) = handover_line(conn.get("handover")) {
+        push_wrapped(out, &line, INDENT, width);
+    }
+    if let Some(line) = holds_line(conn) {
         push_wrapped(out, &line, INDENT, width);
     }
     let copies = nonzero(conn.get("redundancy"));

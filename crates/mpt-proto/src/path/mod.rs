@@ -35,6 +35,7 @@
 
 mod delivery;
 mod loss;
+mod recent_min;
 mod rtt;
 
 pub use delivery::{DeliveryEstimator, DeliverySample, MIN_RATE_BPS};
@@ -45,6 +46,8 @@ use std::time::{Duration, Instant};
 
 use crate::timer::TimerKind;
 use crate::wire::{Feedback, PathReport};
+use recent_min::RecentMin;
+pub use recent_min::{CONTROL_OWD_WINDOW, STANDING_OWD_WINDOW};
 
 /// What the operator configured for a path (`status` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,6 +144,13 @@ pub struct Path {
     /// The peer's data as received here: the latest lowest one-way delay
     /// (µs, wrapping, with the clock offset) and when.
     rx_owd: Option<(u32, Instant)>,
+    /// The lowest one-way delay of the peer's probes and feedback over the
+    /// last one to two [`CONTROL_OWD_WINDOW`]s (see
+    /// [`Path::on_control_owd`]).
+    control_owd: RecentMin,
+    /// The lowest one-way delay of anything from the peer over the last
+    /// one to two [`STANDING_OWD_WINDOW`]s (see [`Path::rx_owd_standing`]).
+    standing_owd: RecentMin,
     /// When a feedback last found a standing queue.
     last_queue: Option<Instant>,
     /// Losses are congestion until the peer's highest path sequence
@@ -243,6 +253,8 @@ impl Path {
             random_loss: LossEstimator::default(),
             last_feedback: None,
             rx_owd: None,
+            control_owd: RecentMin::default(),
+            standing_owd: RecentMin::default(),
             last_queue: None,
             congestion_until_seq: None,
             seq_mark: None,
@@ -494,6 +506,7 @@ impl Path {
         }
         if let Some(owd) = s.owd_min_us {
             self.rx_owd = Some((owd, s.last_rx));
+            self.standing_owd.add(owd, s.last_rx, STANDING_OWD_WINDOW);
             fb.owd_min_us = Some(match fb.owd_min_us {
                 Some(m) if (m.wrapping_sub(owd) as i32) < 0 => m,
                 _ => owd,
@@ -507,12 +520,21 @@ impl Path {
     /// delay to equalise to, so that the tunnel shows one delay whether or
     /// not the slow path is in use at the moment. Data's own samples, when
     /// recent, take precedence.
+    ///
+    /// An idle path's delay is the lowest control delay of the last one
+    /// to two [`CONTROL_OWD_WINDOW`]s, not the latest: control messages
+    /// wait behind both endpoints' control loops, and the receiver holds
+    /// every flow to the slowest path's delay, so one late probe on an
+    /// idle path would set every flow's hold (see
+    /// [`Path::rx_owd_standing`] for the paths in use).
     pub fn on_control_owd(&mut self, owd_us: u32, now: Instant) {
+        self.standing_owd.add(owd_us, now, STANDING_OWD_WINDOW);
+        let low = self.control_owd.add(owd_us, now, CONTROL_OWD_WINDOW);
         let data_recent = self
             .rx_owd
             .is_some_and(|(_, at)| now.saturating_duration_since(at) < Duration::from_secs(1));
         if !data_recent {
-            self.rx_owd = Some((owd_us, now));
+            self.rx_owd = Some((low, now));
         }
     }
 
@@ -522,6 +544,24 @@ impl Path {
     /// over the paths is how long the resequencer must wait.
     pub fn rx_owd(&self) -> Option<(u32, Instant)> {
         self.rx_owd
+    }
+
+    /// The delay the path holds to at least, lately: the lowest one-way
+    /// delay of anything from the peer (data, probes, feedback) over the
+    /// last one to two [`STANDING_OWD_WINDOW`]s, with when it was last
+    /// fed; [`Path::rx_owd`] where nothing came that recently.
+    ///
+    /// The receiver equalises to this on paths that carry little data:
+    /// their few samples each carry the jitter of both endpoints' threads
+    /// (a receive worker that woke 3 ms late stamps 3 ms more), and the
+    /// receiver holds every flow to the slowest path, so one late sample
+    /// on a path hardly used set every flow's hold. A queue that stands
+    /// for a whole window still counts; what came and went within one
+    /// does not.
+    pub fn rx_owd_standing(&self, now: Instant) -> Option<(u32, Instant)> {
+        self.standing_owd
+            .get(now, STANDING_OWD_WINDOW)
+            .or(self.rx_owd)
     }
 
     /// Time between feedbacks while data arrives: a quarter of the RTT.

@@ -295,9 +295,39 @@ fn control_owd_fills_in_for_an_idle_path_but_not_over_recent_data() {
     p.on_data(&summary);
     p.on_control_owd(31_000, t + ms(500));
     assert_eq!(p.rx_owd(), Some((35_000, t + ms(10))));
-    // Once the path carried nothing for a second, probes take over again.
+    // Once the path carried nothing for a second, probes take over again,
+    // with the lowest of their recent delays.
     p.on_control_owd(31_000, t + ms(1_100));
-    assert_eq!(p.rx_owd(), Some((31_000, t + ms(1_100))));
+    assert_eq!(p.rx_owd(), Some((30_000, t + ms(1_100))));
+}
+
+#[test]
+fn an_idle_paths_delay_is_its_lowest_recent_control_delay() {
+    let t = t0();
+    let ms = Duration::from_millis;
+    let mut p = Path::new(params(), t);
+    // Control messages every 50 ms, most of them delayed 0-3 ms by the
+    // endpoints' control loops: the path's delay is the 20 ms they had at
+    // best, not the last one's.
+    for i in 0..20u32 {
+        let jitter = (i * 7919) % 3_000;
+        p.on_control_owd(20_000 + jitter, t + ms(50 * u64::from(i)));
+    }
+    assert_eq!(p.rx_owd().map(|(owd, _)| owd), Some(20_000));
+    // The path became slower: within two windows its delay follows.
+    let later = t + ms(1_000);
+    for i in 0..50u32 {
+        p.on_control_owd(45_000 + (i % 2) * 1_500, later + ms(50 * u64::from(i)));
+    }
+    assert_eq!(p.rx_owd().map(|(owd, _)| owd), Some(45_000));
+    // Delays near the wrap of the microsecond clock compare as delays.
+    let mut q = Path::new(params(), t);
+    q.on_control_owd(u32::MAX - 100, t);
+    q.on_control_owd(50, t + ms(10));
+    assert_eq!(q.rx_owd().map(|(owd, _)| owd), Some(u32::MAX - 100));
+    // A window that ended long ago says nothing of the path now.
+    q.on_control_owd(9_000, t + ms(5_000));
+    assert_eq!(q.rx_owd().map(|(owd, _)| owd), Some(9_000));
 }
 
 /// Feeds a busy path 10 ms feedbacks for `ms`: 100 datagrams each, `lost`
@@ -356,4 +386,54 @@ fn drops_reported_just_before_a_queue_shows_are_not_random_loss() {
     let t = feed(&mut p, t, &mut c, 500, 0, 10_000);
     let loss = p.current_random_loss(t).expect("estimate");
     assert!(loss > 0.5, "{loss}");
+}
+
+#[test]
+fn the_standing_delay_drops_short_spikes_and_follows_a_growing_queue() {
+    let t = t0();
+    let ms = Duration::from_millis;
+    let mut p = Path::new(params(), t);
+    assert_eq!(p.rx_owd_standing(t), None);
+    let data = |at: Instant, owd: u32| DataSummary {
+        packets: 10,
+        highest_path_seq: 1,
+        bytes: 14_000,
+        last_rx: at,
+        last_timestamp_us: 0,
+        owd_min_us: Some(owd),
+    };
+    // Receive summaries every 2 ms at 10 ms; one comes 4 ms late (a
+    // thread woke late): the latest sample says 14 ms, the path 10 ms.
+    for i in 0..10u64 {
+        p.on_data(&data(t + ms(2 * i), 10_000));
+    }
+    p.on_data(&data(t + ms(20), 14_000));
+    assert_eq!(p.rx_owd().map(|(o, _)| o), Some(14_000));
+    assert_eq!(p.rx_owd_standing(t + ms(20)).map(|(o, _)| o), Some(10_000));
+    // A queue builds, 1 ms more every 2 ms: within two windows the
+    // standing delay has followed it most of the way.
+    let start = t + ms(22);
+    for i in 0..40u32 {
+        p.on_data(&data(
+            start + ms(2 * u64::from(i)),
+            10_000 + 1_000 * (i + 1),
+        ));
+    }
+    let now = start + ms(78);
+    let standing = p.rx_owd_standing(now).map(|(o, _)| o).unwrap();
+    // Two windows of growth at 0.5 ms per ms lie below the latest.
+    let lag = 2 * STANDING_OWD_WINDOW.as_micros() as u32 / 2;
+    assert!(
+        (50_000 - lag..50_000).contains(&standing),
+        "standing {standing} against a latest 50 000"
+    );
+    // Control messages count too, and after a silence the latest sample
+    // of any kind stands in.
+    p.on_control_owd(35_000, now + ms(1));
+    assert_eq!(p.rx_owd_standing(now + ms(1)).map(|(o, _)| o), Some(35_000));
+    let later = now + ms(500);
+    assert_eq!(
+        p.rx_owd_standing(later).map(|(o, _)| o),
+        p.rx_owd().map(|(o, _)| o)
+    );
 }
