@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use crate::wire::Feedback;
 
+use super::owd_below as wrapping_lt;
+
 /// Shortest receiver-clock interval a delivery sample is taken over; a
 /// feedback closer to the previous one is folded into the next sample.
 const MIN_SAMPLE_SPAN_US: u32 = 2_000;
@@ -81,11 +83,6 @@ pub struct DeliveryEstimator {
     owd_bucket: Option<(u32, Instant)>,
     owd_prev: Option<u32>,
     last_sample: Option<DeliverySample>,
-}
-
-/// `a < b` for wrapping µs values that are close to each other.
-fn wrapping_lt(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
 }
 
 fn wrapping_min(a: u32, b: u32) -> u32 {

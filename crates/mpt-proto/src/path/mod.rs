@@ -508,7 +508,7 @@ impl Path {
             self.rx_owd = Some((owd, s.last_rx));
             self.standing_owd.add(owd, s.last_rx, STANDING_OWD_WINDOW);
             fb.owd_min_us = Some(match fb.owd_min_us {
-                Some(m) if (m.wrapping_sub(owd) as i32) < 0 => m,
+                Some(m) if owd_below(m, owd) => m,
                 _ => owd,
             });
         }
@@ -719,6 +719,12 @@ impl Path {
             _ => false,
         }
     }
+}
+
+/// Whether wrapping µs delay `a` is below `b` (delays with the clock
+/// offset in them compare by their wrapping difference).
+pub(crate) fn owd_below(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
 }
 
 /// Whether wrapping sequence number `a` is after `b`.

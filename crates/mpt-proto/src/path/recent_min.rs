@@ -12,6 +12,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::owd_below as below;
+
 /// How long a control message's one-way delay counts towards an idle
 /// path's delay (see `Path::on_control_owd`).
 pub const CONTROL_OWD_WINDOW: Duration = Duration::from_secs(1);
@@ -23,11 +25,6 @@ pub const CONTROL_OWD_WINDOW: Duration = Duration::from_secs(1);
 /// path: over GEO + DSL with BBR a satellite queue growing by a quarter
 /// of a second per second was then under-estimated by up to 50 ms.)
 pub const STANDING_OWD_WINDOW: Duration = Duration::from_millis(20);
-
-/// Whether wrapping delay `a` is below `b`.
-fn below(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
 
 /// The lowest sample of the current window (with when the window began
 /// and when it last took a sample) and of the one before.
