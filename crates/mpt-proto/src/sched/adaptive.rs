@@ -248,10 +248,6 @@ impl Adaptive {
                 finish(busy, p)
             }
         };
-        // Ties (like paths) go to the path idle the longest, so like paths
-        // alternate even when one alone could carry the load: a sender
-        // probing for more (BBR) then finds both.
-        let key = |i: usize| (rank(self.busy_until[i], &paths[i]), self.busy_until[i]);
         // When every path is full, the packet goes where it arrives first,
         // and among paths that tie on that (within [`SPILL_TIE_NS`]), by
         // the uncapped clocks. By the capped ones alone, every full like
@@ -274,35 +270,41 @@ impl Adaptive {
         let (first_arrival, first_path) = first?;
         let horizon = first_arrival.saturating_add(hold_ns);
         let tie = first_arrival.saturating_add(SPILL_TIE_NS);
+        // One more pass finds both the overflow path (among those tied
+        // with the earliest arrival, the first by the uncapped clock) and
+        // the best clean and lossy paths with room that arrive within the
+        // hold; each path's finish and arrival are worked out once.
         let mut spill: Option<(u64, usize)> = None;
-        for_each_bit(mask, paths.len(), |i| {
-            if arrival(self.busy_until[i], &paths[i]) > tie {
-                return;
-            }
-            let s = arrival(self.busy_until[i].max(self.spill_until[i]), &paths[i]);
-            if spill.is_none_or(|(b, _)| s < b) {
-                spill = Some((s, i));
-            }
-        });
-        let fallback = spill.map_or(first_path, |(_, i)| i);
-        // Best clean path with room, then best lossy path with room.
         let mut best: [Option<((u64, u64), usize)>; 2] = [None, None];
         for_each_bit(mask, paths.len(), |i| {
             let p = &paths[i];
             let busy = self.busy_until[i];
-            if busy.saturating_sub(now_ns) > p.cap_ns {
-                return;
+            let done = finish(busy, p);
+            let a = done.saturating_add(p.owd_ns);
+            if a <= tie {
+                let uncapped = self.spill_until[i];
+                let s = if uncapped > busy {
+                    arrival(uncapped, p)
+                } else {
+                    a
+                };
+                if spill.is_none_or(|(b, _)| s < b) {
+                    spill = Some((s, i));
+                }
             }
-            let a = arrival(busy, p);
-            if a > horizon {
+            if busy.saturating_sub(now_ns) > p.cap_ns || a > horizon {
                 return;
             }
             let tier = &mut best[usize::from(p.lossy)];
-            let k = key(i);
+            // By `rank`; ties (like paths) go to the path idle the longest,
+            // so like paths alternate even when one alone could carry the
+            // load: a sender probing for more (BBR) then finds both.
+            let k = (if small { a } else { done }, busy);
             if tier.is_none_or(|(b, _)| k < b) {
                 *tier = Some((k, i));
             }
         });
+        let fallback = spill.map_or(first_path, |(_, i)| i);
         let mut chosen = best[0].or(best[1]).map_or(fallback, |(_, i)| i);
         if let Some(q) = flowlet.filter(|&q| q != chosen && q < paths.len() && q < MAX_PATHS) {
             let (pq, pc) = (&paths[q], &paths[chosen]);
@@ -752,5 +754,94 @@ mod tests {
         assert_eq!(ps_per_byte(8_000_000_000), 1000);
         assert_eq!(ps_per_byte(0), 0);
         assert_eq!(ps_per_byte(u64::MAX), 1);
+    }
+
+    /// The overflow and best-with-room choice as three separate passes,
+    /// the way the rule reads (the scheduler fuses the last two).
+    fn three_pass_choice(
+        s: &Adaptive,
+        paths: &[PathModel],
+        mask: u64,
+        bytes: u64,
+        small: bool,
+        now: u64,
+        hold: u64,
+    ) -> Option<usize> {
+        let finish = |busy: u64, p: &PathModel| {
+            busy.max(now)
+                .saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000)
+        };
+        let arrival = |busy: u64, p: &PathModel| finish(busy, p).saturating_add(p.owd_ns);
+        let ids: Vec<usize> = (0..paths.len()).filter(|&i| mask & (1 << i) != 0).collect();
+        let (first, first_path) = ids
+            .iter()
+            .map(|&i| (arrival(s.busy_until[i], &paths[i]), i))
+            .min()?;
+        let tied = ids
+            .iter()
+            .filter(|&&i| arrival(s.busy_until[i], &paths[i]) <= first + SPILL_TIE_NS);
+        let spill = tied
+            .map(|&i| (arrival(s.busy_until[i].max(s.spill_until[i]), &paths[i]), i))
+            .min();
+        let room = |lossy: bool| {
+            ids.iter()
+                .filter(|&&i| paths[i].lossy == lossy)
+                .filter(|&&i| s.busy_until[i].saturating_sub(now) <= paths[i].cap_ns)
+                .filter(|&&i| arrival(s.busy_until[i], &paths[i]) <= first + hold)
+                .map(|&i| {
+                    let busy = s.busy_until[i];
+                    let rank = if small {
+                        arrival(busy, &paths[i])
+                    } else {
+                        finish(busy, &paths[i])
+                    };
+                    ((rank, busy), i)
+                })
+                .min()
+        };
+        let best = room(false).or(room(true)).map(|(_, i)| i);
+        Some(best.unwrap_or(spill.map_or(first_path, |(_, i)| i)))
+    }
+
+    #[test]
+    fn one_pass_choice_matches_the_three_pass_rule() {
+        // Random paths, clocks and masks; small numbers so that ties,
+        // full paths and paths past the hold all come up often.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut picked_lossy = 0;
+        for _ in 0..20_000 {
+            let n = 1 + next(12) as usize;
+            let paths: Vec<PathModel> = (0..n)
+                .map(|_| PathModel {
+                    ps_per_byte: next(4) * 40_000,
+                    owd_ns: next(4) * MS,
+                    cap_ns: next(3) * 2 * MS,
+                    lossy: next(4) == 0,
+                })
+                .collect();
+            let now = 100 * MS;
+            let mut s = Adaptive::new();
+            for i in 0..n {
+                s.busy_until[i] = now - 2 * MS + next(8) * MS;
+                s.spill_until[i] = now - 2 * MS + next(8) * MS;
+            }
+            let mask = next(1 << n) | (1 << next(n as u64));
+            let bytes = if next(2) == 0 { 100 } else { 1400 };
+            let hold = next(4) * MS;
+            let want = three_pass_choice(&s, &paths, mask, bytes, bytes < 300, now, hold);
+            let got = s.pick(&paths, mask, bytes as usize, false, now, hold);
+            assert_eq!(got, want, "{paths:?} mask {mask:#b} bytes {bytes}");
+            picked_lossy += usize::from(got.is_some_and(|i| paths[i].lossy));
+        }
+        assert!(
+            picked_lossy > 100,
+            "lossy paths chosen {picked_lossy} times"
+        );
     }
 }
