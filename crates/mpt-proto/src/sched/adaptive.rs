@@ -219,8 +219,9 @@ impl Adaptive {
 
     /// [`Adaptive::pick`] for a packet whose flow's previous packet took
     /// path `flowlet` not long ago (see [`super::Flowlets`]): that path is
-    /// kept if it could take the packet, has nothing queued in the model
-    /// and ranks at most [`super::STICK_SLACK_NS`] behind the best.
+    /// kept if it could take the packet and ranks at most
+    /// [`super::STICK_SLACK_NS`] behind the best while it has nothing
+    /// queued in the model, at most [`super::RUN_SLACK_NS`] while it has.
     #[allow(clippy::too_many_arguments)]
     pub fn pick_in_flowlet(
         &mut self,
@@ -309,19 +310,30 @@ impl Adaptive {
         if let Some(q) = flowlet.filter(|&q| q != chosen && q < paths.len() && q < MAX_PATHS) {
             let (pq, pc) = (&paths[q], &paths[chosen]);
             let busy = self.busy_until[q];
-            // Only while its path has nothing queued in the model: a flow
-            // that loads its path is striped packet by packet, like one
-            // without flowlets. Kept in runs, big flows left the paths'
+            // With the full slack only while its path has nothing queued
+            // in the model: a flow that loads a slow path is striped
+            // packet by packet, like one without flowlets. Kept in runs, big flows left the paths'
             // queues a run apart; the resequencer held each flow for the
             // deepest, and four BBR flows over 12 like paths reached
             // 0.80-0.91 of the capacity where packet-by-packet striping
             // reached 0.89-0.92 (5 interleaved runs each).
-            let keeps = mask & (1 << q) != 0
-                && busy <= now_ns
-                && arrival(busy, pq) <= horizon
-                && (!pq.lossy || pc.lossy)
-                && rank(busy, pq)
-                    <= rank(self.busy_until[chosen], pc).saturating_add(super::STICK_SLACK_NS);
+            // A path with something queued keeps it only within the much
+            // shorter run slack, and only if a run holds more than one
+            // packet there (see `super::RUN_SLACK_NS`).
+            let slack = if busy <= now_ns {
+                Some(super::STICK_SLACK_NS)
+            } else if bytes.saturating_mul(pq.ps_per_byte) / 1000 < super::RUN_SLACK_NS {
+                Some(super::RUN_SLACK_NS)
+            } else {
+                None
+            };
+            let keeps = slack.is_some_and(|slack| {
+                mask & (1 << q) != 0
+                    && busy.saturating_sub(now_ns) <= pq.cap_ns
+                    && arrival(busy, pq) <= horizon
+                    && (!pq.lossy || pc.lossy)
+                    && rank(busy, pq) <= rank(self.busy_until[chosen], pc).saturating_add(slack)
+            });
             if keeps {
                 chosen = q;
             }
@@ -601,6 +613,41 @@ mod tests {
         }
         // One 1250-byte packet at 100 Mbit/s is 100 us.
         assert!(widest <= 200_000, "queues {widest} ns apart");
+    }
+
+    /// Path switches of one flow's burst of `n` 1400-byte packets, all
+    /// handed over at the same instant (one transmit batch), over two
+    /// idle like paths of `rate_mbps`.
+    fn burst_switches(rate_mbps: u64, n: usize) -> usize {
+        let paths = [path(rate_mbps, 0, 10), path(rate_mbps, 0, 10)];
+        let mut s = Adaptive::new();
+        let mut f = super::super::Flowlets::new();
+        let t = 1_000 * MS;
+        let mut last = None;
+        let mut switches = 0;
+        for _ in 0..n {
+            let cur = f.current(7, t, MS);
+            let i = s
+                .pick_in_flowlet(&paths, 0b11, 1400, false, t, 50 * MS, cur)
+                .expect("path");
+            f.record(7, i, t);
+            switches += usize::from(last.is_some_and(|l| l != i));
+            last = Some(i);
+        }
+        switches
+    }
+
+    #[test]
+    fn a_burst_goes_in_runs_on_fast_paths_and_packet_by_packet_on_slow_ones() {
+        // 10 Gbit/s: 1.12 us per packet, so a run of the 50 us slack is
+        // about 44 packets, a GSO send's worth (packet by packet: 63
+        // switches).
+        let fast = burst_switches(10_000, 64);
+        assert!(fast <= 2, "{fast} switches in a burst of 64");
+        // 100 Mbit/s: 112 us per packet, beyond the run slack: like paths
+        // alternate and their queues stay level.
+        let slow = burst_switches(100, 16);
+        assert_eq!(slow, 15, "slow paths alternate");
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! packet took if that path could take it (eligible, within the
 //! resequencer's horizon), has nothing queued in the scheduler's model
 //! and ranks at most [`STICK_SLACK_NS`] behind the path the scheduler
-//! would pick anyway. A flow that pauses for longer than the paths' delay
+//! would pick anyway; a path with a queue keeps it only while it ranks at
+//! most [`RUN_SLACK_NS`] behind (tens of microseconds: runs that fill a
+//! GSO send on fast paths, single packets on slow ones). A flow that pauses for longer than the paths' delay
 //! spread starts a new flowlet: it can change path without overtaking
 //! itself. A flow that loads its path is striped packet by packet, as
 //! without flowlets. (Big flows used to stay while their path ranked
@@ -27,6 +29,20 @@ use crate::flow::{FlowTable, FLOW_BUCKETS};
 /// How far behind the best path (in the scheduler's rank, ns) a flow's
 /// current path may be and still keep the flow.
 pub const STICK_SLACK_NS: u64 = 1_000_000;
+
+/// How far behind the best path a flow's current path may rank and still
+/// keep the flow while the path *has* something queued in the model: the
+/// flow then goes in runs of about this much transmission time, on paths
+/// where a packet takes less than this. At 100 Mbit/s one full-size
+/// packet takes 112 us, so slow paths are still striped packet by packet
+/// and their queues stay level; a path modelled
+/// at several Gbit/s takes a few dozen packets of a burst in a row, which
+/// its sender passes to the kernel as one GSO send and the receiver
+/// takes in as one coalesced message. Packet by packet, a burst over two
+/// idle fast paths alternated, every GSO send carried half as much and
+/// the receiver held half of the flow's packets until it had read the
+/// other path's socket.
+pub const RUN_SLACK_NS: u64 = 50_000;
 
 /// A pause this much longer than the paths' delay spread ends a flowlet.
 pub const FLOWLET_GAP_MARGIN_NS: u64 = 1_000_000;
