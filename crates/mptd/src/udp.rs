@@ -25,8 +25,9 @@ pub const BATCH: usize = 64;
 pub const MAX_GSO_PARTS: usize = 64;
 
 /// 8-byte words of a control buffer: a UDP_GRO or UDP_SEGMENT message
-/// (24 bytes) and a source message (`crate::source::CMSG_SPACE`).
-const CONTROL_WORDS: usize = (24 + source::CMSG_SPACE) / 8;
+/// (24 bytes), a source message (`crate::source::CMSG_SPACE`) and a
+/// receive timestamp (a 16-byte header and a 16-byte `timespec`).
+const CONTROL_WORDS: usize = (24 + source::CMSG_SPACE + 32) / 8;
 
 /// Socket buffer size requested for each path socket: 4 MiB holds ~3000
 /// full datagrams, enough to ride out a scheduling hiccup of a few ms at
@@ -151,6 +152,9 @@ impl PathSocket {
         let socket: UdpSocket = s.into();
         let local = socket.local_addr()?;
         let gro = set_int_opt(&socket, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        // When each datagram reached the socket (see `RecvMeta::arrived_ns`);
+        // without it the delays are measured when the worker reads.
+        let _ = set_int_opt(&socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         Ok(PathSocket {
             socket,
             local,
@@ -434,6 +438,7 @@ impl PathSocket {
                 truncated,
                 segment: gro_segment(&h.msg_hdr),
                 to: source::parse(&h.msg_hdr),
+                arrived_ns: arrival_stamp(&h.msg_hdr),
             };
         }
         Ok(got)
@@ -686,6 +691,47 @@ fn gro_segment(msg: &libc::msghdr) -> Option<usize> {
     None
 }
 
+/// The kernel's receive timestamp of a message (`SO_TIMESTAMPNS`: the
+/// wall clock in ns since 1970), if it attached one.
+fn arrival_stamp(msg: &libc::msghdr) -> Option<u64> {
+    // SAFETY: msg was filled by recvmmsg; the CMSG_* macros walk the control
+    // buffer within msg_controllen, and we read a timespec only from a cmsg
+    // of the type that carries one.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                let secs = u64::try_from(ts.tv_sec).ok()?;
+                let nanos = u64::try_from(ts.tv_nsec).ok()?;
+                return secs.checked_mul(1_000_000_000)?.checked_add(nanos);
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
+
+/// The wall clock now, in ns since 1970 (the clock of [`arrival_stamp`]).
+pub fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// How long before `wall_now_ns` a message arrived, by its kernel stamp:
+/// zero without a stamp, for a stamp in the future, or for one implausibly
+/// old (the wall clock was stepped between the stamp and now; a receive
+/// worker never lags a second).
+pub fn arrival_lag(arrived_ns: Option<u64>, wall_now_ns: u64) -> Duration {
+    match arrived_ns.map(|a| wall_now_ns.checked_sub(a)) {
+        Some(Some(lag)) if lag < 1_000_000_000 => Duration::from_nanos(lag),
+        _ => Duration::ZERO,
+    }
+}
+
 /// setsockopt of an int-sized option.
 pub(crate) fn set_int_opt(
     s: &UdpSocket,
@@ -725,6 +771,12 @@ pub struct RecvMeta {
     /// Our address it was sent to (shared ports only; see
     /// `crate::source`).
     pub to: Option<Source>,
+    /// When the kernel received it (wall clock, ns since 1970; the first
+    /// datagram's time for a coalesced message). A receive worker busy with
+    /// another socket reads a path's datagrams a millisecond or more after
+    /// they came; measured from here, a path's one-way delay leaves that
+    /// out (see [`arrival_lag`]).
+    pub arrived_ns: Option<u64>,
 }
 
 impl RecvMeta {
@@ -977,6 +1029,45 @@ mod tests {
             }
         }
         got
+    }
+
+    #[test]
+    fn a_received_message_says_when_the_kernel_took_it_in() {
+        let a = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let b = PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let to = SockAddr::from(b.local_addr());
+        let mut bufs = vec![vec![0u8; 2048]; 1];
+        let mut meta = [RecvMeta::default(); 1];
+        // The kernel turns arrival stamping on a moment after the first
+        // socket asks (until then it stamps at the read): a few tries.
+        let mut lags = Vec::new();
+        for _ in 0..5 {
+            let before = wall_clock_ns();
+            assert_eq!(a.send_datagrams(&to, None, &[io::IoSlice::new(b"x")]).unwrap(), 1);
+            // Read 50 ms later: the stamp is from the arrival, not the read.
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(b.wait_readable(Duration::from_secs(5)).unwrap());
+            assert_eq!(b.recv_batch(&mut bufs, &mut meta).unwrap(), 1);
+            let read = wall_clock_ns();
+            let arrived = meta[0].arrived_ns.expect("a receive timestamp");
+            assert!(arrived >= before && arrived <= read, "{before} {arrived} {read}");
+            lags.push(arrival_lag(meta[0].arrived_ns, read));
+            if lags.last().is_some_and(|&l| l >= Duration::from_millis(45)) {
+                return;
+            }
+        }
+        panic!("stamped at the read, not at the arrival: lags {lags:?}");
+    }
+
+    #[test]
+    fn an_arrival_lag_is_never_negative_nor_implausible() {
+        let s = 1_000_000_000u64;
+        assert_eq!(arrival_lag(None, 5 * s), Duration::ZERO);
+        assert_eq!(arrival_lag(Some(5 * s - 300), 5 * s), Duration::from_nanos(300));
+        // Stamped after "now": the wall clock was stepped back.
+        assert_eq!(arrival_lag(Some(6 * s), 5 * s), Duration::ZERO);
+        // A second or more: stepped forward, not a real lag.
+        assert_eq!(arrival_lag(Some(3 * s), 5 * s), Duration::ZERO);
     }
 
     #[test]
