@@ -700,8 +700,7 @@ fn arrival_stamp(msg: &libc::msghdr) -> Option<u64> {
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
             {
                 let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
                 let secs = u64::try_from(ts.tv_sec).ok()?;
@@ -1043,14 +1042,21 @@ mod tests {
         let mut lags = Vec::new();
         for _ in 0..5 {
             let before = wall_clock_ns();
-            assert_eq!(a.send_datagrams(&to, None, &[io::IoSlice::new(b"x")]).unwrap(), 1);
+            assert_eq!(
+                a.send_datagrams(&to, None, &[io::IoSlice::new(b"x")])
+                    .unwrap(),
+                1
+            );
             // Read 50 ms later: the stamp is from the arrival, not the read.
             std::thread::sleep(Duration::from_millis(50));
             assert!(b.wait_readable(Duration::from_secs(5)).unwrap());
             assert_eq!(b.recv_batch(&mut bufs, &mut meta).unwrap(), 1);
             let read = wall_clock_ns();
             let arrived = meta[0].arrived_ns.expect("a receive timestamp");
-            assert!(arrived >= before && arrived <= read, "{before} {arrived} {read}");
+            assert!(
+                arrived >= before && arrived <= read,
+                "{before} {arrived} {read}"
+            );
             lags.push(arrival_lag(meta[0].arrived_ns, read));
             if lags.last().is_some_and(|&l| l >= Duration::from_millis(45)) {
                 return;
@@ -1063,7 +1069,10 @@ mod tests {
     fn an_arrival_lag_is_never_negative_nor_implausible() {
         let s = 1_000_000_000u64;
         assert_eq!(arrival_lag(None, 5 * s), Duration::ZERO);
-        assert_eq!(arrival_lag(Some(5 * s - 300), 5 * s), Duration::from_nanos(300));
+        assert_eq!(
+            arrival_lag(Some(5 * s - 300), 5 * s),
+            Duration::from_nanos(300)
+        );
         // Stamped after "now": the wall clock was stepped back.
         assert_eq!(arrival_lag(Some(6 * s), 5 * s), Duration::ZERO);
         // A second or more: stepped forward, not a real lag.
