@@ -235,10 +235,9 @@ impl Adaptive {
     ) -> Option<usize> {
         let small = bytes < SMALL_PACKET && !bulk;
         let bytes = bytes as u64;
-        let finish = |busy: u64, p: &PathModel| {
-            busy.max(now_ns)
-                .saturating_add(bytes.saturating_mul(p.ps_per_byte) / 1000)
-        };
+        // How long the packet takes to send at the path's modelled rate.
+        let tx_time = |p: &PathModel| bytes.saturating_mul(p.ps_per_byte) / 1000;
+        let finish = |busy: u64, p: &PathModel| busy.max(now_ns).saturating_add(tx_time(p));
         let arrival = |busy: u64, p: &PathModel| finish(busy, p).saturating_add(p.owd_ns);
         // What a packet is ranked by: a small one by when it arrives, a
         // full-size one by when its path has sent it (see module docs).
@@ -322,7 +321,7 @@ impl Adaptive {
             // packet there (see `super::RUN_SLACK_NS`).
             let slack = if busy <= now_ns {
                 Some(super::STICK_SLACK_NS)
-            } else if bytes.saturating_mul(pq.ps_per_byte) / 1000 < super::RUN_SLACK_NS {
+            } else if tx_time(pq) < super::RUN_SLACK_NS {
                 Some(super::RUN_SLACK_NS)
             } else {
                 None
@@ -340,7 +339,7 @@ impl Adaptive {
         }
         let p = &paths[chosen];
         let start = self.busy_until[chosen].max(now_ns);
-        let tx_ns = bytes.saturating_mul(p.ps_per_byte) / 1000;
+        let tx_ns = tx_time(p);
         let end = start.saturating_add(tx_ns);
         // Past its cap the model stops counting: the real queue drops.
         self.busy_until[chosen] = end.min(now_ns.saturating_add(p.cap_ns.saturating_mul(2)));
