@@ -135,11 +135,27 @@ pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
 /// joined and everything was held to its delay, was held to a fraction of
 /// the summed capacity: bimodal between 0.44 and 0.98 of the sum over
 /// WiFi + LTE in runs of the same build, 0.91-0.95 with near paths always
-/// counted. A far path (a satellite beside DSL) counts only while it brings
-/// at least [`EQUALIZE_MIN_SHARE`] of the data: holding every flow to its
-/// delay would cost interactive traffic hundreds of milliseconds, and bulk
-/// flows too (measured: CUBIC over GEO + DSL 0.88 of the best path held
-/// always, 1.42 held only while the satellite carried data).
+/// counted. A far path (a satellite beside DSL) counts, unless `bulk`,
+/// only while it brings at least [`EQUALIZE_MIN_SHARE`] of the data
+/// (payload of data and repair messages; see [`SHARE_IDLE`]): holding
+/// every datagram to its delay would cost interactive traffic hundreds of
+/// milliseconds. (An older build measured CUBIC over GEO + DSL at 0.88 of
+/// the best path held always, 1.42 held only while the satellite carried
+/// data; but it counted keepalives as data, so an idle satellite "carried"
+/// half of it and every flow began held, as `bulk` now makes sure.)
+///
+/// `bulk`: the target of full-size datagrams and TCP SYNs, for which a
+/// far path counts whenever it is up, carrying data or not (unless
+/// `random_loss`). A bulk flow thus meets the far path's delay from its
+/// handshake on, whether the sender has put any of it there yet or not,
+/// while short datagrams (pings, keystrokes, DNS, voice, ACKs) see the near
+/// path's. Measured over GEO + DSL: with the far path counted for every
+/// datagram only while it carried data, a flow that began on DSL alone
+/// met a 25 ms RTT, then 313 ms once the satellite joined; CUBIC left
+/// slow start on DSL's queue and took 15 s to grow into the satellite
+/// (0.58 and 0.64 of the best path in two first runs, against 1.47 and
+/// 1.48 in runs that began held), and BBR, sizing its window by the
+/// 25 ms, fell to 2.6 Mbit/s until its minimum RTT expired.
 ///
 /// `random_loss`: the receiver asked for repairs within the last
 /// [`RANDOM_LOSS_HOLD`]. Then only paths carrying data count: the losses
@@ -153,6 +169,7 @@ pub fn equalize_target(
     now: Instant,
     carries: impl Fn(usize) -> bool,
     random_loss: bool,
+    bulk: bool,
 ) -> Option<(u32, u32)> {
     let primary = |p: &mpt_proto::path::Path| {
         p.liveness() == Liveness::Up && p.params().admin == AdminStatus::Up
@@ -169,7 +186,7 @@ pub fn equalize_target(
     let (lo, hi, _) = owd_bounds(
         session
             .paths()
-            .filter(|(id, p)| primary(p) && (near(p) || carries(*id)))
+            .filter(|(id, p)| primary(p) && (near(p) || carries(*id) || (bulk && !random_loss)))
             .filter_map(|(id, p)| match carries(id) {
                 true => p.rx_owd(),
                 false => p.rx_owd_standing(now),
@@ -268,6 +285,15 @@ pub const OWD_HORIZON: Duration = Duration::from_secs(10);
 
 /// Time constant of the smoothed shares of sent and received data.
 pub const SHARE_TAU: Duration = Duration::from_millis(500);
+
+/// A path that brought no data for this long has no share of the
+/// received data (the smoothed share only moves when data arrives, so
+/// after a bulk flow over a satellite path it stood still, and held every
+/// packet of the next interactive flow to the satellite's delay until
+/// enough of its data had come). Longer than a BBR flow's pause of the
+/// satellite path while it probes its minimum RTT (about one RTT, 600 ms
+/// over GEO), so a bulk flow's hold stays steady.
+pub const SHARE_IDLE: Duration = Duration::from_secs(2);
 
 /// The control loop.
 pub struct ControlLoop {
@@ -1543,13 +1569,18 @@ impl ControlLoop {
                 rx_delay_spread(session, now, brings).map_or(u64::MAX, |d| d.as_micros() as u64),
                 Relaxed,
             );
-            let equalize = equalize_target(session, now, carries, random_loss);
+            let equalize = equalize_target(session, now, carries, random_loss, false);
             conn.equalize_owd_us.store(
                 equalize.map_or(0, |(d, _)| (1 << 32) | u64::from(d)),
                 Relaxed,
             );
             conn.equalize_spread_us
                 .store(equalize.map_or(0, |(_, s)| u64::from(s)), Relaxed);
+            let bulk = equalize_target(session, now, carries, random_loss, true);
+            conn.equalize_bulk_owd_us
+                .store(bulk.map_or(0, |(d, _)| (1 << 32) | u64::from(d)), Relaxed);
+            conn.equalize_bulk_spread_us
+                .store(bulk.map_or(0, |(_, s)| u64::from(s)), Relaxed);
             // Each path's share of the data sent since the last round.
             let mut sent = [0u64; mpt_proto::sched::MAX_PATHS];
             for (id, _) in session.paths() {
@@ -1558,7 +1589,7 @@ impl ControlLoop {
                         Ok(g) => g.share_tx_bytes,
                         Err(poisoned) => poisoned.into_inner().share_tx_bytes,
                     };
-                    sent[id] = shared.tx_bytes.get().saturating_sub(before);
+                    sent[id] = shared.tx_data_bytes.get().saturating_sub(before);
                 }
             }
             let total: u64 = sent.iter().sum();
@@ -1570,11 +1601,12 @@ impl ControlLoop {
                         Ok(g) => g.share_rx_bytes,
                         Err(poisoned) => poisoned.into_inner().share_rx_bytes,
                     };
-                    got[id] = shared.rx_bytes.get().saturating_sub(before);
+                    got[id] = shared.rx_data_bytes.get().saturating_sub(before);
                 }
             }
             let got_total: u64 = got.iter().sum();
             let standing = |p: &mpt_proto::path::Path| p.rx_owd_standing(now).map(|(o, _)| o);
+            let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
             let rx_owd_lo =
                 owd_bounds(session.paths().filter_map(|(_, p)| standing(p))).map(|(lo, _, _)| lo);
             for (id, p) in session.paths() {
@@ -1606,6 +1638,16 @@ impl ControlLoop {
                     )
                 } else {
                     old_rx
+                };
+                // A path that brought no data lately carries nothing,
+                // whatever its share was when data last came.
+                let last_data_ns = shared.rx_summary_last_ns.load(Relaxed);
+                let rx_share = if last_data_ns == 0
+                    || conn_ns.saturating_sub(last_data_ns) > SHARE_IDLE.as_nanos() as u64
+                {
+                    0.0
+                } else {
+                    rx_share
                 };
                 let (share, share_tx_bytes) = if total > 0 {
                     (

@@ -8,8 +8,9 @@
 //! shortest RTT it saw and starves; CUBIC's HyStart leaves slow start at
 //! the first jump. So the receiver holds each data datagram until the
 //! one-way delay of the slowest primary path that is up and either near
-//! the fastest or carrying data (see `control_loop::equalize_target` for
-//! which and why): every packet leaves
+//! the fastest or carrying data (a far path counts for full-size datagrams
+//! and TCP SYNs whether it carries data or not; see
+//! `control_loop::equalize_target` for which and why): every packet leaves
 //! about `timestamp + slowest delay`, and the tunnel looks like one path of
 //! the summed capacity and the slowest path's delay. (On like paths the
 //! holds are below a millisecond and skipped.)

@@ -236,7 +236,8 @@ mod tests {
 
     #[test]
     fn private_key_written_atomically_with_mode_0600() {
-        let d = tempdir().join("private");
+        let base = tempdir();
+        let d = base.join("private");
         std::fs::create_dir_all(&d).unwrap();
         let path = d.join("mptd.key");
         let secret = StaticSecret::from_bytes([0x5a; KEY_LEN]);
@@ -260,12 +261,13 @@ mod tests {
         // A directory that does not exist is a write error, not a panic.
         let e = write_private(&d.join("nope/k"), &other, false).unwrap_err();
         assert!(matches!(e, KeyError::Write { .. }), "{e}");
-        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
     fn private_key_errors_name_the_writer() {
-        let d = tempdir().join("private-errors");
+        let base = tempdir();
+        let d = base.join("private-errors");
         std::fs::create_dir_all(&d).unwrap();
         let short = write(&d, "short.key", &encode(&[1u8; KEY_LEN])[..20], 0o600);
         let e = load_private(&short).unwrap_err();
@@ -287,7 +289,7 @@ mod tests {
             load_private(&d.join("missing.key")),
             Err(KeyError::Read { .. })
         ));
-        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -99,6 +99,7 @@ fn seal_and_send(
         Ok(_) => {
             path.tx_packets.add(1);
             path.tx_bytes.add(len as u64);
+            path.tx_data_bytes.add(len as u64);
             true
         }
         Err(e) => {

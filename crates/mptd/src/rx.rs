@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpt_proto::crypto::{ReplayWindow, SessionKeys, TAG_LEN};
+use mpt_proto::flow::is_tcp_syn;
 use mpt_proto::reorder::{Resequencer, REORDER_GRACE};
 use mpt_proto::repair::{DetectorStats, HoleEvent, LossDetector};
 use mpt_proto::wire::{
@@ -1065,6 +1066,23 @@ impl Rx<'_> {
             0 => None,
             v => Some(v as u32),
         };
+        let equalize_bulk_to = match conn.equalize_bulk_owd_us.load(Relaxed) {
+            0 => None,
+            v => Some(v as u32),
+        };
+        // Full-size datagrams and TCP SYNs are held with far paths counted
+        // whether they carry data or not; short ones only with those that
+        // do (see `control_loop::equalize_target`).
+        let target = |dgram: &[u8], flow: Option<Option<u64>>| {
+            let packet = dgram
+                .get(HEADER_LEN + if flow.is_some() { FLOW_PREFIX_LEN } else { 0 }..)
+                .unwrap_or(&[]);
+            if dgram.len() >= mpt_proto::sched::SMALL_PACKET || is_tcp_syn(packet) {
+                equalize_bulk_to
+            } else {
+                equalize_to
+            }
+        };
         if conn.crypto.is_some() {
             self.open_batch(bufs, meta, crypto);
         } else {
@@ -1108,7 +1126,11 @@ impl Rx<'_> {
                     let owd = now_us.wrapping_sub(timestamp_of(dgram));
                     // The hole shows at the resequencer only once this
                     // datagram leaves the delay line: wait from there.
-                    let equalized = match (equalize_to, &verdict) {
+                    let to = match verdict {
+                        Verdict::Data(_, flow) => target(dgram, flow),
+                        _ => None,
+                    };
+                    let equalized = match (to, &verdict) {
                         (Some(d), Verdict::Data(..)) if !has_copy(dgram) => {
                             let hold_us = (d.wrapping_sub(owd) as i32).max(0) as u32;
                             Duration::from_micros(u64::from(hold_us)).min(MAX_HOLD)
@@ -1183,7 +1205,7 @@ impl Rx<'_> {
                         // the path holds data ahead of them. (TCP ACKs are
                         // held too: let through at once, a BBR flow over
                         // WiFi + LTE fell from 0.95 to 0.36 of the sum.)
-                        let hold_us = match equalize_to {
+                        let hold_us = match target(dgram, flow) {
                             Some(d) if !has_copy(dgram) => d.wrapping_sub(owd) as i32,
                             _ => 0,
                         };
@@ -1255,6 +1277,7 @@ impl Rx<'_> {
             path.rx_data_packets.add(rx_packets);
             path.rx_packets.add(rx_packets);
             path.rx_bytes.add(rx_bytes);
+            path.rx_data_bytes.add(rx_bytes);
             if let Some(h) = highest {
                 path.rx_summary_highest.store(h, Relaxed);
             }

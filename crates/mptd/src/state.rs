@@ -520,11 +520,13 @@ pub struct PathView {
     pub lossy: bool,
     /// Share of the connection's sent data bytes recently (smoothed).
     pub share: f64,
-    /// `tx_bytes` when the share was last updated.
+    /// `tx_data_bytes` when the share was last updated.
     pub share_tx_bytes: u64,
-    /// Share of the connection's received bytes recently (smoothed).
+    /// Share of the connection's received data bytes recently (smoothed;
+    /// probes, keepalives and feedback left out, so that idle paths
+    /// carry nothing).
     pub rx_share: f64,
-    /// `rx_bytes` when `rx_share` was last updated.
+    /// `rx_data_bytes` when `rx_share` was last updated.
     pub share_rx_bytes: u64,
     /// When `share` and `rx_share` were last updated (they are smoothed
     /// over time, not over control rounds, which come as often as
@@ -585,12 +587,19 @@ pub struct PathShared {
     pub tx_bytes: Counter,
     /// Data datagrams sent.
     pub tx_data_packets: Counter,
+    /// Bytes of data and repair datagrams sent (UDP payload; no probes,
+    /// keepalives or feedback): what the path's share is counted in.
+    pub tx_data_bytes: Counter,
     /// Datagrams received and accepted (all types).
     pub rx_packets: Counter,
     /// Bytes received and accepted.
     pub rx_bytes: Counter,
     /// Data datagrams received and accepted.
     pub rx_data_packets: Counter,
+    /// Bytes of data and repair datagrams received and accepted (no
+    /// probes, keepalives or feedback): what decides whether a path
+    /// carries data (delay equalisation, the measured delay spread).
+    pub rx_data_bytes: Counter,
     /// Changes of the reported state (up, down, backup, probing).
     pub state_changes: Counter,
     /// Data datagrams received since the control loop last looked.
@@ -656,9 +665,11 @@ impl PathShared {
             tx_packets: Counter::default(),
             tx_bytes: Counter::default(),
             tx_data_packets: Counter::default(),
+            tx_data_bytes: Counter::default(),
             rx_packets: Counter::default(),
             rx_bytes: Counter::default(),
             rx_data_packets: Counter::default(),
+            rx_data_bytes: Counter::default(),
             state_changes: Counter::default(),
             rx_summary_packets: AtomicU32::new(0),
             rx_summary_highest: AtomicU32::new(0),
@@ -719,9 +730,11 @@ impl PathShared {
             (&p.tx_packets, &self.tx_packets),
             (&p.tx_bytes, &self.tx_bytes),
             (&p.tx_data_packets, &self.tx_data_packets),
+            (&p.tx_data_bytes, &self.tx_data_bytes),
             (&p.rx_packets, &self.rx_packets),
             (&p.rx_bytes, &self.rx_bytes),
             (&p.rx_data_packets, &self.rx_data_packets),
+            (&p.rx_data_bytes, &self.rx_data_bytes),
             (&p.state_changes, &self.state_changes),
         ] {
             new.add(old.get());
@@ -953,6 +966,12 @@ pub struct ConnShared {
     /// How far `equalize_owd_us` lies above the fastest path's delay (µs;
     /// 0 = no hold), for `mpt status`.
     pub equalize_spread_us: AtomicU64,
+    /// The same as `equalize_owd_us` with every usable far path counted,
+    /// whether it brings data or not: what full-size datagrams and TCP
+    /// SYNs are held to (see `control_loop::equalize_target`).
+    pub equalize_bulk_owd_us: AtomicU64,
+    /// How far `equalize_bulk_owd_us` lies above the fastest path's delay.
+    pub equalize_bulk_spread_us: AtomicU64,
     /// Spread of the one-way delays measured on the paths that bring data
     /// (slowest − fastest, µs; `u64::MAX` = fewer than two such paths):
     /// how long resequencing must at least hold data that overtook, set by
@@ -1133,6 +1152,8 @@ impl ConnShared {
             adaptive: AtomicBool::new(true),
             equalize_owd_us: AtomicU64::new(0),
             equalize_spread_us: AtomicU64::new(0),
+            equalize_bulk_owd_us: AtomicU64::new(0),
+            equalize_bulk_spread_us: AtomicU64::new(0),
             rx_spread_us: AtomicU64::new(u64::MAX),
             path_waits_us: std::array::from_fn(|_| AtomicU32::new(u32::MAX)),
             path_waits_gen: AtomicU64::new(0),

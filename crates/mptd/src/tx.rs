@@ -816,5 +816,6 @@ impl TxWorker {
             path.tx_data_last_ns.store(conn_ns.max(1), Relaxed);
         }
         path.tx_bytes.add(bytes);
+        path.tx_data_bytes.add(bytes);
     }
 }

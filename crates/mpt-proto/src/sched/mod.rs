@@ -13,6 +13,7 @@ mod weighted;
 
 pub use adaptive::{
     level_queue, probe_gain, ps_per_byte, Adaptive, PathModel, LEVEL_DEADBAND_NS, PROBE_PHASES,
+    SMALL_PACKET,
 };
 pub use flowlet::{Flowlets, FLOWLET_GAP_MARGIN_NS, RUN_SLACK_NS, STICK_SLACK_NS};
 pub use redundancy::{is_realtime_dscp, is_udp, RealtimeFlows, Redundancy};
