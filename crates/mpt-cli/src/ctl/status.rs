@@ -139,9 +139,10 @@ pub fn render_layout(status: &Value, traffic: Traffic<'_>, width: usize, layout:
 }
 
 /// "holds: resequencer 931391 held (mean 0.73 ms, 2 now), equalise 3.60 ms
-/// (120 held, mean 3.20 ms)": what the receiver held back; no line while
-/// nothing was held (the resequencer's `reorder`, the delay line's
-/// `equalize`).
+/// (287 ms full-size) (120 held, mean 3.20 ms)": what the receiver held
+/// back; no line while nothing was held (the resequencer's `reorder`, the
+/// delay line's `equalize`: short datagrams' hold, then full-size ones' where
+/// it differs).
 fn holds_line(conn: &Value) -> Option<String> {
     let u = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_u64);
     let f = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_f64);
@@ -167,9 +168,16 @@ fn holds_line(conn: &Value) -> Option<String> {
         parts.push(part);
     }
     let hold_ms = f(equalize, "hold_ms").filter(|&ms| ms > 0.0);
+    // Full-size datagrams may be held longer: to a far path that carries
+    // nothing yet (see mptd's `equalize_target`).
+    let bulk_ms =
+        f(equalize, "bulk_hold_ms").filter(|&ms| (ms - hold_ms.unwrap_or(0.0)).abs() >= 1.0);
     let eq_held = u(equalize, "held").filter(|&n| n > 0);
-    if hold_ms.is_some() || eq_held.is_some() {
+    if hold_ms.is_some() || bulk_ms.is_some() || eq_held.is_some() {
         let mut part = format!("equalise {} ms", millis(hold_ms.unwrap_or(0.0)));
+        if let Some(bulk) = bulk_ms {
+            let _ = write!(part, " ({} ms full-size)", millis(bulk));
+        }
         if let Some(n) = eq_held {
             let mean = f(equalize, "held_ms").map_or(0.0, |ms| ms / n as f64);
             let _ = write!(part, " ({n} held, mean {} ms)", millis(mean));
@@ -805,5 +813,27 @@ impl Table {
             out.push_str(line.trim_end());
             out.push('\n');
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_line;
+    use serde_json::json;
+
+    #[test]
+    fn the_holds_line_names_a_longer_hold_of_full_size_datagrams() {
+        let idle_far = json!({"equalize": {"hold_ms": 0.0, "bulk_hold_ms": 287.4, "held": 0}});
+        assert_eq!(
+            holds_line(&idle_far).as_deref(),
+            Some("holds: equalise 0.00 ms (287 ms full-size)")
+        );
+        let same = json!({"equalize": {"hold_ms": 35.2, "bulk_hold_ms": 35.2, "held": 4, "held_ms": 100.0}});
+        assert_eq!(
+            holds_line(&same).as_deref(),
+            Some("holds: equalise 35.2 ms (4 held, mean 25.0 ms)")
+        );
+        let nothing = json!({"equalize": {"hold_ms": 0.0, "bulk_hold_ms": 0.0, "held": 0}});
+        assert_eq!(holds_line(&nothing), None);
     }
 }
