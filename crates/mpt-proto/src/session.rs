@@ -36,7 +36,7 @@ pub use handover::{Handover, HandoverTracker};
 use crate::control::{ControlChannel, ControlError, Due, Incoming};
 use crate::error::{DecodeError, EncodeError};
 pub use crate::path::DataSummary;
-use crate::path::{AdminStatus, Path, PathParams, PathState};
+use crate::path::{AdminStatus, Liveness, Path, PathParams, PathState};
 use crate::sched::{
     level_queue, ps_per_byte, Eligibility, PathModel, LEVEL_DEADBAND_NS, MAX_PATHS,
 };
@@ -586,7 +586,16 @@ impl Session {
                     self.on_probe(path, header, &body, now);
                     Received::Probe
                 } else {
-                    self.with_path(path, |p| p.on_receive(1, header.path_seq, now));
+                    self.with_path(path, |p| {
+                        // The probe this answers said "I do not hear you"
+                        // unless we already did: tell the peer now, not a
+                        // probe interval later.
+                        let told_deaf = p.liveness() != Liveness::Up;
+                        p.on_receive(1, header.path_seq, now);
+                        if told_deaf && p.liveness() == Liveness::Up {
+                            p.probe_now(now);
+                        }
+                    });
                     self.on_probe_reply(path, &body, now);
                     Received::ProbeReply
                 }

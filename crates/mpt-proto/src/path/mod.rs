@@ -645,6 +645,14 @@ impl Path {
         }
     }
 
+    /// Sends a probe at the next timeout (`now`) unless the path is off or
+    /// its link is down; the keepalive cadence resumes after it.
+    pub fn probe_now(&mut self, now: Instant) {
+        if self.params.admin != AdminStatus::Down && !self.link_down {
+            self.next_probe = Some(now);
+        }
+    }
+
     /// Takes in the peer's report of this path.
     /// Takes in a probe's or reply's report.
     pub fn on_report(&mut self, report: &PathReport, now: Instant) {

@@ -928,3 +928,38 @@ fn probing_phase_follows_the_min_rtt_within_bounds() {
         }
     }
 }
+
+/// A path whose link comes back late on one side (a veth without carrier
+/// yet when the daemon starts): that side learns the path works from the
+/// reply to its first probe, whose report said "I do not hear you". It
+/// must tell the peer at once, not at its next probe a keepalive (or a
+/// relink interval) later, or the peer keeps the path unusable meanwhile.
+#[test]
+fn the_peer_learns_we_hear_it_one_round_trip_after_we_do() {
+    let delay = 5 * MS;
+    let mut w = Pair::new(vec![params(AdminStatus::Up)], delay);
+    let start = w.now;
+    assert_eq!(w.b.set_path_link(0, false, start), Ok(true));
+    w.run_until(w.at(1.0));
+    assert_ne!(w.state(Side::A, 0), PathState::Up, "B heard nothing yet");
+    let back = w.now - w.start;
+    let now = w.now;
+    assert_eq!(w.b.set_path_link(0, true, now), Ok(true));
+    w.run_until(w.at(1.5));
+    let b_up = w
+        .first_change_to(Side::B, 0, PathState::Up, back)
+        .expect("B's path up");
+    let a_up = w
+        .first_change_to(Side::A, 0, PathState::Up, back)
+        .expect("A's path up");
+    assert!(
+        b_up - back <= 2 * delay + MS,
+        "B up after {:?}",
+        b_up - back
+    );
+    assert!(
+        a_up <= b_up + delay + MS,
+        "A learnt B hears it {:?} after B was up",
+        a_up.saturating_sub(b_up)
+    );
+}
