@@ -41,6 +41,7 @@ fn unlike_models(n: usize) -> Vec<PathModel> {
             owd_ns: (i as u64 % 32) * 1_000_000,
             cap_ns: 20_000_000,
             lossy: i % 7 == 6,
+            lower_bound: i % 5 == 4,
         })
         .collect()
 }

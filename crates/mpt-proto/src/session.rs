@@ -507,6 +507,7 @@ impl Session {
                     owd_ns: owd.as_nanos() as u64,
                     cap_ns: cap.as_nanos() as u64,
                     lossy,
+                    lower_bound: !d.confirmed(),
                 },
                 if queued {
                     Duration::ZERO

@@ -2,7 +2,8 @@
 //!
 //! The control loop owns the estimates (in the connection's `Session`) and
 //! publishes, every round, what the transmit workers need to model a path:
-//! its cost per byte, one-way delay, queue cap, lossiness and probing phase
+//! its cost per byte, one-way delay, queue cap, lossiness, whether its rate
+//! is only a lower bound, and its probing phase
 //! ([`mpt_proto::sched::PathModel`]). Workers read it once per batch.
 //!
 //! The path's virtual clock (when its bottleneck will have drained what
@@ -24,6 +25,7 @@ pub struct SharedModel {
     cap_ns: AtomicU64,
     phase_ns: AtomicU64,
     lossy: AtomicBool,
+    lower_bound: AtomicBool,
     /// Virtual clock: ns since the connection epoch.
     busy_until_ns: AtomicU64,
 }
@@ -36,6 +38,7 @@ impl SharedModel {
         self.cap_ns.store(model.cap_ns, Relaxed);
         self.phase_ns.store(phase.as_nanos() as u64, Relaxed);
         self.lossy.store(model.lossy, Relaxed);
+        self.lower_bound.store(model.lower_bound, Relaxed);
     }
 
     /// The model to schedule a batch at `now_ns` with, probing gain
@@ -47,6 +50,7 @@ impl SharedModel {
             owd_ns: self.owd_ns.load(Relaxed),
             cap_ns: self.cap_ns.load(Relaxed),
             lossy: self.lossy.load(Relaxed),
+            lower_bound: self.lower_bound.load(Relaxed),
         }
     }
 
@@ -82,13 +86,14 @@ mod tests {
                 owd_ns: 5,
                 cap_ns: 50_000_000,
                 lossy: true,
+                lower_bound: true,
             },
             Duration::ZERO,
         );
         let got = m.load(3, 1_000);
         assert_eq!(
-            (got.ps_per_byte, got.owd_ns, got.lossy),
-            (1_000_000, 5, true)
+            (got.ps_per_byte, got.owd_ns, got.lossy, got.lower_bound),
+            (1_000_000, 5, true, true)
         );
         // Two workers each send 1000 bytes (1 ms at 8 Mbit/s) at t = 10 ms.
         m.charge(10_000_000, 1_000_000, 100_000_000);

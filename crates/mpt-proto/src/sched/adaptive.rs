@@ -47,7 +47,16 @@
 //! When no path passes, the packet goes where it arrives first anyway: the
 //! scheduler never drops, the real bottleneck does. Full paths that tie on
 //! that (like paths, all at their cap) share such overflow in proportion
-//! to their rates, by clocks that keep counting past the cap.
+//! to their rates, by clocks that keep counting past the cap. But when the
+//! paths a full-size packet would arrive first on all have a known
+//! capacity (a standing queue showed it), they would only drop it: it goes
+//! instead to a clean path whose rate is only a lower bound
+//! (`lower_bound`), which may well carry more. Over a fresh GEO satellite beside DSL, the
+//! satellite's estimate starts low and grows by its own deliveries, about
+//! doubling per 600 ms round trip; a TCP slow start outgrew it, its
+//! overflow went to DSL, whose 64 kB buffer dropped it, and CUBIC then
+//! crawled back at the satellite's RTT (the first flow through a fresh
+//! tunnel at 0.80-0.94 of the best path alone, those after it 1.3-1.5).
 //!
 //! The rates come from the receiver's feedback
 //! ([`crate::path::DeliveryEstimator`]). To find capacity it does not know
@@ -80,6 +89,9 @@ pub struct PathModel {
     pub cap_ns: u64,
     /// Used only for packets no clean path can take.
     pub lossy: bool,
+    /// The rate is only a lower bound (no standing queue has shown the
+    /// capacity yet): the path takes full-size overflow first.
+    pub lower_bound: bool,
 }
 
 /// Picoseconds per byte for a rate in bit/s (0 for an unknown rate).
@@ -275,21 +287,36 @@ impl Adaptive {
         // the best clean and lossy paths with room that arrive within the
         // hold; each path's finish and arrival are worked out once.
         let mut spill: Option<(u64, usize)> = None;
+        // Full-size overflow that would arrive first only on paths of
+        // known capacity goes instead to a clean path whose rate is only a
+        // lower bound, the earliest by its uncapped clock (module docs).
+        let mut probe_spill: Option<(u64, usize)> = None;
+        let mut tied_lower_bound = false;
         let mut best: [Option<((u64, u64), usize)>; 2] = [None, None];
         for_each_bit(mask, paths.len(), |i| {
             let p = &paths[i];
             let busy = self.busy_until[i];
             let done = finish(busy, p);
             let a = done.saturating_add(p.owd_ns);
-            if a <= tie {
+            let uncapped_arrival = || {
                 let uncapped = self.spill_until[i];
-                let s = if uncapped > busy {
+                if uncapped > busy {
                     arrival(uncapped, p)
                 } else {
                     a
-                };
+                }
+            };
+            if a <= tie {
+                let s = uncapped_arrival();
                 if spill.is_none_or(|(b, _)| s < b) {
                     spill = Some((s, i));
+                }
+                tied_lower_bound |= p.lower_bound;
+            }
+            if p.lower_bound && !p.lossy && !small {
+                let s = uncapped_arrival();
+                if probe_spill.is_none_or(|(b, _)| s < b) {
+                    probe_spill = Some((s, i));
                 }
             }
             if busy.saturating_sub(now_ns) > p.cap_ns || a > horizon {
@@ -304,7 +331,12 @@ impl Adaptive {
                 *tier = Some((k, i));
             }
         });
-        let fallback = spill.map_or(first_path, |(_, i)| i);
+        let fallback = if tied_lower_bound {
+            spill
+        } else {
+            probe_spill.or(spill)
+        }
+        .map_or(first_path, |(_, i)| i);
         let mut chosen = best[0].or(best[1]).map_or(fallback, |(_, i)| i);
         if let Some(q) = flowlet.filter(|&q| q != chosen && q < paths.len() && q < MAX_PATHS) {
             let (pq, pc) = (&paths[q], &paths[chosen]);
@@ -374,6 +406,7 @@ mod tests {
             owd_ns: owd_ms * MS,
             cap_ns: cap_ms * MS,
             lossy: false,
+            lower_bound: false,
         }
     }
 
@@ -477,6 +510,7 @@ mod tests {
                 owd_ns: 0,
                 cap_ns: 10 * MS,
                 lossy: false,
+                lower_bound: false,
             })
             .collect();
         let mut s = Adaptive::new();
@@ -691,6 +725,71 @@ mod tests {
         assert!(c[0] > 0 && c[1] > 0, "{c:?}");
     }
 
+    /// A fresh satellite beside DSL, offered a slow-start burst of twice
+    /// what the model gives both: DSL's capacity is known (a queue showed
+    /// it), the satellite's estimate is only a lower bound. The overflow
+    /// must go to the satellite, not into DSL's small buffer; once the
+    /// satellite's rate is known too, it goes where it arrives first (DSL)
+    /// as before. Small packets keep arriving first either way.
+    #[test]
+    fn full_size_overflow_goes_to_a_path_whose_rate_is_a_lower_bound() {
+        let dsl = path(10, 0, 50);
+        let mut geo = path(2, 287, 300);
+        geo.lower_bound = true;
+        let (sat, line) = (0, 1);
+        // 24 Mbit/s for 1 s: DSL takes 10, the satellite's model 2.
+        let mut s = Adaptive::new();
+        let counts = offer(&mut s, &[geo, dsl], 24, 1000, 400);
+        let dsl_packets = 10_000_000 / 8 / 1250;
+        assert!(
+            counts[line] <= dsl_packets + dsl_packets / 20,
+            "DSL got {counts:?}, its capacity {dsl_packets} packets"
+        );
+        assert!(counts[sat] > 1000, "{counts:?}");
+        // Its virtual queue stays at its cap (the satellite's grows).
+        let now = 2_000 * MS;
+        assert!(s.busy_until(line) <= now + dsl.cap_ns + 2 * MS);
+        assert!(s.busy_until(sat) > now + geo.cap_ns);
+
+        // Known rates: the overflow goes to DSL, where it arrives first.
+        geo.lower_bound = false;
+        let mut s = Adaptive::new();
+        let counts = offer(&mut s, &[geo, dsl], 24, 1000, 400);
+        assert!(counts[line] > 2 * dsl_packets, "{counts:?}");
+
+        // A small packet with both full still takes DSL.
+        geo.lower_bound = true;
+        let mut s = Adaptive::new();
+        let _ = offer(&mut s, &[geo, dsl], 24, 1000, 400);
+        assert_eq!(
+            s.pick(&[geo, dsl], 0b11, 100, false, 2_000 * MS, 400 * MS),
+            Some(line)
+        );
+        // Nor is a lossy path's overflow preferred for being unconfirmed.
+        geo.lossy = true;
+        let mut s = Adaptive::new();
+        let counts = offer(&mut s, &[geo, dsl], 24, 1000, 400);
+        assert!(counts[line] > 2 * dsl_packets, "{counts:?}");
+
+        // Like paths that tie share their overflow by their clocks whether
+        // their rates are known or not: the rule only acts when every path
+        // where a packet arrives first is known to be full.
+        let like = |lower_bound| {
+            let mut p = path(10, 0, 10);
+            p.lower_bound = lower_bound;
+            let mut s = Adaptive::new();
+            offer(&mut s, &[p, p], 40, 500, 50)
+        };
+        assert_eq!(like(true), like(false));
+        let mixed = {
+            let mut q = path(10, 0, 10);
+            q.lower_bound = true;
+            let mut s = Adaptive::new();
+            offer(&mut s, &[path(10, 0, 10), q], 40, 500, 50)
+        };
+        assert_eq!(mixed, like(false));
+    }
+
     #[test]
     fn nothing_eligible_and_unknown_rates() {
         let mut s = Adaptive::new();
@@ -709,6 +808,7 @@ mod tests {
             owd_ns: u64::MAX,
             cap_ns: u64::MAX,
             lossy: false,
+            lower_bound: false,
         };
         assert_eq!(
             s.pick(&[huge], 1, usize::MAX, false, u64::MAX, u64::MAX),
@@ -845,8 +945,18 @@ mod tests {
                 })
                 .min()
         };
+        let tied_lower_bound = ids
+            .iter()
+            .filter(|&&i| arrival(s.busy_until[i], &paths[i]) <= first + SPILL_TIE_NS)
+            .any(|&i| paths[i].lower_bound);
+        let probe_spill = ids
+            .iter()
+            .filter(|&&i| paths[i].lower_bound && !paths[i].lossy && !small)
+            .filter(|_| !tied_lower_bound)
+            .map(|&i| (arrival(s.busy_until[i].max(s.spill_until[i]), &paths[i]), i))
+            .min();
         let best = room(false).or(room(true)).map(|(_, i)| i);
-        Some(best.unwrap_or(spill.map_or(first_path, |(_, i)| i)))
+        Some(best.unwrap_or(probe_spill.or(spill).map_or(first_path, |(_, i)| i)))
     }
 
     #[test]
@@ -869,6 +979,7 @@ mod tests {
                     owd_ns: next(4) * MS,
                     cap_ns: next(3) * 2 * MS,
                     lossy: next(4) == 0,
+                    lower_bound: next(3) == 0,
                 })
                 .collect();
             let now = 100 * MS;
