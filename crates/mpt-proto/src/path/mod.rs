@@ -653,8 +653,7 @@ impl Path {
         }
     }
 
-    /// Takes in the peer's report of this path.
-    /// Takes in a probe's or reply's report.
+    /// Takes in the peer's report of this path (from a probe or a reply).
     pub fn on_report(&mut self, report: &PathReport, now: Instant) {
         self.take_report(report, now);
     }

@@ -51,12 +51,13 @@
 //! paths a full-size packet would arrive first on all have a known
 //! capacity (a standing queue showed it), they would only drop it: it goes
 //! instead to a clean path whose rate is only a lower bound
-//! (`lower_bound`), which may well carry more. Over a fresh GEO satellite beside DSL, the
-//! satellite's estimate starts low and grows by its own deliveries, about
-//! doubling per 600 ms round trip; a TCP slow start outgrew it, its
-//! overflow went to DSL, whose 64 kB buffer dropped it, and CUBIC then
-//! crawled back at the satellite's RTT (the first flow through a fresh
-//! tunnel at 0.80-0.94 of the best path alone, those after it 1.3-1.5).
+//! (`lower_bound`), which may well carry more. Over a fresh GEO satellite
+//! beside DSL, the satellite's estimate starts low and grows by its own
+//! deliveries, about doubling per 600 ms round trip; a TCP slow start
+//! outgrew it, its overflow went to DSL, whose 64 kB buffer dropped it,
+//! and CUBIC then crawled back at the satellite's RTT (the first flow
+//! through a fresh tunnel at 0.80-0.94 of the best path alone, those after
+//! it 1.3-1.5).
 //!
 //! The rates come from the receiver's feedback
 //! ([`crate::path::DeliveryEstimator`]). To find capacity it does not know
@@ -90,7 +91,8 @@ pub struct PathModel {
     /// Used only for packets no clean path can take.
     pub lossy: bool,
     /// The rate is only a lower bound (no standing queue has shown the
-    /// capacity yet): the path takes full-size overflow first.
+    /// capacity yet): the path takes full-size overflow when the paths
+    /// where it would arrive first are all of known capacity.
     pub lower_bound: bool,
 }
 
