@@ -1,4 +1,4 @@
-//! The crypto stage (`mptd::crypto_pool`): sealing a batch of full-size
+//! The crypto stage (`mptd::dataplane::crypto_pool`): sealing a batch of full-size
 //! datagrams (1424 bytes: a 1400-byte inner packet, header and tag) on the
 //! calling thread alone (`inline`) and cut into chunks shared with the
 //! pool's helpers (`pool`), for batch sizes around the inline threshold
@@ -14,7 +14,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mptd::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
+use mptd::dataplane::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, CHACHA20_POLY1305};
 
 /// Datagram length and the part of it that is sealed.

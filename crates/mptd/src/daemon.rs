@@ -8,13 +8,13 @@
 //! Threads: one transmit worker per tun queue (`threads`, default one per
 //! core), one receive worker per connection with paths, `threads` shared
 //! receive workers for all client connections when there are any
-//! (`crate::shared`), `threads - 1` crypto helpers
+//! (`crate::plane::shared_port`), `threads - 1` crypto helpers
 //! shared by all of them when a connection is encrypted
-//! (`crate::crypto_pool`), one control loop, one control
+//! (`crate::dataplane::crypto_pool`), one control loop, one control
 //! socket server, and when configured the metrics server and the remote
-//! command port (`crate::cmd_port`). The main thread waits for
+//! command port (`crate::ops::cmd_port`). The main thread waits for
 //! SIGTERM/SIGINT (shutdown) and SIGHUP. Readiness goes to systemd from the
-//! control loop once the paths are up (`crate::notify`).
+//! control loop once the paths are up (`crate::io::notify`).
 
 use std::net::SocketAddr;
 
@@ -32,38 +32,22 @@ use mpt_proto::{Session, SessionConfig};
 use nix::sys::signal::{SigSet, Signal};
 use tun_rs::InterruptEvent;
 
-use crate::command::Command;
-use crate::config::{Config, Prefix};
-use crate::control::{self, StatusSource};
-use crate::control_loop::{ControlLoop, Readiness};
-use crate::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
-use crate::handshake::KeyExchange;
-use crate::noise::{NoiseConn, NoiseDaemon, NoiseTiming};
-use crate::pathset::ConnSetup;
-use crate::route::Router;
-use crate::rx::RxWorker;
-use crate::state::{ConnCrypto, ConnShared, PathShared, PathTable};
-use crate::tx::{TxStats, TxWorker};
-use crate::udp::PathSocket;
+use crate::config::Config;
+use crate::control::command::Command;
+use crate::control::control_loop::{ControlLoop, Readiness};
+use crate::control::handshake::KeyExchange;
+use crate::control::noise::{NoiseConn, NoiseDaemon, NoiseTiming};
+use crate::control::pathset::ConnSetup;
+use crate::dataplane::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
+use crate::dataplane::rx::RxWorker;
+use crate::dataplane::tx::TxWorker;
+use crate::io::routes::add_route;
+use crate::io::udp::PathSocket;
+use crate::ops::control_socket::{self, StatusSource};
+use crate::plane::route::Router;
+use crate::plane::{ConnCrypto, ConnShared, PathShared, PathTable};
+use crate::plane::{TxStats, CONTROL_QUEUE, DEFAULT_REORDER_TIMEOUT, REORDER_SLOTS};
 use mpt_proto::crypto::Psk;
-
-/// Control datagrams queued between receive workers and the control loop.
-/// Probes arrive a few per second per path; 4096 absorbs bursts without
-/// letting a flood hold much memory (each entry is ~70 bytes).
-const CONTROL_QUEUE: usize = 4096;
-
-/// Resequencing window per connection, in packets: 4096 covers a 10 ms
-/// gap at ~5 Gbit/s of 1400-byte packets (5.7 MB per connection at MTU
-/// 1400).
-pub const REORDER_SLOTS: usize = 4096;
-
-/// Gap timeout until the control loop has RTT samples to adapt it, and its
-/// floor. Losses are normally detected without it (see
-/// `mpt_proto::reorder`); it only matters when a path falls silent, and
-/// must exceed how long a busy 2-core machine can stall a sender between
-/// two paths' sends (10-20 ms seen under load), or reordered packets would
-/// be mistaken for losses.
-pub const DEFAULT_REORDER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on
 /// SIGHUP and `mpt reload`.
@@ -80,7 +64,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let tun = crate::tun::open(&config.tunnel, threads)
+    let tun = crate::io::tun::open(&config.tunnel, threads)
         .with_context(|| format!("creating tun interface {}", config.tunnel.name))?;
     for c in &config.connections {
         for net in &c.networks {
@@ -122,7 +106,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         .map_or(1, |d| d.as_micros() as u64);
     // Client connections (no paths): the session index map of the
     // shared ports' workers.
-    let session_map = Arc::new(crate::shared::SessionMap::default());
+    let session_map = Arc::new(crate::plane::shared_port::SessionMap::default());
     for (ci, c) in config.connections.iter().enumerate() {
         let mut paths = Vec::new();
         let mut params = Vec::new();
@@ -133,7 +117,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                     if c.key_file.is_none() {
                         tracing::warn!(conn = %c.name, path = %p.name, ifname = %dev, "interface-only path without key_file: the peer cannot learn its new address when it changes (it only takes cleartext from its configured remote)");
                     }
-                    crate::links::initial_local(dev, p.remote, c.port)
+                    crate::control::links::initial_local(dev, p.remote, c.port)
                 }
                 // Config validation requires one of them.
                 (None, None) => bail!("connection {} path {}: no local address", c.name, p.name),
@@ -201,7 +185,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                         Psk::from_bytes([0; 32]).with_cipher(config.daemon.cipher)
                     }),
                     timing.grace,
-                    crate::state::OLD_KEYS_MAX,
+                    crate::plane::OLD_KEYS_MAX,
                 ))
             }
             (false, Some(psk)) => {
@@ -221,15 +205,15 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             now,
             PathTable::new(paths),
             crypto,
-            crate::route::SourceFilter::for_connection(c),
+            crate::plane::route::SourceFilter::for_connection(c),
             Resequencer::new(
                 REORDER_SLOTS,
                 usize::from(config.tunnel.mtu),
                 DEFAULT_REORDER_TIMEOUT,
             ),
             DEFAULT_REORDER_TIMEOUT,
-            crate::udp::Waker::new().context("creating a wake-up event")?,
-            crate::state::TxWakes(tx_wakes.clone()),
+            crate::io::udp::Waker::new().context("creating a wake-up event")?,
+            crate::plane::TxWakes(tx_wakes.clone()),
         );
         conn.client = c.is_client();
         let conn = Arc::new(conn);
@@ -260,7 +244,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     }
     let conns = Arc::new(conns);
     // The shared ports: per port of a client connection, one socket per
-    // receive worker and family (SO_REUSEPORT; see `crate::shared`).
+    // receive worker and family (SO_REUSEPORT; see `crate::plane::shared_port`).
     let mut shared_ports: Vec<u16> = config
         .connections
         .iter()
@@ -272,7 +256,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let mut shared_sockets: Vec<Vec<PathSocket>> = (0..threads).map(|_| Vec::new()).collect();
     let mut shared_send = Vec::new();
     for &port in &shared_ports {
-        let mut send = crate::control_loop::SharedPort {
+        let mut send = crate::control::control_loop::SharedPort {
             port,
             v4: None,
             v6: None,
@@ -313,14 +297,14 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         );
         shared_send.push(send);
     }
-    let shared_stats = Arc::new(crate::shared::SharedStats::default());
-    let listener = control::bind(&config.daemon.control)
+    let shared_stats = Arc::new(crate::plane::shared_port::SharedStats::default());
+    let listener = control_socket::bind(&config.daemon.control)
         .with_context(|| format!("control socket {}", config.daemon.control.display()))?;
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let tx_stats = Arc::new(TxStats::default());
     let router = Arc::new(Router::from_config(&config));
-    let conn_set = Arc::new(crate::state::ConnSet::new(conns.clone(), router.clone()));
+    let conn_set = Arc::new(crate::plane::ConnSet::new(conns.clone(), router.clone()));
     let (control_tx, control_rx) = sync_channel(CONTROL_QUEUE);
     let mut handles: Vec<JoinHandle<()>> = Vec::new();
     let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<JoinHandle<()>> {
@@ -370,7 +354,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     // tick). Without netlink the paths follow their timers only.
     let (net_tx, net_rx) = std::sync::mpsc::channel();
     let mut netlink_stats = None;
-    let links = match crate::netlink::Listener::open() {
+    let links = match crate::io::netlink::Listener::open() {
         Ok(listener) => {
             netlink_stats = Some(listener.stats.clone());
             let wake_tx = control_tx.clone();
@@ -380,21 +364,21 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
                 Box::new(move || {
                     let wake = move || {
                         let _full_queue_wakes_it_anyway =
-                            wake_tx.try_send(crate::rx::ControlDatagram {
-                                conn: crate::links::WAKE_CONN,
+                            wake_tx.try_send(crate::plane::ControlDatagram {
+                                conn: crate::control::links::WAKE_CONN,
                                 path: 0,
                                 at: Instant::now(),
                                 from: None,
                                 to: None,
                                 port: 0,
                                 len: 0,
-                                bytes: [0; crate::rx::CONTROL_DATAGRAM_MAX],
+                                bytes: [0; crate::plane::CONTROL_DATAGRAM_MAX],
                             });
                     };
                     listener.run(net_tx, wake, stop)
                 }),
             )?);
-            Some(crate::links::Links::new(net_rx))
+            Some(crate::control::links::Links::new(net_rx))
         }
         Err(e) => {
             tracing::warn!(error = %e, "cannot listen to netlink: link and address changes are not followed");
@@ -431,7 +415,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         shared_ports: shared_send,
         conn_set: conn_set.clone(),
         session_map: session_map.clone(),
-        tx_wakes: crate::state::TxWakes(tx_wakes.clone()),
+        tx_wakes: crate::plane::TxWakes(tx_wakes.clone()),
         tun_name: tun.name.clone(),
     };
     handles.push(spawn(
@@ -483,7 +467,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         let Some(mac1) = mac1.clone() else {
             bail!("client connections need [daemon] private_key_file");
         };
-        let worker = crate::rx::SharedRxWorker {
+        let worker = crate::dataplane::rx::SharedRxWorker {
             sockets,
             map: session_map.clone(),
             stats: shared_stats.clone(),
@@ -536,7 +520,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
             let stop = shutdown.clone();
             let handle = spawn(
                 "metrics".into(),
-                Box::new(move || crate::metrics::serve(listener, src, stop)),
+                Box::new(move || crate::ops::metrics::serve(listener, src, stop)),
             )?;
             tracing::info!(metrics = %local, "serving Prometheus metrics");
             Some((handle, local))
@@ -544,14 +528,14 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     };
     // Remote command port (`[daemon] cmd_port`, 0 = off): TCP and UDP on
     // its own threads, which stop with the shutdown flag.
-    let cmd_port = crate::cmd_port::start(&config, source.clone(), shutdown.clone())
+    let cmd_port = crate::ops::cmd_port::start(&config, source.clone(), shutdown.clone())
         .with_context(|| format!("remote command port {}", config.daemon.cmd_port))?;
     let control_path = config.daemon.control.clone();
     let serve_shutdown = shutdown.clone();
     let serve_path = control_path.clone();
     let control_server = spawn(
         "control-socket".into(),
-        Box::new(move || control::serve(listener, source, serve_shutdown, serve_path)),
+        Box::new(move || control_socket::serve(listener, source, serve_shutdown, serve_path)),
     )?;
 
     tracing::info!(
@@ -565,15 +549,15 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
 
     loop {
         match signals.wait() {
-            Ok(Signal::SIGHUP) => match control::execute(&command_tx, Command::Reload) {
+            Ok(Signal::SIGHUP) => match control_socket::execute(&command_tx, Command::Reload) {
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "reload failed; nothing changed"),
             },
             Ok(sig) => {
-                if crate::fatal::cause().is_none() {
+                if crate::io::fatal::cause().is_none() {
                     tracing::info!(signal = %sig, "shutting down");
                 }
-                crate::notify::stopping();
+                crate::io::notify::stopping();
                 break;
             }
             Err(e) => bail!("waiting for signals: {e}"),
@@ -601,7 +585,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         server.join();
     }
     drop(tun);
-    if let Some(cause) = crate::fatal::cause() {
+    if let Some(cause) = crate::io::fatal::cause() {
         bail!("{cause}");
     }
     tracing::info!("stopped");
@@ -619,37 +603,4 @@ fn env_usize(name: &str) -> Option<usize> {
             None
         }
     }
-}
-
-/// Routes `net` into the tunnel. The route disappears with the interface.
-pub fn add_route(net: &Prefix, dev: &str) -> Result<()> {
-    let family = if net.addr.is_ipv4() { "-4" } else { "-6" };
-    let out = std::process::Command::new("ip")
-        .args([family, "route", "replace", &net.to_string(), "dev", dev])
-        .output()
-        .context("running `ip route` (is iproute2 installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "ip route replace failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-/// Takes the route to `net` out of the tunnel (a removed client's
-/// `networks`).
-pub fn del_route(net: &Prefix, dev: &str) -> Result<()> {
-    let family = if net.addr.is_ipv4() { "-4" } else { "-6" };
-    let out = std::process::Command::new("ip")
-        .args([family, "route", "del", &net.to_string(), "dev", dev])
-        .output()
-        .context("running `ip route` (is iproute2 installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "ip route del failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
 }

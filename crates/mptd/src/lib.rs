@@ -1,48 +1,32 @@
 //! # mptd: the mpt multipath tunnel daemon
 //!
-//! The data plane is split into named stages, each with its own worker
-//! loop and batch buffers (see docs/ARCHITECTURE.md):
+//! The daemon is cut into planes with one-way imports (docs/ARCHITECTURE.md
+//! draws them; a test in `tests/` holds the code to the rule):
 //!
-//! * [`tx`]: read tun → route → schedule → send (one worker per tun queue);
-//! * [`rx`]: receive on a path → check → write tun (one worker per
-//!   connection);
-//! * [`control_loop`]: drives the sans-IO [`mpt_proto::Session`] of every
-//!   connection (probes, liveness, RTT, loss) and publishes which paths the
-//!   schedulers may use;
-//! * [`control`]: the unix control socket; [`command`] and [`pathset`]:
-//!   runtime changes (path state, weights, paths added and removed, reload).
+//! * [`io`]: the kernel's interfaces: path sockets with batched I/O, the
+//!   tun device, rtnetlink events, routes. Imports no other plane.
+//! * [`plane`]: what the data plane and the control loop share: connection
+//!   and path state, counters, key sets, the session map, the router and
+//!   the queue from the workers to the control loop.
+//! * [`dataplane`]: the workers, as named stages (receive: open -> check
+//!   -> holes -> deliver; send: plan -> head -> seal -> send), the crypto
+//!   stage and loss repair. Never imports [`control`] or [`ops`].
+//! * [`control`]: the control loop that drives every connection's sans-IO
+//!   [`mpt_proto::Session`], key exchange, path changes. Never imports
+//!   [`dataplane`].
+//! * [`ops`]: what operators touch: the control socket, the command port,
+//!   metrics, systemd notification. Reads [`plane`] and sends commands to
+//!   [`control`].
 //!
-//! [`config`] turns TOML into a validated [`config::Config`]; [`daemon`]
-//! wires everything together.
+//! [`config`] turns TOML into a validated [`config::Config`], [`keys`]
+//! reads key files, and [`daemon`] wires everything together.
 
-pub mod auth_warning;
-pub mod cmd_port;
-pub mod command;
 pub mod config;
 pub mod control;
-pub mod control_loop;
-pub mod crypto_pool;
 pub mod daemon;
-pub mod demux;
-pub mod equalize;
-pub mod fatal;
-pub mod handshake;
+pub mod dataplane;
+pub mod io;
 pub mod keys;
-pub mod links;
-pub mod metrics;
-pub mod model;
-pub mod netlink;
-pub mod noise;
-pub mod notify;
-pub mod pathset;
-pub mod repair;
-pub mod route;
-pub mod rx;
-pub mod shared;
-pub mod source;
-pub mod state;
-pub mod tun;
-pub mod tun_write;
-pub mod tx;
-pub mod tx_order;
-pub mod udp;
+pub mod ops;
+pub mod plane;
+pub mod sync;

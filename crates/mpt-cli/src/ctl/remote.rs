@@ -7,7 +7,7 @@
 //! each way, a lost one is retried with a fresh request). Every request is
 //! signed with the command key derived from the connection's pre-shared
 //! key, and only a signed answer that echoes the request's nonce is
-//! believed; the envelope and its checks are in `mptd::cmd_port` and
+//! believed; the envelope and its checks are in `mptd::ops::cmd_port` and
 //! `mpt_proto::crypto::cmdauth`, the wire format in docs/PROTOCOL.md
 //! ("Remote command port"). The request's timestamp is this host's clock:
 //! it must be within 30 s of the daemon's.
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use mpt_proto::crypto::cmdauth::{CmdKey, NONCE_LEN};
 use mpt_proto::crypto::Psk;
-use mptd::cmd_port::{open_answer, seal_request, unix_ms, Answer, MAX_REQUEST};
+use mptd::ops::cmd_port::{open_answer, seal_request, unix_ms, Answer, MAX_REQUEST};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 

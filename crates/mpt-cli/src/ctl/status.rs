@@ -56,7 +56,7 @@ pub enum Layout {
 }
 
 /// Keeps connection `name` alone in the status document; the error names
-/// close names (see `mptd::control::unknown_connection`).
+/// close names (see `mptd::ops::control_socket::unknown_connection`).
 pub fn only_connection(mut status: Value, name: &str) -> Result<Value, String> {
     let Some(Value::Array(conns)) = status.get_mut("connections") else {
         return Err(format!("no connection `{name}`: the daemon listed none"));
@@ -69,7 +69,7 @@ pub fn only_connection(mut status: Value, name: &str) -> Result<Value, String> {
             .iter()
             .filter_map(|c| c.get("name").and_then(Value::as_str))
             .collect();
-        return Err(mptd::control::unknown_connection(name, &names));
+        return Err(mptd::ops::control_socket::unknown_connection(name, &names));
     }
     conns.retain(|c| c.get("name").and_then(Value::as_str) == Some(name));
     Ok(status)

@@ -14,7 +14,7 @@
 //! public key: no connection may name it as its peer's, and no two
 //! connections may name the same peer key. A connection with a
 //! `public_key` runs the public-key (Noise IK) handshake, with its
-//! `key_file` PSK mixed in if it has one (see `crate::noise`).
+//! `key_file` PSK mixed in if it has one (see `crate::control::noise`).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -135,7 +135,7 @@ pub struct ConnectionConfig {
 impl ConnectionConfig {
     /// A server's client connection: no configured paths, served on the
     /// shared port (`port`), its paths learnt from the client (needs a
-    /// `public_key`; see `crate::shared`).
+    /// `public_key`; see `crate::plane::shared_port`).
     pub fn is_client(&self) -> bool {
         self.paths.is_empty()
     }

@@ -1,6 +1,6 @@
 //! What the kernel's link and address events mean for the paths.
 //!
-//! [`crate::netlink`] turns rtnetlink messages into [`NetEvent`]s; here
+//! [`crate::io::netlink`] turns rtnetlink messages into [`NetEvent`]s; here
 //! they keep a [`NetTable`] of links and addresses, and [`Links::poll`]
 //! (called by the control loop every round) holds each path to it:
 //!
@@ -13,7 +13,7 @@
 //! - An **interface-only** path (`interface` without `local`) uses that
 //!   interface's current address of the remote's family (global scope
 //!   first) and follows it: when the address changes, the path's socket is
-//!   rebound to the new one ([`crate::pathset::rebind`]) and probes at
+//!   rebound to the new one ([`crate::control::pathset::rebind`]) and probes at
 //!   once; the peer learns the new address from those authenticated
 //!   probes, as from any roaming client.
 //!
@@ -28,11 +28,11 @@ use std::time::{Duration, Instant};
 
 use mpt_proto::Session;
 
-use crate::netlink::{AddrInfo, NetEvent};
-use crate::pathset::{self, ConnSetup};
-use crate::state::{ConnShared, PathShared};
+use crate::control::pathset::{self, ConnSetup};
+use crate::io::netlink::{AddrInfo, NetEvent};
+use crate::plane::{ConnShared, PathShared};
 
-/// The connection index of a [`crate::rx::ControlDatagram`] that only
+/// The connection index of a [`crate::plane::ControlDatagram`] that only
 /// wakes the control loop (netlink events are waiting): no connection has
 /// it, so the datagram itself is ignored.
 pub const WAKE_CONN: usize = usize::MAX;
@@ -249,7 +249,7 @@ pub fn judge(table: &NetTable, path: &PathShared) -> (LinkVerdict, Option<String
 /// unspecified address and an ephemeral port (bound to the device, so it
 /// conflicts with nothing), until an address appears.
 pub fn initial_local(interface: &str, remote: Option<IpAddr>, port: u16) -> SocketAddr {
-    let table = match crate::netlink::snapshot() {
+    let table = match crate::io::netlink::snapshot() {
         Ok(events) => NetTable::from_events(&events),
         Err(e) => {
             tracing::warn!(ifname = interface, error = %e, "cannot read the interface addresses; the path waits for an address event");
@@ -294,7 +294,7 @@ pub struct Links {
 }
 
 impl Links {
-    /// Follows the events of `events` (from [`crate::netlink::Listener::run`]).
+    /// Follows the events of `events` (from [`crate::io::netlink::Listener::run`]).
     pub fn new(events: Receiver<NetEvent>) -> Links {
         Links {
             events,

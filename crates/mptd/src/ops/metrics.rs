@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use mpt_proto::reorder::HoldHistogram;
 
-use crate::control::StatusSource;
+use crate::ops::control_socket::StatusSource;
 
 /// Serves until shutdown (the daemon wakes `accept` by connecting once).
 pub fn serve(listener: TcpListener, source: StatusSource, shutdown: Arc<AtomicBool>) {

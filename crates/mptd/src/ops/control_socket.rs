@@ -19,8 +19,8 @@ use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
-use crate::command::{Command, Request};
-use crate::tx::TxStats;
+use crate::control::command::{Command, Request};
+use crate::plane::TxStats;
 use mpt_proto::path::AdminStatus;
 use mpt_proto::reorder::{HoldHistogram, HOLD_BUCKETS};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -35,7 +35,7 @@ const MAX_REQUEST: usize = 64 * 1024;
 #[derive(Clone)]
 pub struct StatusSource {
     /// Connections (those removed by a reload are not shown).
-    pub conns: Arc<crate::state::ConnSet>,
+    pub conns: Arc<crate::plane::ConnSet>,
     /// Transmit-stage counters.
     pub tx: Arc<TxStats>,
     /// Tun interface name.
@@ -45,13 +45,13 @@ pub struct StatusSource {
     /// Where runtime changes go (the control loop).
     pub commands: SyncSender<Request>,
     /// The netlink listener's counters (`None`: not listening).
-    pub netlink: Option<Arc<crate::netlink::NetlinkStats>>,
+    pub netlink: Option<Arc<crate::io::netlink::NetlinkStats>>,
     /// The public-key handshake's daemon-wide counters (`None`: no
     /// connection uses it).
-    pub noise: Option<Arc<crate::noise::NoiseDaemonStats>>,
+    pub noise: Option<Arc<crate::control::noise::NoiseDaemonStats>>,
     /// What the shared ports refused before knowing the connection
     /// (`None`: no client connection).
-    pub shared: Option<Arc<crate::shared::SharedStats>>,
+    pub shared: Option<Arc<crate::plane::shared_port::SharedStats>>,
 }
 
 /// Handshake counters as JSON (the `noise` objects of the status).

@@ -28,7 +28,7 @@
 //!   has as many paths as it uses, up to the session's limit.
 //! * **Which local address**: the sockets report each datagram's
 //!   destination address, and a learnt path sends from the one its
-//!   client's datagrams arrive on (`crate::source`): on a server with
+//!   client's datagrams arrive on (`crate::io::source`): on a server with
 //!   several addresses a reply from any other would not pass the client's
 //!   NAT or firewall.
 //! * **Which worker**: a fixed pool of `[daemon] threads` receive workers
@@ -53,7 +53,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 
-use crate::state::{ConnShared, Counter};
+use crate::plane::{ConnShared, Counter};
 
 /// Session index → client connection, for the shared ports' workers.
 #[derive(Debug, Default)]
@@ -133,8 +133,8 @@ pub struct SharedStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::noise::NoiseIds;
-    use crate::state::{ConnCrypto, PathTable, TxWakes};
+    use crate::plane::NoiseIds;
+    use crate::plane::{ConnCrypto, PathTable, TxWakes};
     use mpt_proto::crypto::{Psk, Role};
     use mpt_proto::reorder::Resequencer;
     use std::time::{Duration, Instant};
@@ -154,10 +154,10 @@ mod tests {
             now,
             PathTable::new(Vec::new()),
             Some(crypto),
-            crate::route::SourceFilter::default(),
+            crate::plane::route::SourceFilter::default(),
             Resequencer::new(16, 1500, Duration::from_millis(25)),
             Duration::from_millis(25),
-            crate::udp::Waker::new().unwrap(),
+            crate::io::udp::Waker::new().unwrap(),
             TxWakes(Arc::new(Vec::new())),
         );
         c.client = true;
@@ -194,7 +194,7 @@ mod tests {
         let a = client(0, &map);
         let b = client(1, &map);
         let (ka, kb) = (a.crypto.as_ref().unwrap(), b.crypto.as_ref().unwrap());
-        let keys = || crate::noise::tests::session_keys().0;
+        let keys = || crate::plane::testing::session_keys().0;
         assert!(map.is_empty());
         ka.install_pending(keys(), ids(100, now), now);
         kb.install_current(keys(), ids(200, now), now);

@@ -2,7 +2,7 @@
 //! write tun.
 //!
 //! Client connections on a shared port are served by [`SharedRxWorker`]s
-//! instead (a fixed pool; see `crate::shared` for why): they sort each
+//! instead (a fixed pool; see `crate::plane::shared_port` for why): they sort each
 //! batch by connection and path and handle each group as below, with the
 //! connection's receive state ([`ConnRxState`]) taken from the connection.
 //!
@@ -13,7 +13,7 @@
 //! 2-core machine (gaps timed out while the other worker waited for the
 //! lock). Connections scale across cores, and so does one connection's
 //! opening: with a key, the sealed datagrams of a batch are opened in place
-//! by the crypto stage (`crate::crypto_pool`, `open_batch`) before the
+//! by the crypto stage (`crate::dataplane::crypto_pool`, `open_batch`) before the
 //! worker goes through them in order; the replay window of the key that
 //! opened each is checked and updated then, in batch order.
 //!
@@ -150,15 +150,17 @@ const REPAIR_QUEUE: usize = 32;
 
 use tun_rs::SyncDevice;
 
-use crate::tun_write::Coalescer;
+use crate::io::tun_write::Coalescer;
+use crate::plane::{ControlDatagram, CONTROL_DATAGRAM_MAX, SHARED_INITIATION};
+use crate::sync::lock_unpoisoned;
 
-use crate::crypto_pool::{CryptoPool, Submitter};
-use crate::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
-use crate::shared::{SessionMap, SharedStats};
-use crate::source::Source;
-use crate::state::{ConnShared, Counter, PathShared, PathTable};
-use crate::udp::PathSocket;
-use crate::udp::{RecvMeta, RECV_TIMEOUT};
+use crate::dataplane::crypto_pool::{CryptoPool, Submitter};
+use crate::dataplane::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
+use crate::io::source::Source;
+use crate::io::udp::PathSocket;
+use crate::io::udp::{RecvMeta, RECV_TIMEOUT};
+use crate::plane::shared_port::{SessionMap, SharedStats};
+use crate::plane::{ConnShared, Counter, PathShared, PathTable};
 use mpt_proto::noise::Mac1Check;
 
 /// Length of a receive buffer: with UDP GRO the kernel coalesces up to
@@ -172,38 +174,6 @@ const RECV_MESSAGES: usize = 32;
 /// Datagrams a path may hold for delay equalisation (1024 full-size
 /// packets: 300 ms of a 40 Mbit/s path).
 const EQUALIZE_SLOTS: usize = 1024;
-
-/// Largest message handed to the control loop (handshake messages are:
-/// a Noise initiation is 168 bytes).
-pub const CONTROL_DATAGRAM_MAX: usize = mpt_proto::noise::INITIATION_LEN;
-
-/// `ControlDatagram::conn` of a Noise initiation read on a shared port:
-/// it names no connection (the control loop finds it by the static key).
-pub const SHARED_INITIATION: usize = usize::MAX - 1;
-
-/// A probe, reply or handshake message handed to the control loop. Sealed
-/// probes and replies arrive opened, with the SEALED flag cleared.
-#[derive(Debug, Clone, Copy)]
-pub struct ControlDatagram {
-    /// Connection index.
-    pub conn: usize,
-    /// Path index.
-    pub path: usize,
-    /// When it arrived.
-    pub at: Instant,
-    /// Its source address.
-    pub from: Option<SocketAddr>,
-    /// Our address it was sent to (shared ports; see `crate::source`).
-    pub to: Option<Source>,
-    /// The shared port it arrived on, for a Noise initiation read there
-    /// (`conn` is then [`SHARED_INITIATION`]); 0 otherwise.
-    pub port: u16,
-    /// Length of `bytes` used; 0: a notice that a client connection's path
-    /// `path` was heard from `from` and needs adding (or moving).
-    pub len: usize,
-    /// The datagram.
-    pub bytes: [u8; CONTROL_DATAGRAM_MAX],
-}
 
 /// Everything a receive worker needs.
 pub struct RxWorker {
@@ -277,8 +247,8 @@ impl Staging {
 fn write_tun(tun: &SyncDevice, frame: &[u8], errors: &Counter, logged: &mut u32) -> io::Result<()> {
     if let Err(e) = tun.send(frame) {
         errors.add(1);
-        if crate::fatal::tun_is_gone(&e) {
-            crate::fatal::fatal(format!("tun device unusable (write: {e}); was it deleted?"));
+        if crate::io::fatal::tun_is_gone(&e) {
+            crate::io::fatal::fatal(format!("tun device unusable (write: {e}); was it deleted?"));
         }
         if *logged < 10 {
             *logged += 1;
@@ -353,7 +323,7 @@ impl RxWorker {
     }
 }
 
-/// A receive worker of the shared ports (see `crate::shared`): reads its
+/// A receive worker of the shared ports (see `crate::plane::shared_port`): reads its
 /// own SO_REUSEPORT socket of each shared port and family, and serves
 /// every client connection whose datagrams reach it.
 pub struct SharedRxWorker {
@@ -437,7 +407,7 @@ impl SharedRxWorker {
                     t.saturating_duration_since(Instant::now())
                         .clamp(Duration::from_micros(100), RECV_TIMEOUT)
                 });
-                if let Err(e) = crate::udp::wait_any_readable(self.sockets.iter(), None, wait) {
+                if let Err(e) = crate::io::udp::wait_any_readable(self.sockets.iter(), None, wait) {
                     tracing::debug!(error = %e, "poll failed");
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -610,11 +580,8 @@ impl SharedRxWorker {
             control: &self.control,
             shared: true,
         };
-        let mut guard = match conn.rx_state.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let st = guard.get_or_insert_with(|| Box::new(ConnRxState::new(conn)));
+        let mut guard = lock_unpoisoned(&conn.rx_state);
+        let st = ConnRxState::in_slot(&mut guard, conn);
         st.refresh(conn);
         st.swap_keys(crypto);
         rx.refresh_keys(crypto);
@@ -623,7 +590,7 @@ impl SharedRxWorker {
             repair,
             table,
             ..
-        } = &mut **st;
+        } = st;
         let path = table.get(pi).filter(|p| !p.is_removed()).map(|p| &**p);
         rx.handle_batch(pi, path, bufs, meta, staging, crypto, delay, repair);
         rx.send_repairs(table, repair);
@@ -650,11 +617,8 @@ impl SharedRxWorker {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         timers.retain(|conn| {
-            let mut guard = match conn.rx_state.lock() {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            let Some(st) = guard.as_mut() else {
+            let mut guard = lock_unpoisoned(&conn.rx_state);
+            let Some(st) = guard.as_mut().and_then(|b| b.downcast_mut::<ConnRxState>()) else {
                 return false;
             };
             let rx = Rx {
@@ -709,6 +673,22 @@ impl std::fmt::Debug for ConnRxState {
 }
 
 impl ConnRxState {
+    /// The state in a connection's `rx_state` slot, created fresh for
+    /// `conn` if the slot is empty (or, which no code does, holds another
+    /// type).
+    fn in_slot<'a>(
+        slot: &'a mut Option<Box<dyn std::any::Any + Send>>,
+        conn: &ConnShared,
+    ) -> &'a mut ConnRxState {
+        if !matches!(slot, Some(b) if b.is::<ConnRxState>()) {
+            *slot = Some(Box::new(ConnRxState::new(conn)));
+        }
+        match slot.as_mut().and_then(|b| b.downcast_mut::<ConnRxState>()) {
+            Some(st) => st,
+            None => unreachable!("the slot was just filled with a ConnRxState"),
+        }
+    }
+
     /// Fresh state for `conn`.
     pub fn new(conn: &ConnShared) -> ConnRxState {
         ConnRxState {
@@ -1061,7 +1041,7 @@ impl Rx<'_> {
             None => Some(path.and_then(|p| p.remote()).map(|(a, _)| a)),
             Some(_) => None,
         };
-        let wall_now = crate::udp::wall_clock_ns();
+        let wall_now = crate::io::udp::wall_clock_ns();
         let equalize_to = match conn.equalize_owd_us.load(Relaxed) {
             0 => None,
             v => Some(v as u32),
@@ -1107,7 +1087,7 @@ impl Rx<'_> {
             }
             // The path's delay samples count from when the kernel took the
             // message in, not from when this worker read it.
-            let lag = crate::udp::arrival_lag(m.arrived_ns, wall_now);
+            let lag = crate::io::udp::arrival_lag(m.arrived_ns, wall_now);
             let arrived_us = now_us.wrapping_sub(lag.as_micros() as u32);
             for dgram in m.datagrams_mut(buf) {
                 let wire_len = dgram.len();
@@ -1335,7 +1315,7 @@ impl Rx<'_> {
             }
         };
         // By connection id, or (public-key sessions) session index.
-        if !crate::demux::accepts(conn, &header) {
+        if !crate::dataplane::demux::accepts(conn, &header) {
             conn.drops.unknown_connection.add(1);
             return (Verdict::Drop, dgram);
         }
@@ -1345,7 +1325,7 @@ impl Rx<'_> {
             conn.drops.no_path.add(1);
             return (Verdict::Drop, dgram);
         }
-        if let Some((expected, noise)) = crate::demux::handshake_kind(header.msg_type) {
+        if let Some((expected, noise)) = crate::plane::queue::handshake_kind(header.msg_type) {
             // Handshakes are authenticated by their own MAC in the control
             // loop; only size-check them here.
             if conn.crypto.as_ref().map(|c| c.noise) != Some(noise) {
@@ -1526,12 +1506,12 @@ impl Rx<'_> {
         } = repair;
         for (pi, nack) in requests.drain(..) {
             if let Some(path) = table.get(pi) {
-                crate::repair::request(conn, path, nack, now, out);
+                crate::dataplane::repair::request(conn, path, nack, now, out);
             }
         }
         for (pi, nack) in answers.drain(..) {
             if let Some(path) = table.get(pi) {
-                crate::repair::answer(conn, table, path, nack, now, out);
+                crate::dataplane::repair::answer(conn, table, path, nack, now, out);
             }
         }
     }
@@ -1549,7 +1529,7 @@ impl Rx<'_> {
         let conn = self.conn;
         // When it came (its delay sample and RTT then leave out how long
         // it waited in the socket for this worker).
-        let lag = crate::udp::arrival_lag(m.arrived_ns, crate::udp::wall_clock_ns());
+        let lag = crate::io::udp::arrival_lag(m.arrived_ns, crate::io::udp::wall_clock_ns());
         let mut msg = ControlDatagram {
             conn: conn.index,
             path: pi,
@@ -1672,7 +1652,7 @@ impl Rx<'_> {
         if wait.is_zero() {
             return;
         }
-        if let Err(e) = crate::udp::wait_any_readable(
+        if let Err(e) = crate::io::udp::wait_any_readable(
             paths.iter().map(|p| &p.socket),
             Some(&conn.rx_wake),
             wait,
@@ -1928,59 +1908,7 @@ fn seq_after(a: u32, b: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpt_proto::crypto::INIT_LEN;
     use std::net::{Ipv6Addr, SocketAddrV6};
-
-    /// Session keys `(initiator, responder)` from a real handshake (they
-    /// exist only as its result).
-    fn session_keys() -> (SessionKeys, SessionKeys) {
-        use mpt_proto::crypto::{Answer, Initiator, Psk, Responder};
-        let psk = Psk::from_bytes(*b"mptd rx test pre-shared key 32 b");
-        let header = Header {
-            msg_type: MsgType::HandshakeInit,
-            flags: Flags::NONE,
-            path_id: 0,
-            conn_id: 7,
-            seq: 0,
-            path_seq: 0,
-            timestamp_us: 0,
-        };
-        let mut responder = Responder::new(&psk, 7, *b"rx-test!").unwrap();
-        let (mut init, mut reply) = ([0u8; INIT_LEN], [0u8; INIT_LEN]);
-        let (mut initiator, mut n) =
-            Initiator::start(&psk, *b"rx-test?", &header, [1; 32], 1, None, &mut init).unwrap();
-        for _ in 0..2 {
-            match responder
-                .handle_init(
-                    &init[..n],
-                    [2; 32],
-                    [3; 16],
-                    Instant::now(),
-                    &header,
-                    &mut reply,
-                )
-                .unwrap()
-            {
-                Answer::Response { keys, len } => {
-                    return (initiator.handle_response(&reply[..len]).unwrap(), *keys);
-                }
-                Answer::Challenge { len } => {
-                    let cookie = initiator.handle_challenge(&reply[..len]).unwrap();
-                    (initiator, n) = Initiator::start(
-                        &psk,
-                        *b"rx-test?",
-                        &header,
-                        [1; 32],
-                        2,
-                        Some(cookie),
-                        &mut init,
-                    )
-                    .unwrap();
-                }
-            }
-        }
-        panic!("no handshake");
-    }
 
     /// The crypto stage opens a batch in parallel, yet what is accepted is
     /// what the serial worker would accept: every datagram that
@@ -1989,7 +1917,7 @@ mod tests {
     /// the window had seen before the batch is not even tried.
     #[test]
     fn the_crypto_stage_opens_in_order_and_the_window_takes_each_once() {
-        let (seal, open) = session_keys();
+        let (seal, open) = crate::plane::testing::session_keys();
         let pool = Arc::new(CryptoPool::start(2, 4, Duration::from_micros(20)).unwrap());
         let mut sub = pool.submitter();
         let mut window = ReplayWindow::new();

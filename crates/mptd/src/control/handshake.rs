@@ -314,7 +314,7 @@ impl KeyExchange {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{ConnCrypto, OLD_KEYS_GRACE, OLD_KEYS_MAX};
+    use crate::plane::{ConnCrypto, OLD_KEYS_GRACE, OLD_KEYS_MAX};
     use mpt_proto::crypto::{CHALLENGE_LEN, INIT_LEN, RESPONSE_LEN};
     use mpt_proto::wire::{Flags, MsgType};
     use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! order: input, summaries, handshakes, timers, transmits, events, publish
 //! eligibility and status.
 //!
-//! It also applies operator commands ([`crate::command`]) and the peer's
+//! It also applies operator commands ([`crate::control::command`]) and the peer's
 //! control messages (a path added or removed on the other side), ends the
 //! drain of removed paths, and tells systemd when the daemon is ready.
 
@@ -27,14 +27,14 @@ use mpt_proto::wire::{
 use mpt_proto::{DataSummary, DropReason, Event, Session};
 use serde_json::{json, Value};
 
-use crate::command::{Outcome, Request, PEER_ANSWER_WAIT};
 use crate::config::{Prefix, MAX_WEIGHT, MAX_WINDOW};
-use crate::handshake::{ChallengeOutcome, InitOutcome, KeyExchange};
-use crate::noise::{InitiationOutcome, NoiseConn, NoiseDaemon};
-use crate::pathset::{self, AddError, ConnSetup, Draining, NewPath};
-use crate::rx::ControlDatagram;
-use crate::source::Source;
-use crate::state::{ConnShared, LastHandover, PathShared, PathView};
+use crate::control::command::{Outcome, Request, PEER_ANSWER_WAIT};
+use crate::control::handshake::{ChallengeOutcome, InitOutcome, KeyExchange};
+use crate::control::noise::{InitiationOutcome, NoiseConn, NoiseDaemon};
+use crate::control::pathset::{self, AddError, ConnSetup, Draining, NewPath};
+use crate::io::source::Source;
+use crate::plane::ControlDatagram;
+use crate::plane::{ConnShared, LastHandover, PathShared, PathView};
 
 /// Longest sleep of the loop: bounds how stale receive summaries and the
 /// published status get (and adds at most this to dead-path detection of a
@@ -80,7 +80,7 @@ fn owd_bounds(owds: impl Iterator<Item = u32>) -> Option<(u32, u32, usize)> {
 /// includes the paths' queues: a satellite's buffer can add as much as its
 /// propagation delay).
 pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
-    let floor = crate::daemon::DEFAULT_REORDER_TIMEOUT;
+    let floor = crate::plane::DEFAULT_REORDER_TIMEOUT;
     let usable = session.paths().map(|(_, p)| p).filter(|p| p.usable());
     let (mut lo, mut hi, mut var) = (Duration::MAX, Duration::ZERO, Duration::ZERO);
     for p in usable {
@@ -115,7 +115,7 @@ pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
 /// data, and by the lowest over the last 20-40 ms on each that does not
 /// (its sporadic data's, probes' and feedback's, see
 /// `Path::rx_owd_standing`; µs, wrapping, with the clock offset), when it
-/// exceeds the fastest by at least [`crate::equalize::MIN_HOLD`]; with
+/// exceeds the fastest by at least [`crate::dataplane::equalize::MIN_HOLD`]; with
 /// it, how far it lies above the fastest (µs), the longest hold it makes.
 ///
 /// Why the two: a path that carries little has few samples, each with the
@@ -195,8 +195,9 @@ pub fn equalize_target(
             .map(|(owd, _)| owd),
     )?;
     let spread = u64::from(hi.wrapping_sub(lo));
-    (spread >= crate::equalize::MIN_HOLD.as_micros() as u64 && spread < u64::from(u32::MAX / 2))
-        .then_some((hi, spread as u32))
+    (spread >= crate::dataplane::equalize::MIN_HOLD.as_micros() as u64
+        && spread < u64::from(u32::MAX / 2))
+    .then_some((hi, spread as u32))
 }
 
 /// The spread (slowest − fastest) of the last one-way delays measured on
@@ -334,18 +335,18 @@ pub struct ControlLoop {
     /// Scratch space for the sessions' path models.
     pub models: Vec<(mpt_proto::sched::PathModel, Duration)>,
     /// Link and address events (`None`: netlink unavailable).
-    pub links: Option<crate::links::Links>,
+    pub links: Option<crate::control::links::Links>,
     /// The shared ports (client connections): per port, a sending handle
-    /// on its IPv4 and IPv6 socket (see `crate::shared`).
+    /// on its IPv4 and IPv6 socket (see `crate::plane::shared_port`).
     pub shared_ports: Vec<SharedPort>,
     /// Where the workers and the status read the connections from
     /// (replaced when a reload adds or removes a client connection).
-    pub conn_set: Arc<crate::state::ConnSet>,
+    pub conn_set: Arc<crate::plane::ConnSet>,
     /// The shared ports' session index map (new client connections are
     /// registered in it).
-    pub session_map: Arc<crate::shared::SessionMap>,
+    pub session_map: Arc<crate::plane::shared_port::SessionMap>,
     /// The transmit workers' wake-up events (for new connections).
-    pub tx_wakes: crate::state::TxWakes,
+    pub tx_wakes: crate::plane::TxWakes,
     /// The tun interface (routes of new client connections).
     pub tun_name: String,
 }
@@ -357,14 +358,18 @@ pub struct SharedPort {
     /// The port.
     pub port: u16,
     /// A handle on the IPv4 socket.
-    pub v4: Option<crate::udp::PathSocket>,
+    pub v4: Option<crate::io::udp::PathSocket>,
     /// A handle on the IPv6 socket.
-    pub v6: Option<crate::udp::PathSocket>,
+    pub v6: Option<crate::io::udp::PathSocket>,
 }
 
 impl SharedPort {
     /// The socket of `port` for datagrams to `to`'s family.
-    fn socket(ports: &[SharedPort], port: u16, to: SocketAddr) -> Option<&crate::udp::PathSocket> {
+    fn socket(
+        ports: &[SharedPort],
+        port: u16,
+        to: SocketAddr,
+    ) -> Option<&crate::io::udp::PathSocket> {
         let p = ports.iter().find(|p| p.port == port)?;
         if to.is_ipv4() {
             p.v4.as_ref()
@@ -551,9 +556,9 @@ impl ControlLoop {
         let Some(r) = self.readiness else { return };
         let all_up = self.sessions.iter().all(|s| s.eligibility().active() != 0);
         if all_up {
-            crate::notify::ready("tunnel up: every connection has a usable path");
+            crate::io::notify::ready("tunnel up: every connection has a usable path");
         } else if now >= r.deadline {
-            crate::notify::ready("running; waiting for peers on some connections");
+            crate::io::notify::ready("running; waiting for peers on some connections");
         } else {
             return;
         }
@@ -753,7 +758,7 @@ impl ControlLoop {
     }
 
     fn on_datagram(&mut self, d: ControlDatagram, out: &mut [u8; OUT_LEN]) {
-        if d.conn == crate::rx::SHARED_INITIATION {
+        if d.conn == crate::plane::SHARED_INITIATION {
             self.on_shared_initiation(d, d.port, out);
             return;
         }
@@ -785,7 +790,7 @@ impl ControlLoop {
             }
             // Authenticated (the worker opened it; handshake messages are
             // not opened there, and teach nothing): a path of the client.
-            let handshake = crate::demux::handshake_kind(header.msg_type).is_some();
+            let handshake = crate::plane::queue::handshake_kind(header.msg_type).is_some();
             if let (Some(from), false) = (d.from, handshake) {
                 self.learn_path(d.conn, d.path, from, d.to, d.at);
             }
@@ -1057,7 +1062,7 @@ impl ControlLoop {
                     }
                     InitiationOutcome::Refused(e) => {
                         if e == mpt_proto::noise::NoiseError::Decrypt && crypto.keys().is_none() {
-                            crate::auth_warning::failed(
+                            crate::control::auth_warning::failed(
                                 Some(&conn.name),
                                 Some(src),
                                 "Noise initiation that does not decrypt",
@@ -1101,7 +1106,7 @@ impl ControlLoop {
     /// and routes, then publishes the new set to the workers. Nothing
     /// else changes.
     pub fn add_client(&mut self, c: &crate::config::ConnectionConfig) -> Result<(), String> {
-        use crate::noise::NoiseTiming;
+        use crate::control::noise::NoiseTiming;
         use mpt_proto::crypto::Psk;
         let Some(peer) = c.public_key else {
             return Err("a client connection needs a public_key".into());
@@ -1125,11 +1130,11 @@ impl ControlLoop {
         let now = Instant::now();
         let ci = self.conns.len();
         let timing = NoiseTiming::new(c.keepalive, c.rekey_after);
-        let crypto = crate::state::ConnCrypto::new_noise(
+        let crypto = crate::plane::ConnCrypto::new_noise(
             psk.clone()
                 .unwrap_or_else(|| Psk::from_bytes([0; 32]).with_cipher(self.config.daemon.cipher)),
             timing.grace,
-            crate::state::OLD_KEYS_MAX,
+            crate::plane::OLD_KEYS_MAX,
         );
         let mut session = Session::new(
             mpt_proto::SessionConfig {
@@ -1143,21 +1148,21 @@ impl ControlLoop {
         )
         .map_err(|e| e.to_string())?;
         session.set_loss_repair(c.repair);
-        let waker = crate::udp::Waker::new().map_err(|e| format!("wake-up event: {e}"))?;
+        let waker = crate::io::udp::Waker::new().map_err(|e| format!("wake-up event: {e}"))?;
         let mut conn = ConnShared::new(
             ci,
             c.name.clone(),
             c.id,
             now,
-            crate::state::PathTable::new(Vec::new()),
+            crate::plane::PathTable::new(Vec::new()),
             Some(crypto),
-            crate::route::SourceFilter::for_connection(c),
+            crate::plane::route::SourceFilter::for_connection(c),
             mpt_proto::reorder::Resequencer::new(
-                crate::daemon::REORDER_SLOTS,
+                crate::plane::REORDER_SLOTS,
                 usize::from(self.config.tunnel.mtu),
-                crate::daemon::DEFAULT_REORDER_TIMEOUT,
+                crate::plane::DEFAULT_REORDER_TIMEOUT,
             ),
-            crate::daemon::DEFAULT_REORDER_TIMEOUT,
+            crate::plane::DEFAULT_REORDER_TIMEOUT,
             waker,
             self.tx_wakes.clone(),
         );
@@ -1180,7 +1185,7 @@ impl ControlLoop {
             crypto.register(self.session_map.clone(), Arc::downgrade(&conn));
         }
         for net in &c.networks {
-            if let Err(e) = crate::daemon::add_route(net, &self.tun_name) {
+            if let Err(e) = crate::io::routes::add_route(net, &self.tun_name) {
                 tracing::warn!(conn = %c.name, route = %net, error = %e, "cannot route a new client's network");
             }
         }
@@ -1227,7 +1232,7 @@ impl ControlLoop {
                 nd.remove_peer(&key);
             }
             for net in &c.networks {
-                if let Err(e) = crate::daemon::del_route(net, &self.tun_name) {
+                if let Err(e) = crate::io::routes::del_route(net, &self.tun_name) {
                     tracing::debug!(conn = %name, route = %net, error = %e, "removing a client's route");
                 }
             }
@@ -1238,7 +1243,7 @@ impl ControlLoop {
                 p.mark_removed();
             }
         }
-        conn.set_paths(crate::state::PathTable::new(Vec::new()));
+        conn.set_paths(crate::plane::PathTable::new(Vec::new()));
         self.draining.retain(|d| d.conn != ci);
         if let Some(nc) = self.noise_conns.get_mut(ci) {
             *nc = None;
@@ -1256,7 +1261,7 @@ impl ControlLoop {
             .iter()
             .map(|c| (c.name.as_str(), c))
             .collect();
-        let mut router = crate::route::Router::default();
+        let mut router = crate::plane::route::Router::default();
         for (ci, conn) in self.conns.iter().enumerate() {
             if conn.removed.load(Relaxed) {
                 continue;
@@ -1418,7 +1423,7 @@ impl ControlLoop {
             }
             InitiationOutcome::Refused(e) => {
                 if e == mpt_proto::noise::NoiseError::Decrypt {
-                    crate::auth_warning::failed(
+                    crate::control::auth_warning::failed(
                         None,
                         Some(src),
                         "Noise initiation on the shared port that does not decrypt",

@@ -7,7 +7,7 @@
 //! [`tun_rs::IDEAL_BATCH_SIZE`] segments, or a single packet), then reads
 //! that do not wait, up to [`TX_BATCH`] packets;
 //! its packets are headed, grouped by path in their original order,
-//! sealed as one batch by the crypto stage (`crate::crypto_pool`: in
+//! sealed as one batch by the crypto stage (`crate::dataplane::crypto_pool`: in
 //! parallel when the batch is large enough) and sent with one GSO send
 //! per path.
 
@@ -25,9 +25,9 @@ use mpt_proto::sched::{
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
-use crate::crypto_pool::CryptoPool;
-use crate::route::Router;
-use crate::state::{ConnShared, Counter, PathShared, PathTable, Remote};
+use crate::dataplane::crypto_pool::CryptoPool;
+use crate::plane::route::Router;
+use crate::plane::{ConnShared, PathShared, PathTable, Remote, TxStats};
 
 /// Where the IP packet starts in a transmit buffer: our header and the
 /// flow prefix go in front of it, so the datagram is built in place
@@ -36,7 +36,7 @@ const PACKET_OFFSET: usize = HEADER_LEN + FLOW_PREFIX_LEN;
 
 /// Most datagrams in one GSO send (the kernel's UDP_MAX_SEGMENTS is 64
 /// on older kernels, 128 on newer ones).
-const MAX_GSO_SEGMENTS: usize = crate::udp::MAX_GSO_PARTS;
+const MAX_GSO_SEGMENTS: usize = crate::io::udp::MAX_GSO_PARTS;
 
 /// Most bytes in one GSO send: the UDP payload of one IP packet, less room
 /// for IPv6 extension headers.
@@ -89,15 +89,6 @@ impl PlanEntry {
     }
 }
 
-/// Daemon-wide counters of the transmit stage.
-#[derive(Debug, Default)]
-pub struct TxStats {
-    /// Tun packets whose destination matches no connection.
-    pub no_route: Counter,
-    /// Tun read errors.
-    pub tun_errors: Counter,
-}
-
 /// Everything a transmit worker needs.
 pub struct TxWorker {
     /// The tun queue this worker reads.
@@ -106,7 +97,7 @@ pub struct TxWorker {
     pub conns: Arc<Vec<Arc<ConnShared>>>,
     /// Where `conns` and `router` come from: replaced when a reload adds
     /// or removes a client connection (checked once per batch).
-    pub set: Arc<crate::state::ConnSet>,
+    pub set: Arc<crate::plane::ConnSet>,
     /// Destination → connection.
     pub router: Arc<Router>,
     /// Daemon-wide counters.
@@ -252,7 +243,7 @@ impl TxWorker {
         let mut bases: Vec<u64> = vec![0; self.conns.len()];
         // Per connection: the batch's ticket in its send order, and per
         // path the batch's datagram count and first path sequence number
-        // (see `crate::tx_order`).
+        // (see `crate::plane::tx_order`).
         let mut tickets: Vec<u64> = vec![0; self.conns.len()];
         let mut path_counts: Vec<Vec<u32>> = self.conns.iter().map(|_| Vec::new()).collect();
         let mut path_bases: Vec<Vec<u32>> = self.conns.iter().map(|_| Vec::new()).collect();
@@ -302,8 +293,8 @@ impl TxWorker {
                 Err(e) => {
                     self.stats.tun_errors.add(1);
                     consecutive_errors += 1;
-                    if crate::fatal::tun_is_gone(&e) || consecutive_errors >= MAX_READ_ERRORS {
-                        crate::fatal::fatal(format!(
+                    if crate::io::fatal::tun_is_gone(&e) || consecutive_errors >= MAX_READ_ERRORS {
+                        crate::io::fatal::fatal(format!(
                             "tun device unusable (read: {e}); was it deleted?"
                         ));
                         break;
@@ -439,7 +430,7 @@ impl TxWorker {
             }
             // Number the batch: connection and path sequence numbers and a
             // ticket in the connection's send order, at once (see
-            // `crate::tx_order`). In ascending connection order, as the
+            // `crate::plane::tx_order`). In ascending connection order, as the
             // sends below.
             touched.sort_unstable();
             for &c in &touched {
@@ -615,7 +606,7 @@ impl TxWorker {
             };
             if g.is_none() {
                 *g = Some(RepairHistory::new(
-                    crate::repair::HISTORY_SLOTS,
+                    crate::dataplane::repair::HISTORY_SLOTS,
                     FLOW_PREFIX_LEN + self.mtu,
                 ));
             }
@@ -675,7 +666,7 @@ impl TxWorker {
                 );
             }
             if let Some(via) = copy_via {
-                crate::repair::send_copy(
+                crate::dataplane::repair::send_copy(
                     conn,
                     via,
                     header.seq,

@@ -2,7 +2,7 @@
 //! a [`NoiseDaemon`] per side, wired by hand, in virtual time.
 
 use super::*;
-use mpt_proto::crypto::SessionKeys;
+use crate::plane::NoiseIds;
 use mpt_proto::noise::StaticSecret;
 use mpt_proto::wire::{Flags, MsgType};
 use std::sync::atomic::Ordering::Relaxed;
@@ -87,17 +87,6 @@ fn handshake(a: &mut Side, b: &mut Side, now: Instant) -> bool {
         }
         _ => false,
     }
-}
-
-/// A pair of matching session keys (initiator's, responder's).
-pub(crate) fn session_keys() -> (SessionKeys, SessionKeys) {
-    let timing = NoiseTiming::new(Duration::from_secs(1), None);
-    let (mut a, mut b) = pair(timing);
-    let now = base();
-    assert!(handshake(&mut a, &mut b, now));
-    let ka = a.crypto.keys().unwrap();
-    let kb = b.crypto.key_set().pending.unwrap();
-    ((*ka).clone(), (*kb).clone())
 }
 
 #[test]

@@ -35,9 +35,9 @@ pub const CMSG_SPACE: usize = 40;
 /// `socket` (an IPv6-only socket for `v6`).
 pub fn enable(socket: &UdpSocket, v6: bool) -> io::Result<()> {
     if v6 {
-        crate::udp::set_int_opt(socket, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)
+        crate::io::udp::set_int_opt(socket, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)
     } else {
-        crate::udp::set_int_opt(socket, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)
+        crate::io::udp::set_int_opt(socket, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! Every message is one JSON object: one line on TCP, one datagram on UDP.
 //! A request wraps the exact request text the unix control socket takes
-//! (see [`crate::control`]) in an envelope the client signs with the
+//! (see [`crate::ops::control_socket`]) in an envelope the client signs with the
 //! connection's command key (`mpt_proto::crypto::cmdauth`):
 //!
 //! ```text
@@ -37,7 +37,7 @@
 //! The server runs on its own threads (one for UDP, one accepting TCP, one
 //! per TCP client up to [`MAX_TCP_CLIENTS`]), polls the daemon's shutdown
 //! flag, and only talks to the daemon through the same path as the control
-//! socket ([`crate::control::respond`]), so it never touches the data plane.
+//! socket ([`crate::ops::control_socket::respond`]), so it never touches the data plane.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -57,7 +57,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::Config;
-use crate::control::{self, StatusSource, CONTROL_VERSION};
+use crate::ops::control_socket::{self, StatusSource, CONTROL_VERSION};
 
 /// Version of the envelope.
 pub const ENVELOPE_VERSION: u64 = 1;
@@ -465,7 +465,7 @@ impl Shared {
         } else {
             tracing::info!(%peer, conn = %conn.name, request = name, "remote command");
         }
-        let mut response = control::respond(env.request.as_bytes(), &self.source);
+        let mut response = control_socket::respond(env.request.as_bytes(), &self.source);
         if name == "status" {
             if let Some(status) = response.get_mut("status").and_then(Value::as_object_mut) {
                 if let Some(Value::Array(conns)) = status.get_mut("connections") {

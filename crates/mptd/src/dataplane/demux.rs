@@ -10,21 +10,19 @@
 //!
 //! On a connection's own path sockets this is a check of the socket's
 //! connection ([`accepts`]). On a shared port (client connections) the
-//! connection is looked up by session index in `crate::shared::SessionMap`
+//! connection is looked up by session index in `crate::plane::shared_port::SessionMap`
 //! (one hash lookup), and then checked with [`accepts`] like anywhere
 //! else; [`find`] is the same rule as a scan, the reference the map is
 //! tested against.
 //!
-//! [`ConnCrypto::knows_index`]: crate::state::ConnCrypto::knows_index
+//! [`ConnCrypto::knows_index`]: crate::plane::ConnCrypto::knows_index
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use mpt_proto::crypto::{CHALLENGE_LEN, INIT_LEN, RESPONSE_LEN};
-use mpt_proto::noise::{COOKIE_REPLY_LEN, INITIATION_LEN, RESPONSE_LEN as NOISE_RESPONSE_LEN};
 use mpt_proto::wire::{Header, MsgType};
 
-use crate::state::ConnShared;
+use crate::plane::ConnShared;
 
 /// Whether a datagram with this header is addressed to `conn`.
 pub fn accepts(conn: &ConnShared, header: &Header) -> bool {
@@ -51,32 +49,11 @@ pub fn find(conns: &[Arc<ConnShared>], header: &Header) -> Option<usize> {
     conns.iter().position(|c| accepts(c, header))
 }
 
-/// For a handshake message type: the exact datagram length, and whether
-/// it belongs to the public-key handshake (`true`) or the PSK handshake.
-/// `None` for every other type.
-pub fn handshake_kind(msg_type: MsgType) -> Option<(usize, bool)> {
-    match msg_type {
-        MsgType::HandshakeInit => Some((INIT_LEN, false)),
-        MsgType::HandshakeResponse => Some((RESPONSE_LEN, false)),
-        MsgType::HandshakeChallenge => Some((CHALLENGE_LEN, false)),
-        MsgType::NoiseInitiation => Some((INITIATION_LEN, true)),
-        MsgType::NoiseResponse => Some((NOISE_RESPONSE_LEN, true)),
-        MsgType::NoiseCookieReply => Some((COOKIE_REPLY_LEN, true)),
-        MsgType::Data
-        | MsgType::Probe
-        | MsgType::ProbeReply
-        | MsgType::Control
-        | MsgType::Feedback
-        | MsgType::Nack
-        | MsgType::Repair => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::noise::NoiseIds;
-    use crate::state::{ConnCrypto, PathTable, TxWakes};
+    use crate::plane::NoiseIds;
+    use crate::plane::{ConnCrypto, PathTable, TxWakes};
     use mpt_proto::crypto::{Psk, Role};
     use mpt_proto::reorder::Resequencer;
     use mpt_proto::wire::Flags;
@@ -92,10 +69,10 @@ mod tests {
             now,
             PathTable::new(Vec::new()),
             crypto,
-            crate::route::SourceFilter::default(),
+            crate::plane::route::SourceFilter::default(),
             Resequencer::new(16, 1500, Duration::from_millis(25)),
             Duration::from_millis(25),
-            crate::udp::Waker::new().unwrap(),
+            crate::io::udp::Waker::new().unwrap(),
             TxWakes(Arc::new(Vec::new())),
         ))
     }
@@ -178,15 +155,6 @@ mod tests {
     }
 
     fn test_keys() -> mpt_proto::crypto::SessionKeys {
-        crate::noise::tests::session_keys().0
-    }
-
-    #[test]
-    fn handshake_lengths() {
-        assert_eq!(handshake_kind(MsgType::NoiseInitiation), Some((168, true)));
-        assert_eq!(handshake_kind(MsgType::NoiseResponse), Some((92, true)));
-        assert_eq!(handshake_kind(MsgType::NoiseCookieReply), Some((80, true)));
-        assert_eq!(handshake_kind(MsgType::HandshakeInit), Some((104, false)));
-        assert_eq!(handshake_kind(MsgType::Data), None);
+        crate::plane::testing::session_keys().0
     }
 }

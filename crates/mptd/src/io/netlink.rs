@@ -3,7 +3,7 @@
 //!
 //! One job: turn `RTM_NEWLINK`/`RTM_DELLINK`/`RTM_NEWADDR`/`RTM_DELADDR`
 //! messages into [`NetEvent`]s. What they mean for the paths is
-//! [`crate::links`]' business.
+//! [`crate::control::links`]' business.
 //!
 //! [`Listener`] subscribes to the link and IPv4/IPv6 address groups and
 //! then dumps every link and address, so whoever reads its events learns
@@ -33,7 +33,7 @@ use nix::sys::socket::{
     SockProtocol, SockType,
 };
 
-use crate::state::Counter;
+use crate::sync::Counter;
 
 /// One change (or dump entry) the kernel reported.
 #[derive(Debug, Clone, PartialEq, Eq)]

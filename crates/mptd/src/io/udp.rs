@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::source::{self, Source};
+use crate::io::source::{self, Source};
 
 /// Datagrams moved per `recvmmsg`/`sendmmsg` call. 64 amortises the system
 /// call over ~90 KB of 1400-byte datagrams; larger batches gave no gain in
@@ -25,7 +25,7 @@ pub const BATCH: usize = 64;
 pub const MAX_GSO_PARTS: usize = 64;
 
 /// 8-byte words of a control buffer: a UDP_GRO or UDP_SEGMENT message
-/// (24 bytes), a source message (`crate::source::CMSG_SPACE`) and a
+/// (24 bytes), a source message (`crate::io::source::CMSG_SPACE`) and a
 /// receive timestamp (a 16-byte header and a 16-byte `timespec`).
 const CONTROL_WORDS: usize = (24 + source::CMSG_SPACE + 32) / 8;
 
@@ -120,11 +120,11 @@ impl PathSocket {
 
     /// Binds the wildcard address `local` (`0.0.0.0:port` or `[::]:port`,
     /// IPv6-only) with SO_REUSEPORT: one of the shared port's sockets,
-    /// one per receive worker and family (see `crate::shared`). The
+    /// one per receive worker and family (see `crate::plane::shared_port`). The
     /// kernel hashes each client source (address and port) to one of
     /// them, so a path's datagrams always reach the same worker, in order.
     /// Each datagram's destination address is reported (see
-    /// `crate::source`), so replies can leave from it.
+    /// `crate::io::source`), so replies can leave from it.
     pub fn bind_shared(local: SocketAddr) -> io::Result<PathSocket> {
         let s = Self::bind_with(local, |s| s.set_reuse_port(true))?;
         source::enable(&s.socket, local.is_ipv6())?;
@@ -525,7 +525,7 @@ impl PathSocket {
     }
 }
 
-/// Waits until any of `sockets` (at most [`crate::udp::MAX_POLL`]) can be
+/// Waits until any of `sockets` (at most [`crate::io::udp::MAX_POLL`]) can be
 /// read, or `timeout` passes.
 pub fn wait_any_readable<'a>(
     sockets: impl Iterator<Item = &'a PathSocket>,
@@ -768,7 +768,7 @@ pub struct RecvMeta {
     /// (the last may be shorter).
     pub segment: Option<usize>,
     /// Our address it was sent to (shared ports only; see
-    /// `crate::source`).
+    /// `crate::io::source`).
     pub to: Option<Source>,
     /// When the kernel received it (wall clock, ns since 1970; the first
     /// datagram's time for a coalesced message). A receive worker busy with

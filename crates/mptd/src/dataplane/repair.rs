@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use mpt_proto::crypto::{SessionKeys, TAG_LEN};
 use mpt_proto::wire::{Flags, Header, MsgType, Nack, Repair, HEADER_LEN, REPAIR_PREFIX_LEN};
 
-use crate::state::{ConnShared, PathShared, PathTable};
+use crate::plane::{ConnShared, PathShared, PathTable};
 
 /// Copies kept per path (payloads of up to the MTU: about 1.5 MB at
 /// 1500 bytes; 300 ms of a 40 Mbit/s path).

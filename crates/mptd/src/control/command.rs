@@ -4,7 +4,7 @@
 //! [`Command`] with a reply channel, and it applies the change between two
 //! rounds. Nothing here touches the data plane directly except through the
 //! path table and the per-path atomics the workers read once per batch
-//! (see [`crate::pathset`]).
+//! (see [`crate::control::pathset`]).
 //!
 //! Adding or removing a path is announced to the peer with a control
 //! message. `path add` answers once the peer confirmed (or refused, in
@@ -22,8 +22,8 @@ use mpt_proto::wire::{ControlBody, PathAdd, PathName};
 use serde_json::{json, Value};
 
 use crate::config::{self, MAX_WEIGHT};
-use crate::control_loop::ControlLoop;
-use crate::pathset::{self, NewPath};
+use crate::control::control_loop::ControlLoop;
+use crate::control::pathset::{self, NewPath};
 
 /// How long `path add` and `path remove` wait for the peer's answer before
 /// answering the operator anyway (the control socket client waits 5 s).
@@ -368,7 +368,7 @@ impl ControlLoop {
         let mut not_applied = Vec::new();
         // Client connections (no paths, served on the shared port) come
         // and go without a restart; the others are left alone.
-        let live = |conns: &[std::sync::Arc<crate::state::ConnShared>], name: &str| {
+        let live = |conns: &[std::sync::Arc<crate::plane::ConnShared>], name: &str| {
             conns.iter().position(|s| {
                 s.name == name && !s.removed.load(std::sync::atomic::Ordering::Relaxed)
             })
@@ -496,7 +496,7 @@ impl ControlLoop {
                             local: match (p.local, &p.interface) {
                                 (Some(ip), _) => SocketAddr::new(ip, setup.port),
                                 (None, Some(dev)) => {
-                                    crate::links::initial_local(dev, p.remote, setup.port)
+                                    crate::control::links::initial_local(dev, p.remote, setup.port)
                                 }
                                 (None, None) => {
                                     not_applied.push(format!(

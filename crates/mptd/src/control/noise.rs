@@ -52,7 +52,8 @@ use mpt_proto::noise::{
 use mpt_proto::wire::Header;
 use ring::rand::{SecureRandom, SystemRandom};
 
-use crate::state::{ConnCrypto, Counter};
+use crate::plane::NoiseIds;
+use crate::plane::{ConnCrypto, Counter};
 
 /// Initiations per second (daemon-wide) above which the responder counts
 /// as under load and answers initiations without a valid mac2 with a
@@ -62,34 +63,6 @@ pub const LOAD_INITIATIONS_PER_SECOND: u32 = 64;
 /// How long our own initiation counts as in flight for the tie-break
 /// when both sides initiate at once.
 const IN_FLIGHT: Duration = Duration::from_secs(2);
-
-/// Session indexes and age of one key set of a Noise session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoiseIds {
-    /// Our session index: the peer addresses these keys' datagrams to it.
-    pub local: u32,
-    /// The peer's index: we address our datagrams to it.
-    pub remote: u32,
-    /// Which end of the handshake we played.
-    pub role: Role,
-    /// When the handshake completed here.
-    pub born: Instant,
-    /// The connection's sequence counter then: datagrams sealed since are
-    /// counted as the counter's advance.
-    pub seq0: u64,
-}
-
-impl NoiseIds {
-    fn of(e: &Established, now: Instant, seq0: u64) -> NoiseIds {
-        NoiseIds {
-            local: e.local_index,
-            remote: e.remote_index,
-            role: e.role,
-            born: now,
-            seq0,
-        }
-    }
-}
 
 /// The OS random generator as the handshake's entropy. `fill` cannot
 /// fail, so a failure of the OS generator is remembered and the caller

@@ -28,8 +28,8 @@ use mpt_proto::path::PathParams;
 use mpt_proto::sched::{SchedPath, MAX_PATHS};
 use mpt_proto::Session;
 
-use crate::state::{ConnShared, PathShared};
-use crate::udp::PathSocket;
+use crate::io::udp::PathSocket;
+use crate::plane::{ConnShared, PathShared};
 
 /// How long a removed path keeps receiving, at least: covers datagrams in
 /// flight and the peer's reaction to the removal on any terrestrial path.
@@ -66,7 +66,7 @@ pub struct NewPath {
     /// Device to bind to.
     pub interface: Option<String>,
     /// Interface-only: follows `interface`'s address (see
-    /// [`crate::links`]).
+    /// [`crate::control::links`]).
     pub follow: bool,
     /// It comes from the config file (see [`PathShared::from_config`]).
     pub from_config: bool,
@@ -155,7 +155,7 @@ pub fn add(
 
 /// Adds `new` under id `id` with `socket` (already bound): table, session.
 /// A client connection's learnt paths send through a handle on their
-/// shared port's socket (`crate::shared`).
+/// shared port's socket (`crate::plane::shared_port`).
 pub fn add_socket(
     conn: &ConnShared,
     session: &mut Session,

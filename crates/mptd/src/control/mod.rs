@@ -1,0 +1,15 @@
+//! The control plane: one loop that owns every connection's sans-IO
+//! [`mpt_proto::Session`] and key exchange, and applies path changes from
+//! the kernel, the peer and the operator.
+//!
+//! It never imports the data plane: it learns what the workers saw from
+//! the counters and queues in [`crate::plane`], and publishes what they
+//! need there.
+
+pub mod auth_warning;
+pub mod command;
+pub mod control_loop;
+pub mod handshake;
+pub mod links;
+pub mod noise;
+pub mod pathset;

@@ -1,0 +1,399 @@
+//! State shared between the data-plane workers and the control loop.
+//!
+//! The hot path never takes a lock per packet. Workers read what they need
+//! once per batch (eligible-path mask, weights, remote address) and add to
+//! counters once per batch. Only the control loop writes liveness-derived
+//! state; only a path's receive worker writes its receive summary.
+//!
+//! Paths come and go at run time (`mpt path add/remove`, reload, the
+//! peer's control messages). A connection's paths are an immutable
+//! [`PathTable`] behind an `Arc`: the control loop builds a new table and
+//! swaps it in, bumping a generation counter; a worker compares the counter
+//! once per batch (one relaxed load) and takes the new table only when it
+//! changed. A removed path's socket closes when the last worker drops the
+//! old table.
+
+use super::counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters};
+use super::crypto::ConnCrypto;
+use super::path::PathTable;
+use crate::io::udp::Waker;
+use crate::plane::route::SourceFilter;
+use crate::sync::Counter;
+use mpt_proto::reorder::Resequencer;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+/// The transmit workers' wake-up events (one per worker).
+#[derive(Clone)]
+pub struct TxWakes(pub Arc<Vec<Arc<tun_rs::InterruptEvent>>>);
+
+impl std::fmt::Debug for TxWakes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TxWakes({})", self.0.len())
+    }
+}
+
+/// One connection as the workers see it.
+#[derive(Debug)]
+pub struct ConnShared {
+    /// Index in the daemon.
+    pub index: usize,
+    /// Name from the config.
+    pub name: String,
+    /// Connection id on the wire.
+    pub conn_id: u32,
+    /// Origin of wire timestamps and receive-summary times.
+    pub epoch: Instant,
+    /// Next connection sequence number.
+    pub seq: AtomicU64,
+    /// Transmit batches number and send in one order, so every path stays
+    /// FIFO with several transmit workers (see [`crate::plane::tx_order`]).
+    pub tx_order: crate::plane::tx_order::TxOrder,
+    /// Bit mask of paths the schedulers may use (published by the control
+    /// loop from the session's eligibility).
+    pub eligible: AtomicU64,
+    /// The paths (see [`ConnShared::paths`]).
+    paths: RwLock<Arc<PathTable>>,
+    /// Bumped whenever `paths` is replaced.
+    paths_generation: AtomicU64,
+    /// Wakes the receive worker when `paths` changes.
+    pub rx_wake: Waker,
+    /// Wakes the transmit workers when `paths` changes.
+    tx_wake: TxWakes,
+    /// Drop counters.
+    pub drops: Drops,
+    /// Encryption, when the connection has a `key_file`.
+    pub crypto: Option<ConnCrypto>,
+    /// Inner source addresses this peer may send from: its tunnel
+    /// addresses and `networks`.
+    pub allowed_sources: SourceFilter,
+    /// Puts received data back in sequence order. Locked once per receive
+    /// batch; tun writes of a connection happen under it, so they leave in
+    /// order.
+    pub reseq: Mutex<Resequencer>,
+    /// When the resequencer's oldest gap times out, in ns since `epoch`
+    /// (0 = nothing held). Lets idle receive workers sleep exactly so long.
+    pub reseq_deadline_ns: AtomicU64,
+    /// Gap timeout in µs, set by the control loop from the paths' RTTs.
+    pub reseq_timeout_us: AtomicU64,
+    /// Transmit workers schedule with `adaptive` (else `weighted`).
+    pub adaptive: AtomicBool,
+    /// The one-way delay (µs, wrapping, receive clock − sender timestamp)
+    /// of the slowest path carrying data, to which the receive worker
+    /// holds faster paths' data; 0 = none (see `equalize`).
+    pub equalize_owd_us: AtomicU64,
+    /// How far `equalize_owd_us` lies above the fastest path's delay (µs;
+    /// 0 = no hold), for `mpt status`.
+    pub equalize_spread_us: AtomicU64,
+    /// The same as `equalize_owd_us` with every usable far path counted,
+    /// whether it brings data or not: what full-size datagrams and TCP
+    /// SYNs are held to (see `control_loop::equalize_target`).
+    pub equalize_bulk_owd_us: AtomicU64,
+    /// How far `equalize_bulk_owd_us` lies above the fastest path's delay.
+    pub equalize_bulk_spread_us: AtomicU64,
+    /// Spread of the one-way delays measured on the paths that bring data
+    /// (slowest − fastest, µs; `u64::MAX` = fewer than two such paths):
+    /// how long resequencing must at least hold data that overtook, set by
+    /// the control loop (see `control_loop::rx_delay_spread`).
+    pub rx_spread_us: AtomicU64,
+    /// Per path id: the resequencer's wait for it in µs (see
+    /// `control_loop::path_waits`), `u32::MAX` = none; set by the control
+    /// loop, taken by the receive worker when `path_waits_gen` moved.
+    pub path_waits_us: [AtomicU32; mpt_proto::sched::MAX_PATHS],
+    /// Bumped when `path_waits_us` changed.
+    pub path_waits_gen: AtomicU64,
+    /// `path_waits_gen` the resequencer last took (under its lock).
+    pub path_waits_applied: AtomicU64,
+    /// Control loop only: `repairs.requested_datagrams` as last seen, and
+    /// when it last grew (random loss on a path we receive on).
+    pub random_loss_seen: Mutex<(u64, Option<Instant>)>,
+    /// Loss repair is on (`repair` in the config).
+    pub repair: AtomicBool,
+    /// What gets a second copy (see `mpt_proto::sched::Redundancy`): 0
+    /// auto, 1 off, 2 all.
+    pub redundancy: std::sync::atomic::AtomicU8,
+    /// What redundancy did.
+    pub copies: CopyCounters,
+    /// What delay equalisation did.
+    pub equalized: EqualizeCounters,
+    /// Paths that are suspect or down (bit per path id): the receive
+    /// worker stops counting them in the resequencer's loss proof.
+    pub silent_paths: AtomicU64,
+    /// What loss repair did.
+    pub repairs: RepairCounters,
+    /// Handovers of our traffic off failed paths.
+    pub handovers: HandoverRecord,
+    /// A server's client connection: no path socket of its own; served by
+    /// the shared port's workers, its paths learnt (`crate::plane::shared_port`).
+    pub client: bool,
+    /// Client connections: the receive state the shared workers keep for
+    /// it (replay windows, delay line, loss detectors), taken under this
+    /// lock once per group of a batch. Created by the first worker. Its
+    /// type is the receive stage's own: the plane carries it without
+    /// knowing it, so the plane never imports the data plane.
+    pub rx_state: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// Removed by a reload: its datagrams are refused (and counted).
+    pub removed: AtomicBool,
+}
+
+/// Handovers of a connection's outgoing traffic (see
+/// `mpt_proto::session::HandoverTracker`), as the control loop saw them.
+#[derive(Debug, Default)]
+pub struct HandoverRecord {
+    /// Handovers completed.
+    pub count: Counter,
+    last: Mutex<Option<LastHandover>>,
+}
+
+/// The latest handover, with path names as they were then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastHandover {
+    /// The path that left service.
+    pub from: String,
+    /// The path that carried data next.
+    pub to: String,
+    /// From the last packet heard on `from` to the first data on `to`.
+    pub gap: std::time::Duration,
+    /// When it completed.
+    pub at: Instant,
+}
+
+impl HandoverRecord {
+    /// Records a completed handover.
+    pub fn record(&self, last: LastHandover) {
+        self.count.add(1);
+        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        *g = Some(last);
+    }
+
+    /// The latest handover, if any.
+    pub fn last(&self) -> Option<LastHandover> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl ConnShared {
+    /// The redundancy mode.
+    pub fn redundancy(&self) -> mpt_proto::sched::Redundancy {
+        match self.redundancy.load(Relaxed) {
+            1 => mpt_proto::sched::Redundancy::Off,
+            2 => mpt_proto::sched::Redundancy::All,
+            _ => mpt_proto::sched::Redundancy::Auto,
+        }
+    }
+}
+
+impl ConnShared {
+    /// A connection with these paths; the other fields as given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        index: usize,
+        name: String,
+        conn_id: u32,
+        epoch: Instant,
+        paths: PathTable,
+        crypto: Option<ConnCrypto>,
+        allowed_sources: SourceFilter,
+        reseq: Resequencer,
+        reseq_timeout: std::time::Duration,
+        rx_wake: Waker,
+        tx_wake: TxWakes,
+    ) -> ConnShared {
+        ConnShared {
+            index,
+            name,
+            conn_id,
+            epoch,
+            seq: AtomicU64::new(1),
+            tx_order: crate::plane::tx_order::TxOrder::new(),
+            eligible: AtomicU64::new(0),
+            paths: RwLock::new(Arc::new(paths)),
+            paths_generation: AtomicU64::new(1),
+            rx_wake,
+            tx_wake,
+            drops: Drops::default(),
+            crypto,
+            allowed_sources,
+            reseq: Mutex::new(reseq),
+            reseq_deadline_ns: AtomicU64::new(0),
+            reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
+            adaptive: AtomicBool::new(true),
+            equalize_owd_us: AtomicU64::new(0),
+            equalize_spread_us: AtomicU64::new(0),
+            equalize_bulk_owd_us: AtomicU64::new(0),
+            equalize_bulk_spread_us: AtomicU64::new(0),
+            rx_spread_us: AtomicU64::new(u64::MAX),
+            path_waits_us: std::array::from_fn(|_| AtomicU32::new(u32::MAX)),
+            path_waits_gen: AtomicU64::new(0),
+            path_waits_applied: AtomicU64::new(0),
+            random_loss_seen: Mutex::new((0, None)),
+            repair: AtomicBool::new(true),
+            silent_paths: AtomicU64::new(0),
+            redundancy: std::sync::atomic::AtomicU8::new(0),
+            copies: CopyCounters::default(),
+            equalized: EqualizeCounters::default(),
+            repairs: RepairCounters::default(),
+            handovers: HandoverRecord::default(),
+            client: false,
+            rx_state: Mutex::new(None),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    /// The current paths.
+    pub fn paths(&self) -> Arc<PathTable> {
+        match self.paths.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Generation of the path table: changes whenever it is replaced.
+    pub fn paths_generation(&self) -> u64 {
+        self.paths_generation.load(Relaxed)
+    }
+
+    /// Refreshes a worker's copy of the path table if it changed since
+    /// `generation`; returns whether it did.
+    pub fn refresh_paths(&self, table: &mut Arc<PathTable>, generation: &mut u64) -> bool {
+        let now = self.paths_generation();
+        if now == *generation {
+            return false;
+        }
+        *generation = now;
+        *table = self.paths();
+        true
+    }
+
+    /// Replaces the path table (control loop only).
+    pub fn set_paths(&self, table: PathTable) {
+        let table = Arc::new(table);
+        match self.paths.write() {
+            Ok(mut g) => *g = table,
+            Err(poisoned) => *poisoned.into_inner() = table,
+        }
+        self.paths_generation.fetch_add(1, Relaxed);
+        self.rx_wake.wake();
+        for w in self.tx_wake.0.iter() {
+            let _ = w.trigger();
+        }
+    }
+
+    /// Publishes the resequencer's per-path waits (control loop).
+    pub fn publish_path_waits(&self, waits: &[Option<std::time::Duration>]) {
+        let mut changed = false;
+        for (slot, w) in self.path_waits_us.iter().zip(waits) {
+            let us = w.map_or(u32::MAX, |d| {
+                d.as_micros().min(u128::from(u32::MAX - 1)) as u32
+            });
+            if slot.swap(us, Relaxed) != us {
+                changed = true;
+            }
+        }
+        if changed {
+            self.path_waits_gen.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Gives the resequencer (locked by the caller) the waits published
+    /// last, if they changed since it got them (receive worker, once per
+    /// batch).
+    pub fn apply_path_waits(&self, reseq: &mut Resequencer) {
+        let gen = self.path_waits_gen.load(Relaxed);
+        if self.path_waits_applied.swap(gen, Relaxed) == gen {
+            return;
+        }
+        for (id, slot) in self.path_waits_us.iter().enumerate() {
+            let wait = match slot.load(Relaxed) {
+                u32::MAX => None,
+                us => Some(std::time::Duration::from_micros(u64::from(us))),
+            };
+            reseq.set_path_wait(id, wait);
+        }
+    }
+
+    /// Locks the resequencer (a panicked holder leaves it usable).
+    pub fn lock_reseq(&self) -> std::sync::MutexGuard<'_, Resequencer> {
+        match self.reseq.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+/// The connections (by index) and the router to them.
+pub type ConnsAndRouter = (Arc<Vec<Arc<ConnShared>>>, Arc<crate::plane::route::Router>);
+
+/// The connections and the routes to them, as the workers and the status
+/// read them. The control loop replaces the whole (a client connection
+/// added or removed by a reload) and bumps the generation; transmit
+/// workers compare it once per batch, as with a path table. Connections
+/// keep their index for good: a removed one stays in the list, marked
+/// [`ConnShared::removed`], without routes, keys or paths.
+#[derive(Debug)]
+pub struct ConnSet {
+    current: RwLock<ConnsAndRouter>,
+    generation: AtomicU64,
+}
+
+impl ConnSet {
+    /// The set as the daemon starts with it.
+    pub fn new(
+        list: Arc<Vec<Arc<ConnShared>>>,
+        router: Arc<crate::plane::route::Router>,
+    ) -> ConnSet {
+        ConnSet {
+            current: RwLock::new((list, router)),
+            generation: AtomicU64::new(1),
+        }
+    }
+
+    /// The connections and the router.
+    pub fn load(&self) -> ConnsAndRouter {
+        match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The connections (removed ones included; see [`ConnShared::removed`]).
+    pub fn list(&self) -> Arc<Vec<Arc<ConnShared>>> {
+        self.load().0
+    }
+
+    /// Changes whenever the set is replaced.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    /// Replaces the set (control loop only) and wakes the transmit
+    /// workers, whose idle tun reads would otherwise hold the old one.
+    pub fn publish(
+        &self,
+        list: Arc<Vec<Arc<ConnShared>>>,
+        router: Arc<crate::plane::route::Router>,
+    ) {
+        let wakes = list.first().map(|c| c.tx_wake.0.clone());
+        match self.current.write() {
+            Ok(mut g) => *g = (list, router),
+            Err(poisoned) => *poisoned.into_inner() = (list, router),
+        }
+        self.generation.fetch_add(1, Relaxed);
+        for w in wakes.iter().flat_map(|w| w.iter()) {
+            let _ = w.trigger();
+        }
+    }
+}
+
+/// Resequencing window per connection, in packets: 4096 covers a 10 ms
+/// gap at ~5 Gbit/s of 1400-byte packets (5.7 MB per connection at MTU
+/// 1400).
+pub const REORDER_SLOTS: usize = 4096;
+
+/// Gap timeout until the control loop has RTT samples to adapt it, and its
+/// floor. Losses are normally detected without it (see
+/// `mpt_proto::reorder`); it only matters when a path falls silent, and
+/// must exceed how long a busy 2-core machine can stall a sender between
+/// two paths' sends (10-20 ms seen under load), or reordered packets would
+/// be mistaken for losses.
+pub const DEFAULT_REORDER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(25);
