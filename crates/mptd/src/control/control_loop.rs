@@ -1172,14 +1172,7 @@ impl ControlLoop {
             Relaxed,
         );
         conn.repair.store(c.repair, Relaxed);
-        conn.redundancy.store(
-            match c.redundancy {
-                mpt_proto::sched::Redundancy::Auto => 0,
-                mpt_proto::sched::Redundancy::Off => 1,
-                mpt_proto::sched::Redundancy::All => 2,
-            },
-            Relaxed,
-        );
+        conn.set_redundancy(c.redundancy);
         let conn = Arc::new(conn);
         if let Some(crypto) = &conn.crypto {
             crypto.register(self.session_map.clone(), Arc::downgrade(&conn));

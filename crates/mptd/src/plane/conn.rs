@@ -20,6 +20,7 @@ use crate::io::udp::Waker;
 use crate::plane::route::SourceFilter;
 use crate::sync::Counter;
 use mpt_proto::reorder::Resequencer;
+use mpt_proto::sched::Redundancy;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -109,9 +110,10 @@ pub struct ConnShared {
     pub random_loss_seen: Mutex<(u64, Option<Instant>)>,
     /// Loss repair is on (`repair` in the config).
     pub repair: AtomicBool,
-    /// What gets a second copy (see `mpt_proto::sched::Redundancy`): 0
-    /// auto, 1 off, 2 all.
-    pub redundancy: std::sync::atomic::AtomicU8,
+    /// What gets a second copy (see `mpt_proto::sched::Redundancy`), as
+    /// [`ConnShared::redundancy`] and [`ConnShared::set_redundancy`]
+    /// encode it.
+    redundancy: std::sync::atomic::AtomicU8,
     /// What redundancy did.
     pub copies: CopyCounters,
     /// What delay equalisation did.
@@ -174,12 +176,22 @@ impl HandoverRecord {
 
 impl ConnShared {
     /// The redundancy mode.
-    pub fn redundancy(&self) -> mpt_proto::sched::Redundancy {
+    pub fn redundancy(&self) -> Redundancy {
         match self.redundancy.load(Relaxed) {
-            1 => mpt_proto::sched::Redundancy::Off,
-            2 => mpt_proto::sched::Redundancy::All,
-            _ => mpt_proto::sched::Redundancy::Auto,
+            1 => Redundancy::Off,
+            2 => Redundancy::All,
+            _ => Redundancy::Auto,
         }
+    }
+
+    /// Sets the redundancy mode (the control loop, from the config).
+    pub fn set_redundancy(&self, mode: Redundancy) {
+        let code = match mode {
+            Redundancy::Auto => 0,
+            Redundancy::Off => 1,
+            Redundancy::All => 2,
+        };
+        self.redundancy.store(code, Relaxed);
     }
 }
 

@@ -1,0 +1,214 @@
+//! Wiring: builds the tun device, sockets, sessions and workers from a
+//! validated config, runs until a signal, and tears everything down.
+//!
+//! Everything that can fail at start (tun, addresses, routes, sockets,
+//! control socket) is created before any thread starts, so the daemon
+//! either starts whole or not at all.
+//!
+//! Threads: one transmit worker per tun queue (`threads`, default one per
+//! core), one receive worker per connection with paths, `threads` shared
+//! receive workers for all client connections when there are any
+//! (`crate::plane::shared_port`), `threads - 1` crypto helpers
+//! shared by all of them when a connection is encrypted
+//! (`crate::dataplane::crypto_pool`), one control loop, one control
+//! socket server, and when configured the metrics server and the remote
+//! command port (`crate::ops::cmd_port`). The main thread waits for
+//! SIGTERM/SIGINT (shutdown) and SIGHUP. Readiness goes to systemd from the
+//! control loop once the paths are up (`crate::io::notify`).
+
+mod conns;
+mod ports;
+mod servers;
+mod workers;
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{SigSet, Signal};
+use tun_rs::InterruptEvent;
+
+use crate::config::Config;
+use crate::control::command::{Command, Request};
+use crate::control::control_loop::{ControlLoop, Readiness};
+use crate::control::pathset::ConnSetup;
+use crate::io::routes::add_route;
+use crate::ops::control_socket::{self, StatusSource};
+use crate::plane::route::Router;
+use crate::plane::shared_port::SharedStats;
+use crate::plane::{ConnSet, TxStats, TxWakes, CONTROL_QUEUE};
+
+/// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on
+/// SIGHUP and `mpt reload`.
+pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
+    let signals = block_signals()?;
+    let threads = match config.daemon.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let tun = crate::io::tun::open(&config.tunnel, threads)
+        .with_context(|| format!("creating tun interface {}", config.tunnel.name))?;
+    for c in &config.connections {
+        for net in &c.networks {
+            add_route(net, &tun.name)
+                .with_context(|| format!("connection {}: route {net}", c.name))?;
+        }
+    }
+    // One wake-up event per transmit worker: shutdown, and path-table
+    // changes (an idle worker must let go of a removed path's socket).
+    let tx_wakes: Arc<Vec<Arc<InterruptEvent>>> = Arc::new(
+        tun.queues
+            .iter()
+            .map(|_| InterruptEvent::new().map(Arc::new))
+            .collect::<std::io::Result<_>>()
+            .context("creating wake-up events")?,
+    );
+    let now = Instant::now();
+    let mut conns = conns::build(&config, &tx_wakes, now)?;
+    let shared_ports = ports::bind(&config, threads)?;
+    let shared_stats = Arc::new(SharedStats::default());
+    let listener = control_socket::bind(&config.daemon.control)
+        .with_context(|| format!("control socket {}", config.daemon.control.display()))?;
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let tx_stats = Arc::new(TxStats::default());
+    let router = Arc::new(Router::from_config(&config));
+    let conn_set = Arc::new(ConnSet::new(conns.shared.clone(), router.clone()));
+    let (control_tx, control_rx) = sync_channel(CONTROL_QUEUE);
+    let mut workers = workers::Threads::default();
+
+    let exchanges = conns::key_exchanges(&config, &mut conns)?;
+    let noise_stats = conns.noise.as_ref().map(|n| n.stats.clone());
+    let mac1 = conns.noise.as_ref().map(|n| n.identity().mac1_check());
+    let (command_tx, command_rx) = sync_channel(16);
+    let (links, netlink_stats) = workers::start_netlink(&mut workers, &control_tx, &shutdown)?;
+    let control_loop = ControlLoop {
+        conns: conns.shared.clone(),
+        sessions: std::mem::take(&mut conns.sessions),
+        exchanges: exchanges.psk,
+        noise: conns.noise.take(),
+        noise_conns: exchanges.noise,
+        input: control_rx,
+        shutdown: shutdown.clone(),
+        commands: command_rx,
+        config_path,
+        config: config.clone(),
+        setups: config
+            .connections
+            .iter()
+            .map(|c| ConnSetup {
+                port: c.port,
+                remote_port: c.remote_port,
+                keepalive: c.keepalive,
+                dead_timer: c.dead_timer,
+            })
+            .collect(),
+        peer_locals: config.connections.iter().map(|c| c.peer_locals()).collect(),
+        draining: Vec::new(),
+        pending: Vec::new(),
+        readiness: Some(Readiness::new(now)),
+        models: Vec::new(),
+        links,
+        shared_ports: shared_ports.send,
+        conn_set: conn_set.clone(),
+        session_map: conns.session_map.clone(),
+        tx_wakes: TxWakes(tx_wakes.clone()),
+        tun_name: tun.name.clone(),
+    };
+    workers.spawn("control".into(), move || control_loop.run())?;
+    let crypto_pool = workers::start_crypto_pool(&conns.shared, threads)?;
+    let data_plane = workers::DataPlane {
+        queues: tun.queues.clone(),
+        conns: conns.shared.clone(),
+        conn_set: conn_set.clone(),
+        router,
+        tx_stats: tx_stats.clone(),
+        tx_wakes: tx_wakes.clone(),
+        control_tx,
+        shutdown: shutdown.clone(),
+        crypto_pool: crypto_pool.clone(),
+        mtu: usize::from(config.tunnel.mtu),
+    };
+    data_plane.start_tx(&mut workers)?;
+    data_plane.start_shared_rx(
+        &mut workers,
+        shared_ports.sockets,
+        &conns.session_map,
+        &shared_stats,
+        mac1,
+    )?;
+    let path_count = data_plane.start_conn_rx(&mut workers)?;
+    // The workers hold their own senders; the queue closes when they end.
+    drop(data_plane);
+    let source = StatusSource {
+        conns: conn_set,
+        tx: tx_stats,
+        tun_name: tun.name.clone(),
+        started: now,
+        commands: command_tx.clone(),
+        netlink: netlink_stats,
+        noise: noise_stats,
+        shared: (!shared_ports.ports.is_empty()).then(|| shared_stats.clone()),
+    };
+    let servers = servers::Servers::start(&config, listener, source, &shutdown)?;
+
+    tracing::info!(
+        tun = %tun.name,
+        queues = tun.queues.len(),
+        connections = conns.shared.len(),
+        paths = path_count,
+        control = %servers.control_path().display(),
+        "mptd running"
+    );
+
+    wait_for_stop(&signals, &command_tx)?;
+    shutdown.store(true, Relaxed);
+    for w in tx_wakes.iter() {
+        let _ = w.trigger();
+    }
+    servers.wake();
+    workers.join();
+    // The workers that submitted to the crypto helpers are gone.
+    crypto_pool.stop();
+    servers.join();
+    drop(tun);
+    if let Some(cause) = crate::io::fatal::cause() {
+        bail!("{cause}");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP in every thread (the threads started
+/// later inherit the mask); the main thread takes them with sigwait, so no
+/// handler runs in the middle of a worker.
+fn block_signals() -> Result<SigSet> {
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals.thread_block().context("blocking signals")?;
+    Ok(signals)
+}
+
+/// Waits for SIGTERM or SIGINT; a SIGHUP meanwhile reloads the config.
+fn wait_for_stop(signals: &SigSet, commands: &SyncSender<Request>) -> Result<()> {
+    loop {
+        match signals.wait() {
+            Ok(Signal::SIGHUP) => match control_socket::execute(commands, Command::Reload) {
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "reload failed; nothing changed"),
+            },
+            Ok(sig) => {
+                if crate::io::fatal::cause().is_none() {
+                    tracing::info!(signal = %sig, "shutting down");
+                }
+                crate::io::notify::stopping();
+                return Ok(());
+            }
+            Err(e) => bail!("waiting for signals: {e}"),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The shared ports: one UDP port per `port` value of the client
+//! connections, with one SO_REUSEPORT socket per receive worker and
+//! family (see `crate::plane::shared_port` for why).
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use anyhow::{Context, Result};
+
+use crate::config::Config;
+use crate::control::control_loop::SharedPort;
+use crate::io::udp::PathSocket;
+
+/// The bound shared ports.
+pub(super) struct SharedPorts {
+    /// The port numbers, sorted, once each.
+    pub ports: Vec<u16>,
+    /// Per receive worker: its sockets (every port, both families).
+    pub sockets: Vec<Vec<PathSocket>>,
+    /// Per port: handles the control loop sends from.
+    pub send: Vec<SharedPort>,
+}
+
+/// Binds the shared ports of `config`'s client connections for `workers`
+/// receive workers. Without IPv6 on the host a port serves IPv4 only.
+pub(super) fn bind(config: &Config, workers: usize) -> Result<SharedPorts> {
+    let mut ports: Vec<u16> = config
+        .connections
+        .iter()
+        .filter(|c| c.is_client())
+        .map(|c| c.port)
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let mut sockets: Vec<Vec<PathSocket>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut send = Vec::new();
+    for &port in &ports {
+        let mut handles = SharedPort {
+            port,
+            v4: None,
+            v6: None,
+        };
+        for any in [
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+        ] {
+            for (w, worker_sockets) in sockets.iter_mut().enumerate() {
+                match PathSocket::bind_shared(any) {
+                    Ok(s) => {
+                        if w == 0 {
+                            let handle = s.try_clone().context("shared port socket")?;
+                            if any.is_ipv4() {
+                                handles.v4 = Some(handle);
+                            } else {
+                                handles.v6 = Some(handle);
+                            }
+                        }
+                        worker_sockets.push(s);
+                    }
+                    // No IPv6 on this host: clients use IPv4.
+                    Err(e) if any.is_ipv6() && w == 0 => {
+                        tracing::warn!(port, error = %e, "shared port: no IPv6 socket; clients reach it over IPv4 only");
+                        break;
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("shared port: binding {any}"));
+                    }
+                }
+            }
+        }
+        tracing::info!(
+            port,
+            workers,
+            ipv6 = handles.v6.is_some(),
+            "shared port for client connections"
+        );
+        send.push(handles);
+    }
+    Ok(SharedPorts {
+        ports,
+        sockets,
+        send,
+    })
+}
