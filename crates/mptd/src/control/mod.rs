@@ -6,10 +6,16 @@
 //! the counters and queues in [`crate::plane`], and publishes what they
 //! need there.
 
+mod apply;
 pub mod auth_warning;
+pub mod clients;
 pub mod command;
 pub mod control_loop;
 pub mod handshake;
+mod initiate;
+pub mod keys;
 pub mod links;
 pub mod noise;
 pub mod pathset;
+pub mod peer;
+mod transmit;
