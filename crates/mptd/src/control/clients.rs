@@ -18,6 +18,7 @@ use crate::io::source::Source;
 use crate::plane::ConnShared;
 use crate::plane::ControlDatagram;
 
+use super::conn_keys::ConnKeys;
 use super::control_loop::*;
 use super::initiate::index_in_use;
 
@@ -103,14 +104,13 @@ impl ControlLoop {
             }
         }
         nd.add_peer(peer, ci, psk.clone());
-        self.noise_conns.push(Some(NoiseConn::new(
+        self.keys.push(ConnKeys::Noise(Box::new(NoiseConn::new(
             nd.identity().clone(),
             peer,
             psk,
             NoiseTiming::new(c.keepalive, c.rekey_after).with_settle(c.dead_timer),
-        )));
+        ))));
         self.sessions.push(session);
-        self.exchanges.push(None);
         self.setups.push(ConnSetup {
             port: c.port,
             remote_port: c.remote_port,
@@ -158,8 +158,8 @@ impl ControlLoop {
         }
         conn.set_paths(crate::plane::PathTable::new(Vec::new()));
         self.draining.retain(|d| d.conn != ci);
-        if let Some(nc) = self.noise_conns.get_mut(ci) {
-            *nc = None;
+        if let Some(keys) = self.keys.get_mut(ci) {
+            *keys = ConnKeys::None;
         }
         self.config.connections.retain(|c| c.name != name);
         self.publish_conns();
@@ -317,9 +317,10 @@ impl ControlLoop {
                     nd.stats.refusals.wrong_connection.add(1);
                     return;
                 }
-                let (Some(crypto), Some(Some(nc))) =
-                    (conn.crypto.as_ref(), self.noise_conns.get_mut(ci))
-                else {
+                let (Some(crypto), Some(nc)) = (
+                    conn.crypto.as_ref(),
+                    self.keys.get_mut(ci).and_then(ConnKeys::noise_mut),
+                ) else {
                     return;
                 };
                 if !nc.take_their_initiation(crypto, d.at) {

@@ -25,12 +25,12 @@ use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
 use mpt_proto::{DataSummary, DropReason, Event, Session};
 use serde_json::{json, Value};
 
+use super::conn_keys::ConnKeys;
 use super::initiate::{index_in_use, initiate, noise_initiate};
 use super::transmit::send;
 use crate::config::Prefix;
 use crate::control::command::{Outcome, Request, PEER_ANSWER_WAIT};
-use crate::control::handshake::KeyExchange;
-use crate::control::noise::{NoiseConn, NoiseDaemon};
+use crate::control::noise::NoiseDaemon;
 use crate::control::pathset::{self, ConnSetup, Draining};
 use crate::plane::ControlDatagram;
 use crate::plane::{ConnShared, LastHandover, PathView};
@@ -301,14 +301,11 @@ pub struct ControlLoop {
     pub conns: Arc<Vec<Arc<ConnShared>>>,
     /// Their sessions, same order.
     pub sessions: Vec<Session>,
-    /// Their key exchanges (for connections with a key), same order.
-    pub exchanges: Vec<Option<KeyExchange>>,
+    /// Their key exchanges, same order.
+    pub keys: Vec<ConnKeys>,
     /// The public-key handshake's responder (with `[daemon]
     /// private_key_file`).
     pub noise: Option<NoiseDaemon>,
-    /// Per connection with a `public_key`: its public-key handshake (such
-    /// connections have no entry in `exchanges`).
-    pub noise_conns: Vec<Option<NoiseConn>>,
     /// Probes, replies and handshake messages from the receive workers.
     pub input: Receiver<ControlDatagram>,
     /// Set on shutdown.
@@ -442,9 +439,9 @@ impl ControlLoop {
                 .filter_map(|s| s.poll_timeout())
                 .map(|t| t.at);
             let retries = self
-                .exchanges
+                .keys
                 .iter()
-                .flatten()
+                .filter_map(ConnKeys::psk)
                 .filter_map(|x| x.next_attempt());
             let wake = timers
                 .chain(retries)
@@ -742,8 +739,8 @@ impl ControlLoop {
         }
         for (ci, (session, conn)) in self.sessions.iter_mut().zip(self.conns.iter()).enumerate() {
             let table = conn.paths();
-            let keys = match (&conn.crypto, self.exchanges.get_mut(ci)) {
-                (Some(crypto), Some(Some(exchange))) => {
+            let keys = match (&conn.crypto, self.keys.get_mut(ci)) {
+                (Some(crypto), Some(ConnKeys::Psk(exchange))) => {
                     crypto.expire(now);
                     let keys = crypto.keys();
                     let all_down = session.paths().all(|(_, p)| p.liveness() == Liveness::Down);
@@ -752,10 +749,8 @@ impl ControlLoop {
                     }
                     Some(keys.map(|k| (k, conn.conn_id)))
                 }
-                (Some(crypto), _) => {
-                    if let (Some(Some(nc)), Some(nd)) =
-                        (self.noise_conns.get_mut(ci), self.noise.as_mut())
-                    {
+                (Some(crypto), keys) => {
+                    if let (Some(ConnKeys::Noise(nc)), Some(nd)) = (keys, self.noise.as_mut()) {
                         let all_down = session.paths().all(|(_, p)| p.liveness() == Liveness::Down);
                         let seq = conn.seq.load(Relaxed);
                         let no_session = conn.drops.no_session.get();

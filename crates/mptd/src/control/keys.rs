@@ -13,6 +13,7 @@ use crate::control::noise::InitiationOutcome;
 use crate::plane::ConnShared;
 use crate::plane::ControlDatagram;
 
+use super::conn_keys::ConnKeys;
 use super::control_loop::*;
 use super::initiate::{index_in_use, noise_header};
 use super::transmit::{next_header, send, settle_time};
@@ -30,8 +31,8 @@ impl ControlLoop {
         out: &mut [u8; OUT_LEN],
     ) {
         let table = conn.paths();
-        let (Some(Some(exchange)), Some(crypto), Some(path)) = (
-            self.exchanges.get_mut(d.conn),
+        let (Some(exchange), Some(crypto), Some(path)) = (
+            self.keys.get_mut(d.conn).and_then(ConnKeys::psk_mut),
             conn.crypto.as_ref(),
             table.get(d.path),
         ) else {
@@ -129,10 +130,10 @@ impl ControlLoop {
         out: &mut [u8; OUT_LEN],
     ) {
         let table = conn.paths();
-        let (Some(crypto), Some(path), Some(Some(nc)), Some(nd)) = (
+        let (Some(crypto), Some(path), Some(nc), Some(nd)) = (
             conn.crypto.as_ref().filter(|c| c.noise),
             table.get(d.path),
-            self.noise_conns.get_mut(d.conn),
+            self.keys.get_mut(d.conn).and_then(ConnKeys::noise_mut),
             self.noise.as_mut(),
         ) else {
             conn.drops.unsupported.add(1);

@@ -10,6 +10,7 @@ mod apply;
 pub mod auth_warning;
 pub mod clients;
 pub mod command;
+pub mod conn_keys;
 pub mod control_loop;
 pub mod handshake;
 mod initiate;

@@ -17,6 +17,7 @@ use mpt_proto::{Session, SessionConfig};
 use tun_rs::InterruptEvent;
 
 use crate::config::{Config, ConnectionConfig as Connection};
+use crate::control::conn_keys::ConnKeys;
 use crate::control::handshake::KeyExchange;
 use crate::control::noise::{NoiseConn, NoiseDaemon, NoiseTiming};
 use crate::io::udp::PathSocket;
@@ -210,18 +211,11 @@ fn conn_crypto(config: &Config, c: &Connection, psk: Option<&Psk>) -> Option<Con
     }
 }
 
-/// The key exchange drivers, by connection index.
-pub(super) struct KeyExchanges {
-    /// A PSK handshake per connection with a pre-shared key and no public
-    /// key.
-    pub psk: Vec<Option<KeyExchange>>,
-    /// A Noise handshake per connection with a public key (registered
-    /// with the daemon's responder).
-    pub noise: Vec<Option<NoiseConn>>,
-}
-
-/// Sets up every connection's key exchange; takes `conns.psks`.
-pub(super) fn key_exchanges(config: &Config, conns: &mut Conns) -> Result<KeyExchanges> {
+/// Sets up every connection's key exchange, by connection index: a PSK
+/// handshake for a connection with a pre-shared key and no public key, a
+/// Noise handshake (registered with the daemon's responder) for one with
+/// a public key. Takes `conns.psks`.
+pub(super) fn key_exchanges(config: &Config, conns: &mut Conns) -> Result<Vec<ConnKeys>> {
     let exchanges = config
         .connections
         .iter()
@@ -256,9 +250,14 @@ pub(super) fn key_exchanges(config: &Config, conns: &mut Conns) -> Result<KeyExc
                 _ => None,
             },
         )
-        .collect();
-    Ok(KeyExchanges {
-        psk: exchanges,
-        noise: noise_conns,
-    })
+        .collect::<Vec<Option<NoiseConn>>>();
+    Ok(exchanges
+        .into_iter()
+        .zip(noise_conns)
+        .map(|keys| match keys {
+            (Some(psk), _) => ConnKeys::Psk(Box::new(psk)),
+            (None, Some(noise)) => ConnKeys::Noise(Box::new(noise)),
+            (None, None) => ConnKeys::None,
+        })
+        .collect())
 }

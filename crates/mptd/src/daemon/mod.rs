@@ -79,7 +79,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let (control_tx, control_rx) = sync_channel(CONTROL_QUEUE);
     let mut workers = workers::Threads::default();
 
-    let exchanges = conns::key_exchanges(&config, &mut conns)?;
+    let keys = conns::key_exchanges(&config, &mut conns)?;
     let noise_stats = conns.noise.as_ref().map(|n| n.stats.clone());
     let mac1 = conns.noise.as_ref().map(|n| n.identity().mac1_check());
     let (command_tx, command_rx) = sync_channel(16);
@@ -87,9 +87,8 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let control_loop = ControlLoop {
         conns: conns.shared.clone(),
         sessions: std::mem::take(&mut conns.sessions),
-        exchanges: exchanges.psk,
+        keys,
         noise: conns.noise.take(),
-        noise_conns: exchanges.noise,
         input: control_rx,
         shutdown: shutdown.clone(),
         commands: command_rx,
