@@ -37,8 +37,8 @@ pub mod session;
 pub mod timer;
 pub mod wire;
 
-pub use error::{DecodeError, EncodeError};
 pub use session::{
     timestamp_us, DataSummary, DropReason, Event, Payload, Received, Session, SessionConfig,
     SessionError, Transmit,
 };
+pub use wire::{DecodeError, EncodeError};

@@ -4,8 +4,7 @@
 //! kind ([`super::HandshakeCounters::refuse`]) and stays silent towards
 //! the sender; no variant carries secret material.
 
-use crate::error::{DecodeError, EncodeError};
-use crate::wire::MsgType;
+use crate::wire::{DecodeError, EncodeError, MsgType};
 
 /// A refused or unbuildable handshake message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -49,8 +49,7 @@ use super::stats::HandshakeCounters;
 use super::timestamp::Tai64n;
 use super::{Entropy, NoiseError};
 use crate::crypto::{Psk, Role, SessionKeys, PSK_LEN};
-use crate::error::EncodeError;
-use crate::wire::{Flags, Header, MsgType};
+use crate::wire::{EncodeError, Flags, Header, MsgType};
 
 /// The Noise protocol name: IK pattern (the initiator knows the
 /// responder's static key beforehand and sends its own, encrypted, in the

@@ -46,7 +46,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::error::{DecodeError, EncodeError};
+use crate::wire::error::{DecodeError, EncodeError};
 
 /// Longest path name a control message carries.
 pub const MAX_NAME_LEN: usize = 32;
