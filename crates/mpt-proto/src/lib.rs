@@ -34,6 +34,8 @@ pub mod reorder;
 pub mod repair;
 pub mod sched;
 pub mod session;
+#[cfg(test)]
+mod test_clock;
 pub mod timer;
 pub mod wire;
 

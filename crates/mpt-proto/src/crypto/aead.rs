@@ -210,8 +210,8 @@ impl SessionKeys {
     /// received after `header`. Returns the plaintext (a prefix of `body`).
     /// On error the contents of `body` are unspecified.
     ///
-    /// Check the sequence number against the [`super::ReplayWindow`] before
-    /// (cheap) and update the window only after this succeeds.
+    /// Check the sequence number against the replay window (`ReplayWindow`)
+    /// before (cheap) and update the window only after this succeeds.
     pub fn open<'a>(
         &self,
         header: &[u8; HEADER_LEN],

@@ -549,7 +549,7 @@ pub enum Reply<Id> {
     /// Accepted: a response of `len` bytes is in the buffer, and the keys.
     /// Like the PSK handshake's responder, use the keys for sending only
     /// once a datagram sealed with them has arrived (key confirmation,
-    /// [`super::Keyring`] does this).
+    /// which the `Keyring` in `timers.rs` does).
     Response {
         /// Datagram length ([`RESPONSE_LEN`]).
         len: usize,

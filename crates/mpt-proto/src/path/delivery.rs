@@ -254,7 +254,7 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        (DeliveryEstimator::default(), rx, crate::path::tests::t0())
+        (DeliveryEstimator::default(), rx, crate::test_clock::t0())
     }
 
     impl Receiver {
@@ -296,7 +296,7 @@ mod tests {
             bytes: 0,
             clock_us: u32::MAX - 30_000, // the receiver clock wraps on the way
         };
-        let mut t = crate::path::tests::t0();
+        let mut t = crate::test_clock::t0();
         // Unloaded: 5 Mbit/s at the base delay, a lower bound.
         run(&mut est, &mut rx, &mut t, 5, 5_000_000, 1_000_000);
         assert_eq!(est.rate_bps(), Some(5_000_000));
@@ -376,7 +376,7 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let fb = rx.feedback(1_000_000, Duration::from_millis(1), 0);
         assert_eq!(
             est.on_feedback(&fb, Duration::ZERO, Duration::ZERO, t),

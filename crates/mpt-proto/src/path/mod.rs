@@ -118,7 +118,8 @@ pub struct PathParams {
     pub admin: AdminStatus,
 }
 
-/// Liveness and measurements of one path; owned by a [`crate::Session`].
+/// Liveness and measurements of one path; owned by the session
+/// (`Session`).
 #[derive(Debug, Clone)]
 pub struct Path {
     params: PathParams,

@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn the_lowest_of_the_last_one_to_two_windows() {
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let mut m = RecentMin::default();
         assert_eq!(m.get(t, W), None);
         assert_eq!(m.add(5_000, t, W), 5_000);
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn wrapping_delays_compare_by_their_difference() {
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let mut m = RecentMin::default();
         m.add(u32::MAX - 100, t, W);
         assert_eq!(m.add(50, t + ms(10), W), u32::MAX - 100);
