@@ -340,9 +340,12 @@ mod tests {
         );
     }
 
+    /// One call of a mutator.
+    type Mutator = fn(&mut HeaderViewMut<'_>);
+
     #[test]
     fn mutators_write_their_bytes_only() {
-        let cases: [(fn(&mut HeaderViewMut<'_>), usize, &[u8]); 10] = [
+        let cases: [(Mutator, usize, &[u8]); 10] = [
             (|m| m.set_msg_type(MsgType::Probe), 0, &[0x12]),
             (|m| m.set_msg_type(MsgType::NoiseCookieReply), 0, &[0x1d]),
             (|m| m.set_flags(Flags::FLOW), 1, &[0x02]),
