@@ -33,6 +33,7 @@ pub mod path;
 pub mod reorder;
 pub mod repair;
 pub mod sched;
+pub mod seq;
 pub mod session;
 #[cfg(test)]
 mod test_clock;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::wire::Feedback;
 
-use super::owd_below as wrapping_lt;
+use crate::seq::seq_before;
 
 /// Shortest receiver-clock interval a delivery sample is taken over; a
 /// feedback closer to the previous one is folded into the next sample.
@@ -86,7 +86,7 @@ pub struct DeliveryEstimator {
 }
 
 fn wrapping_min(a: u32, b: u32) -> u32 {
-    if wrapping_lt(a, b) {
+    if seq_before(a, b) {
         a
     } else {
         b
@@ -119,7 +119,7 @@ impl DeliveryEstimator {
         };
         let span_us = fb.last_rx_us.wrapping_sub(at0);
         let bytes = fb.rx_bytes.wrapping_sub(bytes0);
-        if span_us > u32::MAX / 2 || bytes > u64::MAX / 2 {
+        if seq_before(fb.last_rx_us, at0) || bytes > u64::MAX / 2 {
             // Counters went backwards: the peer restarted.
             *self = DeliveryEstimator {
                 anchor: Some((fb.rx_bytes, fb.last_rx_us)),
@@ -220,7 +220,7 @@ impl DeliveryEstimator {
     pub fn queueing_delay(&self) -> Option<Duration> {
         let (latest, min) = (self.owd_latest?, self.owd_min_us()?);
         let d = latest.wrapping_sub(min);
-        (d <= u32::MAX / 2).then(|| Duration::from_micros(u64::from(d)))
+        (!seq_before(latest, min)).then(|| Duration::from_micros(u64::from(d)))
     }
 
     /// [`DeliveryEstimator::queueing_delay`] if its one-way delay was

@@ -27,6 +27,7 @@
 
 use std::time::Instant;
 
+use crate::seq::seq_before;
 use crate::wire::PathReport;
 
 /// Weight kept from the past per report at least (3/4).
@@ -105,7 +106,9 @@ impl LossEstimator {
         };
         let advance = report.rx_highest_path_seq.wrapping_sub(prev_high);
         let got = report.rx_packets.wrapping_sub(prev_rx);
-        if advance > u32::MAX / 2 || got > u32::MAX / 2 {
+        if seq_before(report.rx_highest_path_seq, prev_high)
+            || seq_before(report.rx_packets, prev_rx)
+        {
             // Counters went backwards: the peer restarted. Start over.
             *self = LossEstimator {
                 last: Some(cur),

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::owd_below as below;
+use crate::seq::seq_before;
 
 /// How long a control message's one-way delay counts towards an idle
 /// path's delay (see `Path::on_control_owd`).
@@ -47,7 +47,7 @@ impl RecentMin {
     pub(super) fn add(&mut self, owd: u32, now: Instant, window: Duration) -> u32 {
         match &mut self.current {
             Some(w) if now.saturating_duration_since(w.start) < window => {
-                if below(owd, w.low) {
+                if seq_before(owd, w.low) {
                     w.low = owd;
                 }
                 w.last = w.last.max(now);
@@ -83,7 +83,7 @@ impl RecentMin {
     fn lowest(&self) -> Option<u32> {
         let low = self.current?.low;
         Some(match self.previous {
-            Some(p) if below(p, low) => p,
+            Some(p) if seq_before(p, low) => p,
             _ => low,
         })
     }
