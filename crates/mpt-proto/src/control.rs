@@ -13,8 +13,8 @@
 //! clock in microseconds, so a restarted sender starts above everything it
 //! sent before and its peer does not mistake new messages for old ones).
 //!
-//! Pure bookkeeping: no clock, no sockets; [`crate::Session`] wires it to
-//! its paths and timers.
+//! Pure bookkeeping: no clock, no sockets; the session (`Session`) wires
+//! it to its paths and timers.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -177,10 +177,7 @@ mod tests {
     use super::*;
     use crate::wire::PathName;
 
-    #[allow(clippy::disallowed_methods)]
-    fn t0() -> Instant {
-        Instant::now()
-    }
+    use crate::test_clock::t0;
 
     fn remove(name: &str) -> ControlBody {
         ControlBody::PathRemove {

@@ -1,7 +1,7 @@
 //! Inner flows: which IP packets must stay in order with which.
 //!
 //! The receiver only has to restore the order of each transport flow, not
-//! of the whole tunnel (see [`crate::reorder`]). The sender therefore
+//! of the whole tunnel (see the `reorder` module). The sender therefore
 //! classifies every packet it reads from tun by its inner 5-tuple
 //! ([`flow_hash`]) into one of [`FLOW_BUCKETS`] buckets, and a
 //! [`FlowTable`] remembers the connection sequence number of the last data

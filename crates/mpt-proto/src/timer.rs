@@ -1,8 +1,8 @@
 //! The one timer table of a session: every wake-up has a reason.
 //!
 //! Timers are not stored as armed objects; each path derives its deadlines
-//! from its state ([`crate::path::Path::next_timer`]), and the session takes
-//! the earliest. Nothing to cancel, nothing to leak.
+//! from its state (`Path::next_timer` in the `path` module), and the
+//! session takes the earliest. Nothing to cancel, nothing to leak.
 
 use std::time::Instant;
 

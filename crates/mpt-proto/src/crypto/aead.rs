@@ -20,7 +20,7 @@ use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
 
 use super::kdf::{self, Unspecified};
 use super::{Cipher, Psk, Role};
-use crate::wire::{Flags, HEADER_LEN};
+use crate::wire::{Flags, HeaderView, HEADER_LEN};
 
 /// Length of the authentication tag that trails a sealed body (16 bytes
 /// for either cipher).
@@ -36,11 +36,6 @@ pub const REKEY_AFTER_MESSAGES: u64 = 1 << 60;
 /// 64-bit nonce can never wrap under one key and the replay window's
 /// arithmetic (which looks up to 2^13 ahead) never overflows.
 pub const REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
-
-/// Offset of the connection sequence number in the header.
-const SEQ_OFFSET: usize = 8;
-/// Offset of the flags byte in the header.
-const FLAGS_OFFSET: usize = 1;
 
 /// Why a message could not be sealed or opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -100,19 +95,16 @@ impl std::fmt::Debug for SessionKeys {
     }
 }
 
-fn nonce_for(header: &[u8; HEADER_LEN]) -> (u64, Nonce) {
-    let mut seq_bytes = [0u8; 8];
-    seq_bytes.copy_from_slice(&header[SEQ_OFFSET..SEQ_OFFSET + 8]);
+fn nonce_for(header: HeaderView<'_>) -> (u64, Nonce) {
+    let seq = header.seq();
     let mut nonce = [0u8; NONCE_LEN];
-    nonce[NONCE_LEN - 8..].copy_from_slice(&seq_bytes);
-    (
-        u64::from_be_bytes(seq_bytes),
-        Nonce::assume_unique_for_key(nonce),
-    )
+    nonce[NONCE_LEN - 8..].copy_from_slice(&seq.to_be_bytes());
+    (seq, Nonce::assume_unique_for_key(nonce))
 }
 
 fn check_header(header: &[u8; HEADER_LEN]) -> Result<Nonce, AeadError> {
-    if header[FLAGS_OFFSET] & Flags::SEALED.bits() == 0 {
+    let header = HeaderView::new(header);
+    if !header.has_flags(Flags::SEALED) {
         return Err(AeadError::NotSealed);
     }
     let (seq, nonce) = nonce_for(header);
@@ -218,8 +210,8 @@ impl SessionKeys {
     /// received after `header`. Returns the plaintext (a prefix of `body`).
     /// On error the contents of `body` are unspecified.
     ///
-    /// Check the sequence number against the [`super::ReplayWindow`] before
-    /// (cheap) and update the window only after this succeeds.
+    /// Check the sequence number against the replay window (`ReplayWindow`)
+    /// before (cheap) and update the window only after this succeeds.
     pub fn open<'a>(
         &self,
         header: &[u8; HEADER_LEN],

@@ -54,8 +54,7 @@ use ring::hmac;
 use super::aead::SessionKeys;
 use super::kdf::{self, Unspecified};
 use super::{Psk, Role};
-use crate::error::{DecodeError, EncodeError};
-use crate::wire::{Flags, Header, MsgType, HEADER_LEN};
+use crate::wire::{DecodeError, EncodeError, Flags, Header, MsgType, HEADER_LEN};
 
 /// Length of each side's random nonce.
 pub const NONCE_LEN: usize = 32;

@@ -140,10 +140,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    #[allow(clippy::disallowed_methods)]
-    fn t0() -> Instant {
-        Instant::now()
-    }
+    use crate::test_clock::t0;
 
     #[test]
     fn burst_then_refill_rate() {

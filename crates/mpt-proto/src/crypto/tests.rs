@@ -61,10 +61,7 @@ fn data_buf(seq: u64, payload: &[u8]) -> Vec<u8> {
 const INST_I: InstanceId = [0xe0, 0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7];
 const INST_R: InstanceId = [0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7];
 
-#[allow(clippy::disallowed_methods)]
-fn t0() -> Instant {
-    Instant::now()
-}
+use crate::test_clock::t0;
 
 fn responder(psk: &Psk) -> Responder {
     Responder::new(psk, CONN, INST_R).unwrap()

@@ -1,11 +1,10 @@
 //! Why a public-key handshake message was refused or could not be built.
 //!
 //! One enum for the whole module: the daemon counts each refusal by its
-//! kind ([`super::HandshakeCounters::refuse`]) and stays silent towards
-//! the sender; no variant carries secret material.
+//! kind (`HandshakeCounters::refuse`, in `stats.rs`) and stays silent
+//! towards the sender; no variant carries secret material.
 
-use crate::error::{DecodeError, EncodeError};
-use crate::wire::MsgType;
+use crate::wire::{DecodeError, EncodeError, MsgType};
 
 /// A refused or unbuildable handshake message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

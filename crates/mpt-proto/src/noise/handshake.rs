@@ -49,8 +49,7 @@ use super::stats::HandshakeCounters;
 use super::timestamp::Tai64n;
 use super::{Entropy, NoiseError};
 use crate::crypto::{Psk, Role, SessionKeys, PSK_LEN};
-use crate::error::EncodeError;
-use crate::wire::{Flags, Header, MsgType};
+use crate::wire::{EncodeError, Flags, Header, MsgType};
 
 /// The Noise protocol name: IK pattern (the initiator knows the
 /// responder's static key beforehand and sends its own, encrypted, in the
@@ -550,7 +549,7 @@ pub enum Reply<Id> {
     /// Accepted: a response of `len` bytes is in the buffer, and the keys.
     /// Like the PSK handshake's responder, use the keys for sending only
     /// once a datagram sealed with them has arrived (key confirmation,
-    /// [`super::Keyring`] does this).
+    /// which the `Keyring` in `timers.rs` does).
     Response {
         /// Datagram length ([`RESPONSE_LEN`]).
         len: usize,

@@ -25,7 +25,7 @@
 //! Contract: a parser checks the exact length, then the header, before it
 //! reads anything; after that no accessor can panic. Parsing does no
 //! cryptography and keeps no state: that is the callers' business, in the
-//! order [`super::Responder`] documents.
+//! order `Responder` (in `handshake.rs`) documents.
 
 use super::mac::{Mac16, COOKIE_NONCE_LEN, COOKIE_TAG_LEN, MAC_LEN};
 use super::NoiseError;

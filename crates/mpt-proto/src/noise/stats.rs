@@ -1,8 +1,8 @@
 //! Handshake counters: plain numbers the daemon adds up and puts in
 //! `mpt status` and the metrics.
 //!
-//! Each [`super::Initiator`], [`super::Responder`] and
-//! [`super::Keyring`] counts what it did; [`HandshakeCounters::add`] sums
+//! Each `Initiator`, `Responder` (both in `handshake.rs`) and `Keyring`
+//! (`timers.rs`) counts what it did; [`HandshakeCounters::add`] sums
 //! them per connection or per daemon. Every refusal is counted by reason,
 //! so that a flood, a misconfigured peer and an attack look different.
 
@@ -24,7 +24,7 @@ pub struct HandshakeCounters {
     /// Handshakes that produced keys, on either side.
     pub completed: u64,
     /// Key pairs that replaced a previous one (rekeys), counted by the
-    /// [`super::Keyring`].
+    /// `Keyring`.
     pub rekeys: u64,
     /// Key pairs given up at their hard limit (time or messages) before a
     /// new handshake replaced them.

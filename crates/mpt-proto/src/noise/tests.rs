@@ -11,10 +11,7 @@ use super::*;
 use crate::crypto::{Psk, Role, SessionKeys};
 use crate::wire::{Flags, Header, MsgType, HEADER_LEN};
 
-#[allow(clippy::disallowed_methods)]
-fn base() -> Instant {
-    Instant::now()
-}
+use crate::test_clock::t0 as base;
 
 /// A deterministic random source (SplitMix64): tests are reproducible.
 struct TestRng(u64);

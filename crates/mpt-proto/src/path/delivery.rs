@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::wire::Feedback;
 
-use super::owd_below as wrapping_lt;
+use crate::seq::seq_before;
 
 /// Shortest receiver-clock interval a delivery sample is taken over; a
 /// feedback closer to the previous one is folded into the next sample.
@@ -86,7 +86,7 @@ pub struct DeliveryEstimator {
 }
 
 fn wrapping_min(a: u32, b: u32) -> u32 {
-    if wrapping_lt(a, b) {
+    if seq_before(a, b) {
         a
     } else {
         b
@@ -119,7 +119,7 @@ impl DeliveryEstimator {
         };
         let span_us = fb.last_rx_us.wrapping_sub(at0);
         let bytes = fb.rx_bytes.wrapping_sub(bytes0);
-        if span_us > u32::MAX / 2 || bytes > u64::MAX / 2 {
+        if seq_before(fb.last_rx_us, at0) || bytes > u64::MAX / 2 {
             // Counters went backwards: the peer restarted.
             *self = DeliveryEstimator {
                 anchor: Some((fb.rx_bytes, fb.last_rx_us)),
@@ -220,7 +220,7 @@ impl DeliveryEstimator {
     pub fn queueing_delay(&self) -> Option<Duration> {
         let (latest, min) = (self.owd_latest?, self.owd_min_us()?);
         let d = latest.wrapping_sub(min);
-        (d <= u32::MAX / 2).then(|| Duration::from_micros(u64::from(d)))
+        (!seq_before(latest, min)).then(|| Duration::from_micros(u64::from(d)))
     }
 
     /// [`DeliveryEstimator::queueing_delay`] if its one-way delay was
@@ -254,7 +254,7 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        (DeliveryEstimator::default(), rx, crate::path::tests::t0())
+        (DeliveryEstimator::default(), rx, crate::test_clock::t0())
     }
 
     impl Receiver {
@@ -296,7 +296,7 @@ mod tests {
             bytes: 0,
             clock_us: u32::MAX - 30_000, // the receiver clock wraps on the way
         };
-        let mut t = crate::path::tests::t0();
+        let mut t = crate::test_clock::t0();
         // Unloaded: 5 Mbit/s at the base delay, a lower bound.
         run(&mut est, &mut rx, &mut t, 5, 5_000_000, 1_000_000);
         assert_eq!(est.rate_bps(), Some(5_000_000));
@@ -376,7 +376,7 @@ mod tests {
             bytes: 0,
             clock_us: 0,
         };
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let fb = rx.feedback(1_000_000, Duration::from_millis(1), 0);
         assert_eq!(
             est.on_feedback(&fb, Duration::ZERO, Duration::ZERO, t),

@@ -27,6 +27,7 @@
 
 use std::time::Instant;
 
+use crate::seq::seq_before;
 use crate::wire::PathReport;
 
 /// Weight kept from the past per report at least (3/4).
@@ -105,7 +106,9 @@ impl LossEstimator {
         };
         let advance = report.rx_highest_path_seq.wrapping_sub(prev_high);
         let got = report.rx_packets.wrapping_sub(prev_rx);
-        if advance > u32::MAX / 2 || got > u32::MAX / 2 {
+        if seq_before(report.rx_highest_path_seq, prev_high)
+            || seq_before(report.rx_packets, prev_rx)
+        {
             // Counters went backwards: the peer restarted. Start over.
             *self = LossEstimator {
                 last: Some(cur),
@@ -181,7 +184,7 @@ mod tests {
         fn new() -> Feed {
             Feed {
                 l: LossEstimator::default(),
-                t: crate::path::tests::t0(),
+                t: crate::test_clock::t0(),
             }
         }
         fn on_report(&mut self, r: &PathReport) {
@@ -238,7 +241,7 @@ mod tests {
     #[test]
     fn frequent_reports_cover_about_a_second() {
         let mut l = LossEstimator::default();
-        let mut t = crate::path::tests::t0();
+        let mut t = crate::test_clock::t0();
         l.on_report(&report(0, 0), t);
         // 2 s of 10 % loss, 10 datagrams per 10 ms report: no truncation
         // bias however small the steps.
@@ -265,7 +268,7 @@ mod tests {
     fn held_reports_count_after_the_grace_unless_dropped() {
         let grace = std::time::Duration::from_millis(200);
         let ms = std::time::Duration::from_millis;
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let mut l = LossEstimator::default();
         l.hold_report(&report(0, 0), t, grace);
         // 50 of 100 lost, then a queue is seen: none of it counts.
@@ -288,7 +291,7 @@ mod tests {
     fn a_dense_run_of_losses_is_an_overflow_not_the_link() {
         let grace = std::time::Duration::from_millis(200);
         let ms = std::time::Duration::from_millis;
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let mut l = LossEstimator::default();
         l.hold_report(&report(0, 0), t, grace);
         // 1 % at random over 100 ms reports: counted.

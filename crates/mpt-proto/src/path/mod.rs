@@ -44,6 +44,7 @@ pub use rtt::RttEstimator;
 
 use std::time::{Duration, Instant};
 
+use crate::seq::{below_half, seq_after, seq_before};
 use crate::timer::TimerKind;
 use crate::wire::{Feedback, PathReport};
 use recent_min::RecentMin;
@@ -118,7 +119,8 @@ pub struct PathParams {
     pub admin: AdminStatus,
 }
 
-/// Liveness and measurements of one path; owned by a [`crate::Session`].
+/// Liveness and measurements of one path; owned by the session
+/// (`Session`).
 #[derive(Debug, Clone)]
 pub struct Path {
     params: PathParams,
@@ -440,7 +442,7 @@ impl Path {
         let rtt_us = now_us
             .wrapping_sub(fb.echo_timestamp_us)
             .wrapping_sub(fb.echo_delay_us);
-        if rtt_us < u32::MAX / 2 && fb.echo_timestamp_us != 0 {
+        if below_half(rtt_us) && fb.echo_timestamp_us != 0 {
             self.rtt.on_sample(Duration::from_micros(u64::from(rtt_us)));
         }
         let min_rtt = self.rtt.min().unwrap_or_default();
@@ -508,7 +510,7 @@ impl Path {
             self.rx_owd = Some((owd, s.last_rx));
             self.standing_owd.add(owd, s.last_rx, STANDING_OWD_WINDOW);
             fb.owd_min_us = Some(match fb.owd_min_us {
-                Some(m) if owd_below(m, owd) => m,
+                Some(m) if seq_before(m, owd) => m,
                 _ => owd,
             });
         }
@@ -726,18 +728,6 @@ impl Path {
             _ => false,
         }
     }
-}
-
-/// Whether wrapping µs delay `a` is below `b` (delays with the clock
-/// offset in them compare by their wrapping difference).
-pub(crate) fn owd_below(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
-/// Whether wrapping sequence number `a` is after `b`.
-pub(crate) fn seq_after(a: u32, b: u32) -> bool {
-    let d = a.wrapping_sub(b);
-    d != 0 && d < u32::MAX / 2
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::owd_below as below;
+use crate::seq::seq_before;
 
 /// How long a control message's one-way delay counts towards an idle
 /// path's delay (see `Path::on_control_owd`).
@@ -47,7 +47,7 @@ impl RecentMin {
     pub(super) fn add(&mut self, owd: u32, now: Instant, window: Duration) -> u32 {
         match &mut self.current {
             Some(w) if now.saturating_duration_since(w.start) < window => {
-                if below(owd, w.low) {
+                if seq_before(owd, w.low) {
                     w.low = owd;
                 }
                 w.last = w.last.max(now);
@@ -83,7 +83,7 @@ impl RecentMin {
     fn lowest(&self) -> Option<u32> {
         let low = self.current?.low;
         Some(match self.previous {
-            Some(p) if below(p, low) => p,
+            Some(p) if seq_before(p, low) => p,
             _ => low,
         })
     }
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn the_lowest_of_the_last_one_to_two_windows() {
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let mut m = RecentMin::default();
         assert_eq!(m.get(t, W), None);
         assert_eq!(m.add(5_000, t, W), 5_000);
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn wrapping_delays_compare_by_their_difference() {
-        let t = crate::path::tests::t0();
+        let t = crate::test_clock::t0();
         let mut m = RecentMin::default();
         m.add(u32::MAX - 100, t, W);
         assert_eq!(m.add(50, t + ms(10), W), u32::MAX - 100);

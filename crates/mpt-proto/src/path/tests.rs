@@ -1,9 +1,6 @@
 use super::*;
 
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn t0() -> Instant {
-    Instant::now()
-}
+use crate::test_clock::t0;
 
 fn params() -> PathParams {
     PathParams {

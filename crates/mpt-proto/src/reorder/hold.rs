@@ -7,7 +7,7 @@
 //! 1 ms to 1 s cover everything from a same-host reorder to the longest
 //! timeout the daemon sets, in twelve counters: recording is one leading-zero
 //! count, no allocation, and the whole thing is `Copy` so it travels inside
-//! [`super::ReorderStats`].
+//! `ReorderStats`.
 
 use std::time::Duration;
 

@@ -2,10 +2,7 @@ use super::*;
 
 const MS: Duration = Duration::from_millis(1);
 
-#[allow(clippy::disallowed_methods)]
-fn t0() -> Instant {
-    Instant::now()
-}
+use crate::test_clock::t0;
 
 fn pkt(seq: u64) -> Vec<u8> {
     seq.to_be_bytes().to_vec()

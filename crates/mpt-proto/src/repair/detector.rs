@@ -46,6 +46,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::seq::{seq_before, seq_excess};
 use crate::wire::{Nack, MAX_NACK_RUN};
 
 /// One request may be sent per this many datagrams received (averaged; a
@@ -135,12 +136,6 @@ pub enum HoleEvent {
     },
 }
 
-/// Whether wrapping µs value `a` is below `b` (their difference is small
-/// next to the wrap).
-fn wrapping_below(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
 /// The lowest one-way delay, the highest queueing delay and the longest
 /// reorder extent over two consecutive windows.
 #[derive(Debug, Clone, Copy)]
@@ -184,14 +179,14 @@ impl TwoWindows {
 
     fn floor(&self) -> Option<u32> {
         match self.floor {
-            [Some(a), Some(b)] => Some(if wrapping_below(a, b) { a } else { b }),
+            [Some(a), Some(b)] => Some(if seq_before(a, b) { a } else { b }),
             [a, b] => a.or(b),
         }
     }
 
     fn note_delay(&mut self, owd_us: u32) {
         match self.floor[0] {
-            Some(f) if !wrapping_below(owd_us, f) => {}
+            Some(f) if !seq_before(owd_us, f) => {}
             _ => self.floor[0] = Some(owd_us),
         }
     }
@@ -339,10 +334,7 @@ impl LossDetector {
         self.history.rotate(now);
         // Queueing delay: above the floor; the wrapping difference stays
         // small whatever the clocks' offset.
-        let queue_us = self
-            .history
-            .floor()
-            .map_or(0, |f| (owd_us.wrapping_sub(f) as i32).max(0) as u32);
+        let queue_us = self.history.floor().map_or(0, |f| seq_excess(owd_us, f));
         let peak = self.history.peak();
         self.history.note_delay(owd_us);
         self.history.note_queue(queue_us);
@@ -354,7 +346,7 @@ impl LossDetector {
         if advance == 0 {
             return None;
         }
-        if advance > u32::MAX / 2 {
+        if seq_before(path_seq, last_pseq) {
             // Overtaken on the way in: a hole it belongs to fills.
             return self.fill(path_seq, seq, now);
         }

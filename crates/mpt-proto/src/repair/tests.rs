@@ -2,10 +2,7 @@ use super::*;
 use crate::wire::{Nack, MAX_NACK_RUN};
 use std::time::{Duration, Instant};
 
-#[allow(clippy::disallowed_methods)]
-fn start() -> Instant {
-    Instant::now()
-}
+use crate::test_clock::t0 as start;
 
 fn at(t0: Instant, ms: u64) -> Instant {
     t0 + Duration::from_millis(ms)

@@ -6,7 +6,7 @@
 //! another without anyone touching the server. Every message but an
 //! acknowledgement carries a 64-bit id; the receiver answers each with an
 //! [`ControlBody::Ack`] naming that id, and the sender repeats the message
-//! until the ack arrives (see [`crate::control`]).
+//! until the ack arrives (see the `control` module).
 //!
 //! On encrypted connections a control message is sealed like a probe, so
 //! only a holder of the session keys can add or remove a path.
@@ -46,7 +46,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::error::{DecodeError, EncodeError};
+use crate::wire::error::{DecodeError, EncodeError};
 
 /// Longest path name a control message carries.
 pub const MAX_NAME_LEN: usize = 32;

@@ -31,8 +31,8 @@
 //! key, so a third party cannot make a sender believe a path is fast, slow
 //! or lossy.
 
-use super::PathReport;
-use crate::error::{DecodeError, EncodeError};
+use crate::wire::error::{DecodeError, EncodeError};
+use crate::wire::keepalive::PathReport;
 
 const FLAG_HEARS_YOU: u8 = 0x01;
 const FLAG_OWD: u8 = 0x02;

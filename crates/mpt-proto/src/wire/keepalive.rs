@@ -15,7 +15,7 @@
 //!     19     1  reserved             zero
 //! ```
 
-use crate::error::{DecodeError, EncodeError};
+use crate::wire::error::{DecodeError, EncodeError};
 
 /// What one side has received on a path, told to the other side so it can
 /// estimate the loss of the direction it sends in.

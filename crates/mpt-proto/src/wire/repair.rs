@@ -34,7 +34,7 @@
 //!      8     …  the original payload (flow prefix if FLOW is set, then the IP packet)
 //! ```
 
-use crate::error::{DecodeError, EncodeError};
+use crate::wire::error::{DecodeError, EncodeError};
 
 /// The longest run of lost datagrams one request names: a longer hole is
 /// an outage or a queue overflow, not a random loss.

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use mpt_proto::crypto::TAG_LEN;
 use mpt_proto::path::{AdminStatus, Liveness};
-use mpt_proto::wire::{Flags, Header, MsgType, HEADER_LEN};
+use mpt_proto::seq::{below_half, seq_before};
+use mpt_proto::wire::{Flags, Header, HeaderViewMut, MsgType, HEADER_LEN};
 use mpt_proto::{DataSummary, DropReason, Event, Session};
 use serde_json::{json, Value};
 
@@ -52,19 +53,14 @@ pub(super) const OUT_LEN: usize = 192;
 /// that is down must not make the service fail to start).
 const READY_WAIT: Duration = Duration::from_secs(10);
 
-/// `a` comes before `b` on the wrapping µs clock of one-way delays.
-fn owd_below(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
 /// The lowest and highest of one-way delays (wrapping µs) and how many
 /// there were; `None` for none.
 fn owd_bounds(owds: impl Iterator<Item = u32>) -> Option<(u32, u32, usize)> {
     owds.fold(None, |acc, o| match acc {
         None => Some((o, o, 1)),
         Some((lo, hi, n)) => Some((
-            if owd_below(o, lo) { o } else { lo },
-            if owd_below(hi, o) { o } else { hi },
+            if seq_before(o, lo) { o } else { lo },
+            if seq_before(hi, o) { o } else { hi },
             n + 1,
         )),
     })
@@ -194,9 +190,8 @@ pub fn equalize_target(
             .map(|(owd, _)| owd),
     )?;
     let spread = u64::from(hi.wrapping_sub(lo));
-    (spread >= crate::dataplane::equalize::MIN_HOLD.as_micros() as u64
-        && spread < u64::from(u32::MAX / 2))
-    .then_some((hi, spread as u32))
+    (spread >= crate::dataplane::equalize::MIN_HOLD.as_micros() as u64 && below_half(spread as u32))
+        .then_some((hi, spread as u32))
 }
 
 /// The spread (slowest − fastest) of the last one-way delays measured on
@@ -219,7 +214,7 @@ pub fn rx_delay_spread(
             .map(|(owd, _)| owd),
     )?;
     let spread = hi.wrapping_sub(lo);
-    (n >= 2 && spread < u32::MAX / 2).then(|| Duration::from_micros(u64::from(spread)))
+    (n >= 2 && below_half(spread)).then(|| Duration::from_micros(u64::from(spread)))
 }
 
 /// Per path id, for the resequencer's loss proof (see
@@ -245,7 +240,7 @@ pub fn path_waits(
     let rtt_lo = usable().filter_map(|(_, p)| p.rtt().min()).min();
     for (id, p) in usable() {
         let extra = match (recent(p), owd_lo) {
-            (Some(o), Some(lo)) if !owd_below(o, lo) => {
+            (Some(o), Some(lo)) if !seq_before(o, lo) => {
                 Duration::from_micros(u64::from(o.wrapping_sub(lo)).min(u64::from(u32::MAX / 2)))
             }
             _ => match (p.rtt().min(), rtt_lo) {
@@ -784,8 +779,11 @@ impl ControlLoop {
                     Some(Some((k, conn_id))) => {
                         // The peer's session index on a public-key
                         // connection (else the connection id again).
-                        buf[4..8].copy_from_slice(&conn_id.to_be_bytes());
-                        buf[1] |= Flags::SEALED.bits();
+                        let Ok(mut h) = HeaderViewMut::check_len(buf) else {
+                            continue;
+                        };
+                        h.set_conn_id(*conn_id);
+                        h.insert_flags(Flags::SEALED);
                         match k.seal_datagram(&mut buf[..len + TAG_LEN], len - HEADER_LEN) {
                             Ok(n) => len = n,
                             Err(_) => continue,
@@ -934,7 +932,7 @@ impl ControlLoop {
                         .then(|| model.owd_ns as f64 / 1e6),
                     queue_ms: d.queueing_delay().map(|q| q.as_secs_f64() * 1e3),
                     rx_owd_ms: match (standing(p), rx_owd_lo) {
-                        (Some(o), Some(lo)) if !owd_below(o, lo) => {
+                        (Some(o), Some(lo)) if !seq_before(o, lo) => {
                             Some(f64::from(o.wrapping_sub(lo)) / 1e3)
                         }
                         _ => None,

@@ -42,9 +42,10 @@ use mpt_proto::crypto::{ReplayWindow, SessionKeys, TAG_LEN};
 use mpt_proto::flow::is_tcp_syn;
 use mpt_proto::reorder::{Resequencer, REORDER_GRACE};
 use mpt_proto::repair::{DetectorStats, HoleEvent, LossDetector};
+use mpt_proto::seq::{seq_after, seq_before, seq_diff, seq_excess};
 use mpt_proto::wire::{
-    check_ip_packet, flow_predecessor, split_flow_prefix, Flags, Header, MsgType, Nack, Repair,
-    FLOW_PREFIX_LEN, HEADER_LEN, MAX_DATAGRAM, REPAIR_PREFIX_LEN,
+    check_ip_packet, flow_predecessor, split_flow_prefix, Flags, Header, HeaderView, HeaderViewMut,
+    MsgType, Nack, Repair, FLOW_PREFIX_LEN, HEADER_LEN, MAX_DATAGRAM, REPAIR_PREFIX_LEN,
 };
 use mpt_proto::{DecodeError, Transmit};
 
@@ -1113,7 +1114,7 @@ impl Rx<'_> {
                     // datagram leaves the delay line: wait from there.
                     let equalized = match (held_to, &verdict) {
                         (Some(d), Verdict::Data(..)) if !has_copy(dgram) => {
-                            let hold_us = (d.wrapping_sub(owd) as i32).max(0) as u32;
+                            let hold_us = seq_excess(d, owd);
                             Duration::from_micros(u64::from(hold_us)).min(MAX_HOLD)
                         }
                         _ => Duration::ZERO,
@@ -1168,7 +1169,7 @@ impl Rx<'_> {
                         newest_ts = Some(ts);
                         let path_owd = arrived_us.wrapping_sub(ts);
                         owd_min = Some(match owd_min {
-                            Some(m) if (m.wrapping_sub(path_owd) as i32) < 0 => m,
+                            Some(m) if seq_before(m, path_owd) => m,
                             _ => path_owd,
                         });
                         highest = Some(match highest {
@@ -1187,7 +1188,7 @@ impl Rx<'_> {
                         // held too: let through at once, a BBR flow over
                         // WiFi + LTE fell from 0.95 to 0.36 of the sum.)
                         let hold_us = match held_to {
-                            Some(d) if !has_copy(dgram) => d.wrapping_sub(owd) as i32,
+                            Some(d) if !has_copy(dgram) => seq_diff(d, owd),
                             _ => 0,
                         };
                         let hold = Duration::from_micros(u64::from(hold_us.max(0) as u32));
@@ -1541,7 +1542,9 @@ impl Rx<'_> {
             bytes: [0; CONTROL_DATAGRAM_MAX],
         };
         msg.bytes[..msg.len].copy_from_slice(&dgram[..msg.len]);
-        msg.bytes[1] &= !Flags::SEALED.bits();
+        if let Ok(mut h) = HeaderViewMut::check_len(&mut msg.bytes) {
+            h.remove_flags(Flags::SEALED);
+        }
         if pending.len() < pending.capacity() {
             pending.push(msg);
         } else {
@@ -1880,29 +1883,18 @@ fn same_endpoint(from: Option<SocketAddr>, remote: Option<SocketAddr>) -> bool {
 
 /// The path sequence number of a datagram already checked to have a header.
 fn path_seq_of(dgram: &[u8]) -> u32 {
-    match dgram.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
-        Some(b) => u32::from_be_bytes(b),
-        None => 0,
-    }
+    HeaderView::check_len(dgram).map_or(0, |h| h.path_seq())
 }
 
 /// Whether a datagram already checked to have a header says a copy of it
 /// went on another path (redundancy for real-time flows).
 fn has_copy(dgram: &[u8]) -> bool {
-    dgram.get(1).is_some_and(|&f| f & Flags::COPY.bits() != 0)
+    HeaderView::check_len(dgram).is_ok_and(|h| h.has_flags(Flags::COPY))
 }
 
 /// The sender timestamp of a datagram already checked to have a header.
 fn timestamp_of(dgram: &[u8]) -> u32 {
-    match dgram.get(20..24).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
-        Some(b) => u32::from_be_bytes(b),
-        None => 0,
-    }
-}
-
-fn seq_after(a: u32, b: u32) -> bool {
-    let d = a.wrapping_sub(b);
-    d != 0 && d < u32::MAX / 2
+    HeaderView::check_len(dgram).map_or(0, |h| h.timestamp_us())
 }
 
 #[cfg(test)]

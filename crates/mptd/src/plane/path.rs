@@ -6,6 +6,7 @@ use crate::io::source::Source;
 use crate::io::udp::PathSocket;
 use crate::sync::Counter;
 use mpt_proto::sched::SchedPath;
+use mpt_proto::seq::seq_before;
 use socket2::SockAddr;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -275,7 +276,7 @@ impl PathShared {
 
     pub fn note_owd(&self, owd_us: u32) {
         let _kept_if_not_lower = self.rx_summary_owd.fetch_update(Relaxed, Relaxed, |old| {
-            if old == NO_OWD || ((owd_us.wrapping_sub(old as u32)) as i32) < 0 {
+            if old == NO_OWD || seq_before(owd_us, old as u32) {
                 Some(u64::from(owd_us))
             } else {
                 None
