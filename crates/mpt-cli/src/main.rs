@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
-use mpt_cli::ctl::{self, remote::Endpoint, request::PathState, request::Request};
+use mpt_api::status::Status;
+use mpt_api::{PathState, Request, Response};
+use mpt_cli::ctl::{self, remote::Endpoint};
 use mpt_emu::profile::{self, ConfigError, LinkSpec, Profile};
 use mpt_emu::{selftest, signal, units, wire};
 
@@ -712,14 +714,11 @@ fn main() -> ExitCode {
 /// `mpt status`.
 fn status(endpoint: &Endpoint, args: &StatusArgs) -> Result<u8, Failure> {
     use mpt_cli::ctl::status::{only_connection, render_layout, Layout, Traffic, WIDTH};
-    let doc = |mut response: serde_json::Value| -> Result<serde_json::Value, Failure> {
-        let status = match response.get_mut("status").map(serde_json::Value::take) {
-            Some(s) if s.is_object() => s,
-            _ => {
-                return Err(runtime(anyhow::anyhow!(
-                    "malformed response from mptd: no \"status\" object"
-                )))
-            }
+    let doc = |response: Response| -> Result<Status, Failure> {
+        let Some(status) = response.status else {
+            return Err(runtime(anyhow::anyhow!(
+                "malformed response from mptd: no \"status\" object"
+            )));
         };
         // A daemon older than the `conn` field sends every connection.
         match &args.conn {
@@ -739,7 +738,11 @@ fn status(endpoint: &Endpoint, args: &StatusArgs) -> Result<u8, Failure> {
     let mut client = endpoint.connect().map_err(runtime)?;
     let first = doc(client.call(&request).map_err(runtime)?)?;
     let text = if args.json {
-        serde_json::to_string_pretty(&first).map_err(runtime)? + "\n"
+        // Through a JSON value, whose keys are sorted at every level: the
+        // bytes `mpt status --json` always printed, a newer daemon's
+        // fields included.
+        let doc = serde_json::to_value(&first).map_err(runtime)?;
+        serde_json::to_string_pretty(&doc).map_err(runtime)? + "\n"
     } else if args.once {
         render_layout(&first, Traffic::Totals, WIDTH, layout)
     } else {
@@ -823,8 +826,7 @@ fn path_usage_error(kind: clap::error::ErrorKind, msg: String) -> ! {
 fn path_call(endpoint: &Endpoint, req: &Request) -> Result<u8, Failure> {
     let resp = endpoint.call(req).map_err(runtime)?;
     let peer = resp
-        .get("peer")
-        .and_then(serde_json::Value::as_str)
+        .peer
         .map(|p| format!(" (peer: {p})"))
         .unwrap_or_default();
     match req {
@@ -850,17 +852,8 @@ fn path_call(endpoint: &Endpoint, req: &Request) -> Result<u8, Failure> {
 /// `mpt reload`: prints what changed and what needs a restart.
 fn reload(endpoint: &Endpoint) -> Result<u8, Failure> {
     let resp = endpoint.call(&Request::Reload).map_err(runtime)?;
-    let list = |key: &str| -> Vec<String> {
-        resp.get(key)
-            .and_then(serde_json::Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let (changes, not_applied) = (list("changes"), list("not_applied"));
+    let changes = resp.changes.unwrap_or_default();
+    let not_applied = resp.not_applied.unwrap_or_default();
     if changes.is_empty() {
         println!("reloaded: no changes");
     } else {
