@@ -35,11 +35,9 @@ mod field;
 pub mod request;
 pub mod response;
 pub mod status;
+mod version;
 
 pub use request::{PathState, Request, RequestError};
 pub use response::{Response, ResponseError};
 pub use status::Status;
-
-/// Version of the request/response protocol: every request and response
-/// carries it as `"version"`, and either side refuses another.
-pub const CONTROL_VERSION: u64 = 1;
+pub use version::CONTROL_VERSION;

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::field::lenient;
 use crate::status::Status;
-use crate::CONTROL_VERSION;
+use crate::version::CONTROL_VERSION;
 
 /// One response line.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

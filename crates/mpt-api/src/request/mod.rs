@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use serde_json::{json, Map, Value};
 
-use crate::CONTROL_VERSION;
+use crate::version::CONTROL_VERSION;
 
 mod parse;
 

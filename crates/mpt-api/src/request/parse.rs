@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{PathState, Request};
 use crate::field::present;
-use crate::CONTROL_VERSION;
+use crate::version::CONTROL_VERSION;
 
 /// Longest interface name Linux accepts (`IFNAMSIZ` less the NUL).
 const MAX_INTERFACE_LEN: usize = 15;

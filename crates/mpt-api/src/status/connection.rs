@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::handshake::HandshakeStats;
-use super::path::PathStatus;
 use crate::field::nullable;
+use crate::status::handshake::HandshakeStats;
+use crate::status::path::PathStatus;
 
 /// One connection.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

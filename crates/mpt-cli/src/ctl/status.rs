@@ -22,11 +22,11 @@ use mpt_api::status::{Connection, Handover, PathStatus, Session, Status};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::format::{millis, percent};
-use super::table::{cut_end, cut_middle, push_wrapped, without_port, Align, Table};
+use crate::ctl::format::{millis, percent};
+use crate::ctl::table::{cut_end, cut_middle, push_wrapped, without_port, Align, Table};
 
-pub use super::format::{age, si};
-pub use super::table::shorten_addrs;
+pub use crate::ctl::format::{age, si};
+pub use crate::ctl::table::shorten_addrs;
 
 /// Width the table is laid out for.
 pub const WIDTH: usize = 80;
