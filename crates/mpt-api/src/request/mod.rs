@@ -1,10 +1,11 @@
 //! Requests to mptd, and the JSON line each one becomes.
 //!
 //! A client builds a [`Request`] and sends [`Request::to_json`] as one
-//! line; optional fields it was not given are left out, so that an older
-//! daemon, which ignores nothing it does not know, still reads the
-//! request. The daemon reads the line back with [`Request::parse`] (see
-//! [`parse`] for its checks and messages).
+//! line; optional fields it was not given are left out (the daemon reads
+//! a missing field as "not given", and ignores fields it does not know).
+//! The daemon reads the line back with [`Request::parse`], whose checks
+//! run in a fixed order and answer with the messages mptd always gave
+//! ([`RequestError`]).
 
 use std::net::IpAddr;
 
