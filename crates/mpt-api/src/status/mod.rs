@@ -11,7 +11,9 @@
 //!   have it.** A daemon older than a field does not send it, and a
 //!   client must still show the rest (`mpt status` prints `-`). mptd
 //!   fills every field (`Some`). A field left `None` is left out when
-//!   written, so a document read and written again is unchanged.
+//!   written, so a document read and written again is unchanged (but for
+//!   a `null` where mptd always writes a value, which reads as `None`
+//!   too and is then left out).
 //! - **A field the daemon may set to `null` is an `Option<Option<T>>`**:
 //!   `Some(None)` is the daemon's `null` (a path's remote address not
 //!   learnt yet, nothing received yet, no estimate yet, no key), which a
