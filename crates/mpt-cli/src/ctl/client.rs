@@ -5,10 +5,9 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mpt_api::response::{parse_checked, ResponseError};
+use mpt_api::{Request, Response};
 use serde_json::Value;
-
-use super::request::Request;
-use super::CONTROL_VERSION;
 
 /// Read and write timeout on the socket: the daemon answers from memory
 /// (a reload reads one config file), so 5 s means it is wedged.
@@ -45,7 +44,8 @@ pub enum CtlError {
         /// The socket path.
         path: PathBuf,
     },
-    /// The answer is not a version-1 response object.
+    /// The answer is not a version-1 response object, or not what the
+    /// request asked for.
     #[error("malformed response from mptd: {0}")]
     Malformed(String),
     /// The daemon answered `ok: false`.
@@ -89,10 +89,10 @@ impl Client {
         })
     }
 
-    /// Sends one request and returns the whole response object of an
-    /// `ok: true` answer; `ok: false` becomes [`CtlError::Daemon`].
-    pub fn call(&mut self, req: &Request) -> Result<Value, CtlError> {
-        let mut line = req.to_json().to_string();
+    /// Sends one request and returns the `ok: true` answer; `ok: false`
+    /// becomes [`CtlError::Daemon`].
+    pub fn call(&mut self, req: &Request) -> Result<Response, CtlError> {
+        let mut line = req.to_line();
         line.push('\n');
         self.writer
             .write_all(line.as_bytes())
@@ -113,7 +113,7 @@ impl Client {
                 "response longer than {MAX_RESPONSE} bytes"
             )));
         }
-        parse_response(&buf)
+        decode(parse_response(&buf)?)
     }
 
     fn io(&self, what: &'static str, source: std::io::Error) -> CtlError {
@@ -125,35 +125,27 @@ impl Client {
     }
 }
 
-/// Checks one response line: a version-1 object with a boolean `ok`.
-pub fn parse_response(line: &[u8]) -> Result<Value, CtlError> {
-    let v: Value =
-        serde_json::from_slice(line).map_err(|e| CtlError::Malformed(format!("not JSON ({e})")))?;
-    if !v.is_object() {
-        return Err(CtlError::Malformed("not a JSON object".into()));
-    }
-    match v.get("version").and_then(Value::as_u64) {
-        Some(CONTROL_VERSION) => {}
-        Some(other) => {
-            return Err(CtlError::Malformed(format!(
-                "protocol version {other}, this mpt speaks {CONTROL_VERSION}"
-            )))
+impl From<ResponseError> for CtlError {
+    fn from(e: ResponseError) -> CtlError {
+        match e {
+            ResponseError::Refused(msg) => CtlError::Daemon(msg),
+            other => CtlError::Malformed(other.to_string()),
         }
-        None => return Err(CtlError::Malformed("no \"version\"".into())),
-    }
-    match v.get("ok").and_then(Value::as_bool) {
-        Some(true) => Ok(v),
-        Some(false) => Err(CtlError::Daemon(
-            v.get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("request failed (no error message)")
-                .to_string(),
-        )),
-        None => Err(CtlError::Malformed("no boolean \"ok\"".into())),
     }
 }
 
+/// Checks one response line: a version-1 object with a boolean `ok`
+/// (see [`mpt_api::response::check`]); returns it as JSON.
+pub fn parse_response(line: &[u8]) -> Result<Value, CtlError> {
+    Ok(parse_checked(line)?)
+}
+
+/// A checked response object ([`parse_response`]) read as a [`Response`].
+pub fn decode(response: Value) -> Result<Response, CtlError> {
+    Ok(Response::from_value(response)?)
+}
+
 /// Connects, sends one request, returns the `ok: true` response.
-pub fn call(path: &Path, req: &Request) -> Result<Value, CtlError> {
+pub fn call(path: &Path, req: &Request) -> Result<Response, CtlError> {
     Client::connect(path)?.call(req)
 }

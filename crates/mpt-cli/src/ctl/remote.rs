@@ -1,7 +1,7 @@
 //! The remote command port client: `mpt --remote HOST:PORT --remote-conn
 //! NAME --key FILE [--udp] status|path|reload`.
 //!
-//! The same request objects as the unix socket ([`super::request`]), sent
+//! The same request objects as the unix socket ([`mpt_api::Request`]), sent
 //! to mptd's `[daemon] cmd_port` over TCP (default; one line each way, the
 //! connection is kept for several requests) or UDP (`--udp`; one datagram
 //! each way, a lost one is retried with a fresh request). Every request is
@@ -20,14 +20,13 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use mpt_api::{Request, Response};
 use mpt_proto::crypto::cmdauth::{CmdKey, NONCE_LEN};
 use mpt_proto::crypto::Psk;
 use mptd::ops::cmd_port::{open_answer, seal_request, unix_ms, Answer, MAX_REQUEST};
 use ring::rand::{SecureRandom, SystemRandom};
-use serde_json::Value;
 
-use super::client::{parse_response, Client, CtlError};
-use super::request::Request;
+use super::client::{decode, parse_response, Client, CtlError};
 
 /// TCP: connect timeout, and how long to wait for an answer (a path
 /// change may take the daemon up to 5 s).
@@ -220,21 +219,22 @@ impl RemoteClient {
         })
     }
 
-    /// Sends one request and returns the whole response object of an
-    /// `ok: true` answer.
-    pub fn call(&mut self, req: &Request) -> Result<Value, RemoteError> {
-        let body = req.to_json().to_string();
+    /// Sends one request and returns the `ok: true` answer.
+    pub fn call(&mut self, req: &Request) -> Result<Response, RemoteError> {
+        let body = req.to_line();
         let response = match self.transport {
             Transport::Tcp { .. } => self.call_tcp(&body)?,
             Transport::Udp(_) => self.call_udp(&body)?,
         };
-        parse_response(response.as_bytes()).map_err(|e| match e {
-            CtlError::Daemon(msg) => RemoteError::Daemon {
-                target: self.target.clone(),
-                msg,
-            },
-            other => self.bad(other.to_string()),
-        })
+        parse_response(response.as_bytes())
+            .and_then(decode)
+            .map_err(|e| match e {
+                CtlError::Daemon(msg) => RemoteError::Daemon {
+                    target: self.target.clone(),
+                    msg,
+                },
+                other => self.bad(other.to_string()),
+            })
     }
 
     fn bad(&self, msg: String) -> RemoteError {
@@ -491,14 +491,14 @@ impl Endpoint {
     }
 
     /// Connects, sends one request, returns the `ok: true` response.
-    pub fn call(&self, req: &Request) -> Result<Value, CallError> {
+    pub fn call(&self, req: &Request) -> Result<Response, CallError> {
         self.connect()?.call(req)
     }
 }
 
 impl Session {
     /// Sends one request; see [`Client::call`].
-    pub fn call(&mut self, req: &Request) -> Result<Value, CallError> {
+    pub fn call(&mut self, req: &Request) -> Result<Response, CallError> {
         Ok(match self {
             Session::Local(c) => c.call(req)?,
             Session::Remote(c) => c.call(req)?,

@@ -1,18 +1,32 @@
 //! `mpt status`: the daemon's status document as a table.
 //!
-//! The document is read as untyped JSON on purpose: a field this client
-//! does not know is ignored, a field the daemon does not send shows as `-`,
-//! so old and new daemons both print. The layout fits [`WIDTH`] columns for
-//! up to at least 12 paths per connection: per connection a header line,
-//! then two tables keyed by path name, one for identity and liveness
-//! (state, addresses, weights, time since the last packet and since the
-//! last state change) and one for traffic (RTT, loss, packets, rates).
-//! Rows follow the document's order, which is the configuration's.
+//! The document is read as [`mpt_api::Status`], whose fields are all
+//! optional, so old and new daemons both print: a field the daemon does
+//! not send shows as `-` (and its `null`, where it means something, as
+//! `?` or `never`), a counter this client does not know is listed with
+//! the others it does. The layout fits [`WIDTH`] columns for up to at
+//! least 12 paths per connection: per connection a header line, then two
+//! tables keyed by path name, one for identity and liveness (state,
+//! addresses, weights, time since the last packet and since the last
+//! state change) and one for traffic (RTT, loss, packets, rates). Rows
+//! follow the document's order, which is the configuration's.
+//!
+//! The renderers also take the document as JSON ([`StatusDocument`]), for
+//! tests and tools that hold a `serde_json::Value`.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use mpt_api::status::{Connection, Handover, PathStatus, Session, Status};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::ctl::format::{millis, percent};
+use crate::ctl::table::{cut_end, cut_middle, push_wrapped, without_port, Align, Table};
+
+pub use crate::ctl::format::{age, si};
+pub use crate::ctl::table::shorten_addrs;
 
 /// Width the table is laid out for.
 pub const WIDTH: usize = 80;
@@ -20,25 +34,66 @@ pub const WIDTH: usize = 80;
 /// Longest path name shown before it is cut with `…`.
 const MAX_NAME: usize = 12;
 
-/// Spaces between columns.
-const GAP: usize = 2;
-
 /// Indent of the per-connection tables.
 const INDENT: usize = 2;
 
+/// A status document as the renderers take it: the typed [`Status`] (what
+/// `mpt status` reads), or the same as JSON, read into a [`Status`] (JSON
+/// that is not a status document renders as an empty one).
+pub trait StatusDocument: Sized {
+    /// The document, typed.
+    fn status(&self) -> Cow<'_, Status>;
+    /// The document, typed, taking it.
+    fn into_status(self) -> Status;
+    /// A document of this kind holding `status`.
+    fn from_status(status: Status) -> Self;
+}
+
+impl StatusDocument for Status {
+    fn status(&self) -> Cow<'_, Status> {
+        Cow::Borrowed(self)
+    }
+    fn into_status(self) -> Status {
+        self
+    }
+    fn from_status(status: Status) -> Self {
+        status
+    }
+}
+
+impl StatusDocument for Value {
+    fn status(&self) -> Cow<'_, Status> {
+        Cow::Owned(Status::deserialize(self).unwrap_or_default())
+    }
+    fn into_status(self) -> Status {
+        serde_json::from_value(self).unwrap_or_default()
+    }
+    fn from_status(status: Status) -> Self {
+        serde_json::to_value(status).unwrap_or(Value::Null)
+    }
+}
+
 /// What the traffic table shows besides packet counts.
-#[derive(Debug, Clone, Copy)]
-pub enum Traffic<'a> {
+#[derive(Debug)]
+pub enum Traffic<'a, D = Status> {
     /// Byte totals from one sample (`--once`).
     Totals,
     /// Bit rates from the byte counters of an earlier sample `elapsed` ago.
     Rates {
         /// The earlier status document.
-        earlier: &'a Value,
+        earlier: &'a D,
         /// Time between the two samples.
         elapsed: Duration,
     },
 }
+
+impl<D> Clone for Traffic<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D> Copy for Traffic<'_, D> {}
 
 /// Above this many connections [`Layout::Auto`] shows one line per
 /// connection.
@@ -57,67 +112,76 @@ pub enum Layout {
 
 /// Keeps connection `name` alone in the status document; the error names
 /// close names (see `mptd::ops::control_socket::unknown_connection`).
-pub fn only_connection(mut status: Value, name: &str) -> Result<Value, String> {
-    let Some(Value::Array(conns)) = status.get_mut("connections") else {
+pub fn only_connection<D: StatusDocument>(status: D, name: &str) -> Result<D, String> {
+    let mut status = status.into_status();
+    let Some(conns) = status.connections.as_mut() else {
         return Err(format!("no connection `{name}`: the daemon listed none"));
     };
-    if !conns
-        .iter()
-        .any(|c| c.get("name").and_then(Value::as_str) == Some(name))
-    {
-        let names: Vec<&str> = conns
-            .iter()
-            .filter_map(|c| c.get("name").and_then(Value::as_str))
-            .collect();
+    if !conns.iter().any(|c| c.name.as_deref() == Some(name)) {
+        let names: Vec<&str> = conns.iter().filter_map(|c| c.name.as_deref()).collect();
         return Err(mptd::ops::control_socket::unknown_connection(name, &names));
     }
-    conns.retain(|c| c.get("name").and_then(Value::as_str) == Some(name));
-    Ok(status)
+    conns.retain(|c| c.name.as_deref() == Some(name));
+    Ok(D::from_status(status))
 }
 
 /// Renders the status document (the `status` object of the response),
 /// in the [`Layout::Auto`] layout.
-pub fn render(status: &Value, traffic: Traffic<'_>, width: usize) -> String {
+pub fn render<D: StatusDocument>(status: &D, traffic: Traffic<'_, D>, width: usize) -> String {
     render_layout(status, traffic, width, Layout::Auto)
 }
 
 /// Renders the status document in the given layout.
-pub fn render_layout(status: &Value, traffic: Traffic<'_>, width: usize, layout: Layout) -> String {
+pub fn render_layout<D: StatusDocument>(
+    status: &D,
+    traffic: Traffic<'_, D>,
+    width: usize,
+    layout: Layout,
+) -> String {
+    let earlier = match traffic {
+        Traffic::Rates { earlier, .. } => Some(earlier.status()),
+        Traffic::Totals => None,
+    };
+    let traffic = match (traffic, &earlier) {
+        (Traffic::Rates { elapsed, .. }, Some(earlier)) => Traffic::Rates {
+            earlier: earlier.as_ref(),
+            elapsed,
+        },
+        _ => Traffic::Totals,
+    };
+    render_status(&status.status(), traffic, width, layout)
+}
+
+fn render_status(status: &Status, traffic: Traffic<'_>, width: usize, layout: Layout) -> String {
     let mut out = String::new();
     let mut top = format!(
         "tunnel {}, up {}",
-        text(status.get("tunnel")),
+        or_dash(status.tunnel.as_deref()),
         status
-            .get("uptime_s")
-            .and_then(Value::as_f64)
-            .map_or_else(|| "-".to_string(), |s| age(s * 1e3)),
+            .uptime_s
+            .map_or_else(|| "-".to_string(), |s| age(s as f64 * 1e3)),
     );
-    let drops = nonzero(status.get("drops"));
+    let drops = nonzero(status.drops.as_ref());
     if !drops.is_empty() {
         top.push_str("; drops: ");
         top.push_str(&drops.join(", "));
     }
     // The public-key handshake's responder (all connections).
-    if let Some(n) = status.get("noise").filter(|n| n.is_object()) {
-        let get = |k: &str| n.get(k).and_then(Value::as_u64).unwrap_or(0);
+    if let Some(n) = status.noise.as_ref().and_then(Option::as_ref) {
         let _ = write!(
             top,
             "; noise handshakes: {} initiations processed, {} answered, {} cookies sent",
-            get("initiations_processed"),
-            get("responses_sent"),
-            get("cookies_sent")
+            n.initiations_processed.unwrap_or(0),
+            n.responses_sent.unwrap_or(0),
+            n.cookies_sent.unwrap_or(0)
         );
-        let refused = nonzero(n.get("refused"));
+        let refused = nonzero(n.refused.as_ref());
         if !refused.is_empty() {
             let _ = write!(top, ", refused: {}", refused.join(", "));
         }
     }
     push_wrapped(&mut out, &top, 0, width);
-    let conns = status
-        .get("connections")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let conns = status.connections();
     if conns.is_empty() {
         out.push_str("no connections\n");
     }
@@ -143,23 +207,18 @@ pub fn render_layout(status: &Value, traffic: Traffic<'_>, width: usize, layout:
 /// back; no line while nothing was held (the resequencer's `reorder`, the
 /// delay line's `equalize`: short datagrams' hold, then full-size ones' where
 /// it differs).
-fn holds_line(conn: &Value) -> Option<String> {
-    let u = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_u64);
-    let f = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_f64);
-    let reorder = conn.get("reorder");
-    let equalize = conn.get("equalize");
+fn holds_line(conn: &Connection) -> Option<String> {
+    let reorder = conn.reorder.as_ref();
+    let equalize = conn.equalize.as_ref();
     let mut parts = Vec::new();
-    if let Some(held) = u(reorder, "held").filter(|&n| n > 0) {
-        let sum = reorder
-            .and_then(|r| r.get("hold"))
-            .and_then(|h| h.get("sum_ms"))
-            .and_then(Value::as_f64);
+    if let Some(held) = reorder.and_then(|r| r.held).filter(|&n| n > 0) {
+        let sum = reorder.and_then(|r| r.hold.as_ref()).and_then(|h| h.sum_ms);
         let mut part = format!("resequencer {held} held");
         let mut inner = Vec::new();
         if let Some(sum) = sum {
             inner.push(format!("mean {} ms", millis(sum / held as f64)));
         }
-        if let Some(now) = u(reorder, "held_now").filter(|&n| n > 0) {
+        if let Some(now) = reorder.and_then(|r| r.held_now).filter(|&n| n > 0) {
             inner.push(format!("{now} now"));
         }
         if !inner.is_empty() {
@@ -167,19 +226,22 @@ fn holds_line(conn: &Value) -> Option<String> {
         }
         parts.push(part);
     }
-    let hold_ms = f(equalize, "hold_ms").filter(|&ms| ms > 0.0);
+    let hold_ms = equalize.and_then(|e| e.hold_ms).filter(|&ms| ms > 0.0);
     // Full-size datagrams may be held longer: to a far path that carries
     // nothing yet (see mptd's `equalize_target`).
-    let bulk_ms =
-        f(equalize, "bulk_hold_ms").filter(|&ms| (ms - hold_ms.unwrap_or(0.0)).abs() >= 1.0);
-    let eq_held = u(equalize, "held").filter(|&n| n > 0);
+    let bulk_ms = equalize
+        .and_then(|e| e.bulk_hold_ms)
+        .filter(|&ms| (ms - hold_ms.unwrap_or(0.0)).abs() >= 1.0);
+    let eq_held = equalize.and_then(|e| e.held).filter(|&n| n > 0);
     if hold_ms.is_some() || bulk_ms.is_some() || eq_held.is_some() {
         let mut part = format!("equalise {} ms", millis(hold_ms.unwrap_or(0.0)));
         if let Some(bulk) = bulk_ms {
             let _ = write!(part, " ({} ms full-size)", millis(bulk));
         }
         if let Some(n) = eq_held {
-            let mean = f(equalize, "held_ms").map_or(0.0, |ms| ms / n as f64);
+            let mean = equalize
+                .and_then(|e| e.held_ms)
+                .map_or(0.0, |ms| ms / n as f64);
             let _ = write!(part, " ({n} held, mean {} ms)", millis(mean));
         }
         parts.push(part);
@@ -188,42 +250,41 @@ fn holds_line(conn: &Value) -> Option<String> {
 }
 
 /// "handover: 2, last wifi -> lte, gap 84 ms, 12.3 s ago" (none: no line).
-fn handover_line(h: Option<&Value>) -> Option<String> {
+fn handover_line(h: Option<&Handover>) -> Option<String> {
     let h = h?;
-    let count = h.get("count").and_then(Value::as_u64).filter(|&n| n > 0)?;
+    let count = h.count.filter(|&n| n > 0)?;
     let mut line = format!("handover: {count}");
-    if let Some(last) = h.get("last").filter(|v| v.is_object()) {
-        let f = |k: &str| last.get(k).and_then(Value::as_f64);
+    if let Some(last) = h.last.as_ref().and_then(Option::as_ref) {
         let _ = write!(
             line,
             ", last {} -> {}",
-            text(last.get("from")),
-            text(last.get("to"))
+            or_dash(last.from.as_deref()),
+            or_dash(last.to.as_deref())
         );
-        if let Some(gap) = f("gap_ms") {
+        if let Some(gap) = last.gap_ms {
             let _ = write!(line, ", gap {gap:.0} ms");
         }
-        if let Some(ago) = f("ms_ago") {
+        if let Some(ago) = last.ms_ago {
             let _ = write!(line, ", {:.1} s ago", ago / 1000.0);
         }
     }
     Some(line)
 }
 
-fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usize) {
-    let name = text(conn.get("name"));
+fn render_conn(out: &mut String, conn: &Connection, traffic: Traffic<'_>, width: usize) {
+    let name = or_dash(conn.name.as_deref());
     let mut head = name.clone();
-    if let Some(id) = conn.get("id").filter(|v| !v.is_null()) {
-        let _ = write!(head, " (id {})", plain(id));
+    if let Some(id) = conn.id {
+        let _ = write!(head, " (id {id})");
     }
     head.push_str(": ");
-    head.push_str(&session(conn.get("session")));
+    head.push_str(&session(conn.session.as_ref()));
     push_wrapped(out, &head, 0, width);
-    let drops = nonzero(conn.get("drops"));
+    let drops = nonzero(conn.drops.as_ref());
     if !drops.is_empty() {
         push_wrapped(out, &format!("drops: {}", drops.join(", ")), INDENT, width);
     }
-    let repairs = nonzero(conn.get("repair"));
+    let repairs = nonzero(conn.repair.as_ref());
     if !repairs.is_empty() {
         push_wrapped(
             out,
@@ -232,22 +293,18 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
             width,
         );
     }
-    if let Some(line) = handover_line(conn.get("handover")) {
+    if let Some(line) = handover_line(conn.handover.as_ref()) {
         push_wrapped(out, &line, INDENT, width);
     }
     if let Some(line) = holds_line(conn) {
         push_wrapped(out, &line, INDENT, width);
     }
-    let copies = nonzero(conn.get("redundancy"));
+    let copies = nonzero(conn.redundancy.as_ref());
     if !copies.is_empty() {
         let line = format!("redundancy: {}", copies.join(", "));
         push_wrapped(out, &line, INDENT, width);
     }
-    let paths = conn
-        .get("paths")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let paths = conn.paths();
     if paths.is_empty() {
         push_wrapped(out, "no paths", INDENT, width);
         return;
@@ -284,70 +341,55 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
         ("SHARE", Align::Right),
     ]);
     let earlier_paths = match traffic {
-        Traffic::Rates { earlier, .. } => find_conn(earlier, &name)
-            .and_then(|c| c.get("paths"))
-            .and_then(Value::as_array)
-            .map(Vec::as_slice),
+        Traffic::Rates { earlier, .. } => earlier.connection(&name).map(Connection::paths),
         Traffic::Totals => None,
     };
     for p in paths {
-        let pname = cut_end(&text(p.get("name")), MAX_NAME);
-        let remote = match p.get("remote") {
-            Some(Value::Null) => "?".to_string(),
-            other => text(other),
+        let pname = cut_end(&or_dash(p.name.as_deref()), MAX_NAME);
+        let remote = match &p.remote {
+            Some(None) => "?".to_string(),
+            Some(Some(r)) => r.clone(),
+            None => "-".to_string(),
         };
         links.rows.push(vec![
             pname.clone(),
-            text(p.get("state")),
-            format!("{} -> {}", text(p.get("local")), remote),
-            format!("{}/{}", text(p.get("weight_out")), text(p.get("weight_in"))),
-            match p.get("last_rx_ms_ago") {
-                Some(Value::Null) => "never".to_string(),
-                v => v.and_then(Value::as_f64).map_or_else(|| "-".into(), age),
+            or_dash(p.state.as_deref()),
+            format!("{} -> {}", or_dash(p.local.as_deref()), remote),
+            format!("{}/{}", or_dash(p.weight_out), or_dash(p.weight_in)),
+            match p.last_rx_ms_ago {
+                Some(None) => "never".to_string(),
+                Some(Some(ms)) => age(ms),
+                None => "-".into(),
             },
-            p.get("last_change_ms_ago")
-                .and_then(Value::as_f64)
-                .map_or_else(|| "-".into(), age),
+            p.last_change_ms_ago.map_or_else(|| "-".into(), age),
         ]);
-        let rtt = (p.get("rtt_ms").and_then(Value::as_f64)).map_or_else(|| "-".into(), millis);
-        let rtt_min =
-            (p.get("rtt_min_ms").and_then(Value::as_f64)).map_or_else(|| "-".into(), millis);
+        let rtt = p.rtt_ms.flatten().map_or_else(|| "-".into(), millis);
+        let rtt_min = p.rtt_min_ms.flatten().map_or_else(|| "-".into(), millis);
         let (tx, rx) = match traffic {
-            Traffic::Totals => (count(p.get("tx_bytes")), count(p.get("rx_bytes"))),
+            Traffic::Totals => (count(p.tx_bytes), count(p.rx_bytes)),
             Traffic::Rates { elapsed, .. } => {
-                let before = earlier_paths.and_then(|ps| {
-                    ps.iter()
-                        .find(|q| q.get("name").is_some() && q.get("name") == p.get("name"))
-                });
-                let rate = |key: &str| {
+                let before = earlier_paths
+                    .and_then(|ps| ps.iter().find(|q| q.name.is_some() && q.name == p.name));
+                let rate = |bytes: fn(&PathStatus) -> Option<u64>| {
                     before
-                        .and_then(|b| bit_rate(b.get(key), p.get(key), elapsed))
+                        .and_then(|b| bit_rate(bytes(b).as_ref(), bytes(p).as_ref(), elapsed))
                         .map_or_else(|| "-".into(), si)
                 };
-                (rate("tx_bytes"), rate("rx_bytes"))
+                (rate(|p| p.tx_bytes), rate(|p| p.rx_bytes))
             }
         };
-        let ms_or_dash = |key: &str| {
-            p.get(key)
-                .and_then(Value::as_f64)
-                .map_or_else(|| "-".into(), millis)
-        };
+        let ms_or_dash = |ms: Option<Option<f64>>| ms.flatten().map_or_else(|| "-".into(), millis);
         sched.rows.push(vec![
             pname.clone(),
-            match (
-                p.get("rate_bps").and_then(Value::as_f64),
-                p.get("rate_confirmed"),
-            ) {
-                (Some(r), Some(Value::Bool(true))) => si(r),
-                (Some(r), _) => format!(">={}", si(r)),
+            match (p.rate_bps.flatten(), p.rate_confirmed) {
+                (Some(r), Some(true)) => si(r as f64),
+                (Some(r), _) => format!(">={}", si(r as f64)),
                 (None, _) => "-".into(),
             },
-            ms_or_dash("owd_ms"),
-            ms_or_dash("queue_ms"),
-            match p.get("share").and_then(Value::as_f64) {
-                Some(x) if p.get("lossy") == Some(&Value::Bool(true)) => {
-                    format!("{} lossy", percent(x * 100.0))
-                }
+            ms_or_dash(p.owd_ms),
+            ms_or_dash(p.queue_ms),
+            match p.share {
+                Some(x) if p.lossy == Some(true) => format!("{} lossy", percent(x * 100.0)),
                 Some(x) => percent(x * 100.0),
                 None => "-".into(),
             },
@@ -359,11 +401,9 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
             } else {
                 format!("{rtt}/{rtt_min}")
             },
-            p.get("loss_pct")
-                .and_then(Value::as_f64)
-                .map_or_else(|| "-".into(), percent),
-            count(p.get("tx_packets")),
-            count(p.get("rx_packets")),
+            p.loss_pct.flatten().map_or_else(|| "-".into(), percent),
+            count(p.tx_packets),
+            count(p.rx_packets),
             tx,
             rx,
         ]);
@@ -379,17 +419,19 @@ fn render_conn(out: &mut String, conn: &Value, traffic: Traffic<'_>, width: usiz
 /// keys yet), `up` (a path is up), else the best path state (`suspect`,
 /// `backup`, `probing`, `down`); `waiting` when it has no path yet (a
 /// server's client whose paths are learnt from its packets).
-pub fn conn_state(conn: &Value) -> &'static str {
-    let session = conn.get("session");
-    let flag = |k: &str| session.and_then(|s| s.get(k)).and_then(Value::as_bool);
-    if flag("encrypted") == Some(true) && flag("established") == Some(false) {
+pub fn conn_state(conn: &Connection) -> &'static str {
+    let session = conn.session.as_ref();
+    if session.and_then(|s| s.encrypted) == Some(true)
+        && session.and_then(|s| s.established) == Some(false)
+    {
         return "keying";
     }
-    let states: Vec<&str> = paths_of(conn)
+    let states: Vec<&str> = conn
+        .paths()
         .iter()
-        .filter_map(|p| p.get("state").and_then(Value::as_str))
+        .filter_map(|p| p.state.as_deref())
         .collect();
-    if paths_of(conn).is_empty() {
+    if conn.paths().is_empty() {
         return "waiting";
     }
     ["up", "suspect", "backup", "probing"]
@@ -398,29 +440,20 @@ pub fn conn_state(conn: &Value) -> &'static str {
         .unwrap_or("down")
 }
 
-fn paths_of(conn: &Value) -> &[Value] {
-    conn.get("paths")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
-/// Sum of a byte counter over a connection's paths.
-fn conn_bytes(conn: &Value, key: &str) -> Option<u64> {
-    paths_of(conn)
-        .iter()
-        .map(|p| p.get(key).and_then(Value::as_u64))
-        .sum()
+/// Sum of a byte counter over a connection's paths (`None` when a path
+/// lacks it).
+fn conn_bytes(conn: &Connection, bytes: fn(&PathStatus) -> Option<u64>) -> Option<u64> {
+    conn.paths().iter().map(bytes).sum()
 }
 
 /// The peer's address: the remote of the first up path (else of any
 /// path), `+N` when the paths reach N more addresses.
-fn peer_address(conn: &Value) -> String {
-    let paths = paths_of(conn);
-    let remote = |p: &Value| p.get("remote").and_then(Value::as_str).map(str::to_string);
+fn peer_address(conn: &Connection) -> String {
+    let paths = conn.paths();
+    let remote = |p: &PathStatus| p.remote.clone().flatten();
     let first = paths
         .iter()
-        .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
+        .filter(|p| p.state.as_deref() == Some("up"))
         .find_map(remote)
         .or_else(|| paths.iter().find_map(remote));
     let Some(first) = first else {
@@ -442,7 +475,7 @@ fn peer_address(conn: &Value) -> String {
 }
 
 /// One line per connection, under a line counting them by state.
-fn render_compact(out: &mut String, conns: &[Value], traffic: Traffic<'_>, width: usize) {
+fn render_compact(out: &mut String, conns: &[Connection], traffic: Traffic<'_>, width: usize) {
     let (tx_head, rx_head) = match traffic {
         Traffic::Totals => ("TX BYTES", "RX BYTES"),
         Traffic::Rates { .. } => ("TX bps", "RX bps"),
@@ -459,36 +492,38 @@ fn render_compact(out: &mut String, conns: &[Value], traffic: Traffic<'_>, width
     table.elastic = Some(3);
     let mut by_state: Vec<(&str, usize)> = Vec::new();
     for conn in conns {
-        let name = text(conn.get("name"));
+        let name = or_dash(conn.name.as_deref());
         let state = conn_state(conn);
         match by_state.iter_mut().find(|(s, _)| *s == state) {
             Some((_, n)) => *n += 1,
             None => by_state.push((state, 1)),
         }
-        let paths = paths_of(conn);
+        let paths = conn.paths();
         let up = paths
             .iter()
-            .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
+            .filter(|p| p.state.as_deref() == Some("up"))
             .count();
         let (tx, rx) = match traffic {
             Traffic::Totals => {
-                let f = |k| conn_bytes(conn, k).map_or_else(|| "-".into(), |b| si(b as f64));
-                (f("tx_bytes"), f("rx_bytes"))
+                let f =
+                    |bytes| conn_bytes(conn, bytes).map_or_else(|| "-".into(), |b| si(b as f64));
+                (f(|p| p.tx_bytes), f(|p| p.rx_bytes))
             }
             Traffic::Rates { earlier, elapsed } => {
-                let before = find_conn(earlier, &name);
-                let rate = |k: &str| {
-                    let b = before.and_then(|b| conn_bytes(b, k)).map(Value::from);
-                    let a = conn_bytes(conn, k).map(Value::from);
+                let before = earlier.connection(&name);
+                let rate = |bytes: fn(&PathStatus) -> Option<u64>| {
+                    let b = before.and_then(|b| conn_bytes(b, bytes));
+                    let a = conn_bytes(conn, bytes);
                     bit_rate(b.as_ref(), a.as_ref(), elapsed).map_or_else(|| "-".into(), si)
                 };
-                (rate("tx_bytes"), rate("rx_bytes"))
+                (rate(|p| p.tx_bytes), rate(|p| p.rx_bytes))
             }
         };
         let handshake = conn
-            .get("session")
-            .and_then(|s| s.get("key_age_s"))
-            .and_then(Value::as_f64)
+            .session
+            .as_ref()
+            .and_then(|s| s.key_age_s)
+            .flatten()
             .map_or_else(|| "-".into(), |s| age(s * 1e3));
         table.rows.push(vec![
             cut_middle(&name, 18),
@@ -512,308 +547,93 @@ fn render_compact(out: &mut String, conns: &[Value], traffic: Traffic<'_>, width
     out.push_str("(mpt status CONNECTION: one connection in full; --json: everything)\n");
 }
 
-fn find_conn<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
-    status
-        .get("connections")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("name").and_then(Value::as_str) == Some(name))
+/// A byte counter as [`bit_rate`] takes it: from the typed document, or a
+/// JSON number.
+pub trait ByteCounter {
+    /// The count, if it is one.
+    fn bytes(&self) -> Option<u64>;
+}
+
+impl ByteCounter for u64 {
+    fn bytes(&self) -> Option<u64> {
+        Some(*self)
+    }
+}
+
+impl ByteCounter for Value {
+    fn bytes(&self) -> Option<u64> {
+        self.as_u64()
+    }
 }
 
 /// Bits per second between two byte counters; `None` when either is
 /// missing, the counter went back (daemon restarted) or no time passed.
-pub fn bit_rate(before: Option<&Value>, after: Option<&Value>, elapsed: Duration) -> Option<f64> {
-    let (b, a) = (before?.as_u64()?, after?.as_u64()?);
+pub fn bit_rate<C: ByteCounter + ?Sized>(
+    before: Option<&C>,
+    after: Option<&C>,
+    elapsed: Duration,
+) -> Option<f64> {
+    let (b, a) = (before?.bytes()?, after?.bytes()?);
     let secs = elapsed.as_secs_f64();
     (a >= b && secs > 0.0).then(|| (a - b) as f64 * 8.0 / secs)
 }
 
-fn session(s: Option<&Value>) -> String {
-    let Some(s) = s.filter(|s| s.is_object()) else {
+fn session(s: Option<&Session>) -> String {
+    let Some(s) = s else {
         return "session -".into();
     };
-    let handshakes = s.get("handshakes").and_then(Value::as_u64);
-    let mut t = match (
-        s.get("encrypted").and_then(Value::as_bool),
-        s.get("established").and_then(Value::as_bool),
-    ) {
+    let mut t = match (s.encrypted, s.established) {
         (Some(false), _) => return "unencrypted (no key)".into(),
         (Some(true), Some(true)) => "session established, encrypted".to_string(),
         (Some(true), Some(false)) => "session NOT established".to_string(),
         _ => "session -".to_string(),
     };
-    if s.get("handshake").and_then(Value::as_str) == Some("noise_ik") {
+    if s.handshake.as_deref() == Some("noise_ik") {
         t.push_str(", public-key handshake (noise)");
     }
-    if let Some(c) = s.get("cipher").and_then(Value::as_str) {
+    if let Some(c) = s.cipher.as_ref().and_then(Option::as_deref) {
         let _ = write!(t, ", {c}");
     }
-    if let Some(n) = handshakes {
+    if let Some(n) = s.handshakes {
         let _ = write!(t, " ({n} handshake{}", if n == 1 { "" } else { "s" });
-        if let Some(r) = s.get("rekeys").and_then(Value::as_u64).filter(|&r| r > 0) {
+        if let Some(r) = s.rekeys.filter(|&r| r > 0) {
             let _ = write!(t, ", {r} rekey{}", if r == 1 { "" } else { "s" });
         }
         t.push(')');
     }
     // Public-key handshake: what it refused, by reason.
-    if let Some(refused) = s.get("noise").and_then(|n| n.get("refused")) {
-        let r = nonzero(Some(refused));
-        if !r.is_empty() {
-            let _ = write!(t, "; handshakes refused: {}", r.join(", "));
-        }
+    let refused = s
+        .noise
+        .as_ref()
+        .and_then(Option::as_ref)
+        .and_then(|n| n.refused.as_ref());
+    let refused = nonzero(refused);
+    if !refused.is_empty() {
+        let _ = write!(t, "; handshakes refused: {}", refused.join(", "));
     }
     t
 }
 
-/// `name value` for each non-zero counter of an object, in key order.
-fn nonzero(obj: Option<&Value>) -> Vec<String> {
-    let Some(map) = obj.and_then(Value::as_object) else {
+/// `name value` for each non-zero counter of a group (the known ones and
+/// those of a newer daemon alike), in name order.
+fn nonzero<T: Serialize>(group: Option<&T>) -> Vec<String> {
+    let Some(Value::Object(map)) = group.and_then(|g| serde_json::to_value(g).ok()) else {
         return Vec::new();
     };
     map.iter()
         .filter(|(_, v)| v.as_f64().is_some_and(|n| n != 0.0))
-        .map(|(k, v)| format!("{k} {}", plain(v)))
+        .map(|(k, v)| format!("{k} {v}"))
         .collect()
 }
 
-/// Appends `line` indented, wrapped at `, ` separators to fit `width`.
-fn push_wrapped(out: &mut String, line: &str, indent: usize, width: usize) {
-    let mut cur = String::new();
-    for (i, piece) in line.split(", ").enumerate() {
-        let sep = if i == 0 { "" } else { ", " };
-        let len = indent + cur.chars().count() + sep.len() + piece.chars().count();
-        if i > 0 && len > width {
-            let _ = writeln!(out, "{:indent$}{cur},", "");
-            cur = format!("  {piece}");
-        } else {
-            cur.push_str(sep);
-            cur.push_str(piece);
-        }
-    }
-    let _ = writeln!(out, "{:indent$}{cur}", "");
-}
-
-/// A JSON scalar as text; `-` when missing or null.
-fn text(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => "-".into(),
-        Some(v) => plain(v),
-    }
-}
-
-fn plain(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// A field as text; `-` when missing.
+fn or_dash(v: Option<impl std::fmt::Display>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
 /// A counter in 3 significant digits: 999, 1.23k, 45.6M.
-fn count(v: Option<&Value>) -> String {
-    v.and_then(Value::as_f64).map_or_else(|| "-".into(), si)
-}
-
-/// 3 significant digits with a k/M/G/T/P suffix above 999.
-pub fn si(x: f64) -> String {
-    if !x.is_finite() || x < 0.0 {
-        return "-".into();
-    }
-    if x < 999.5 {
-        return format!("{x:.0}");
-    }
-    let mut v = x;
-    for unit in ["k", "M", "G", "T", "P"] {
-        v /= 1000.0;
-        if v < 999.5 || unit == "P" {
-            return if v < 9.995 {
-                format!("{v:.2}{unit}")
-            } else if v < 99.95 {
-                format!("{v:.1}{unit}")
-            } else {
-                format!("{v:.0}{unit}")
-            };
-        }
-    }
-    unreachable!("the loop returns at P")
-}
-
-/// Milliseconds with 3 significant digits (at least whole ms).
-fn millis(ms: f64) -> String {
-    if ms < 9.995 {
-        format!("{ms:.2}")
-    } else if ms < 99.95 {
-        format!("{ms:.1}")
-    } else {
-        format!("{ms:.0}")
-    }
-}
-
-fn percent(p: f64) -> String {
-    if p >= 99.95 {
-        "100%".into()
-    } else {
-        format!("{p:.1}%")
-    }
-}
-
-/// An age given in milliseconds, e.g. 850ms, 4.2s, 37s, 5m07s, 3h05m, 2d04h.
-pub fn age(ms: f64) -> String {
-    if !ms.is_finite() || ms < 0.0 {
-        return "-".into();
-    }
-    if ms < 999.5 {
-        return format!("{ms:.0}ms");
-    }
-    let s = ms / 1e3;
-    if s < 9.95 {
-        return format!("{s:.1}s");
-    }
-    let s = s.round() as u64;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..=86_399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
-    }
-}
-
-/// Cuts `s` to `max` characters, ending in `…` when cut.
-fn cut_end(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
-    t.push('…');
-    t
-}
-
-/// Cuts `s` to `max` characters by replacing its middle with `…`.
-fn cut_middle(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        return s.to_string();
-    }
-    if max < 3 {
-        return cut_end(s, max);
-    }
-    let keep = max - 1;
-    let head = keep.div_ceil(2);
-    let tail = keep - head;
-    let mut t: String = s.chars().take(head).collect();
-    t.push('…');
-    t.extend(s.chars().skip(n - tail));
-    t
-}
-
-/// Drops the port of `ip:port` / `[v6]:port`, keeping a bare address.
-fn without_port(addr: &str) -> &str {
-    if let Some(rest) = addr.strip_prefix('[') {
-        return rest.split_once(']').map_or(addr, |(ip, _)| ip);
-    }
-    match addr.rsplit_once(':') {
-        Some((ip, port)) if !ip.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => ip,
-        _ => addr,
-    }
-}
-
-/// Shortens `local -> remote` to `max` characters: first without ports,
-/// then each side cut in the middle.
-pub fn shorten_addrs(cell: &str, max: usize) -> String {
-    if cell.chars().count() <= max {
-        return cell.to_string();
-    }
-    let Some((l, r)) = cell.split_once(" -> ") else {
-        return cut_middle(cell, max);
-    };
-    let (l, r) = (without_port(l), without_port(r));
-    let bare = format!("{l} -> {r}");
-    if bare.chars().count() <= max {
-        return bare;
-    }
-    // Each side gets half the room; a short side lends the rest to the other.
-    let side = max.saturating_sub(4);
-    let (ln, rn) = (l.chars().count(), r.chars().count());
-    let l_max = ln.min(side.saturating_sub(rn.min(side / 2)));
-    let (l, r) = (cut_middle(l, l_max), cut_middle(r, side - l_max));
-    format!("{l} -> {r}")
-}
-
-#[derive(Clone, Copy)]
-enum Align {
-    Left,
-    Right,
-}
-
-/// A text table; column `elastic` (the addresses) is shortened to make
-/// the rows fit the width.
-struct Table {
-    cols: Vec<(&'static str, Align)>,
-    rows: Vec<Vec<String>>,
-    elastic: Option<usize>,
-}
-
-impl Table {
-    fn new(cols: &[(&'static str, Align)]) -> Table {
-        Table {
-            cols: cols.to_vec(),
-            rows: Vec::new(),
-            elastic: None,
-        }
-    }
-
-    fn render(mut self, out: &mut String, indent: usize, width: usize) {
-        let widths = |rows: &[Vec<String>], cols: &[(&str, Align)]| -> Vec<usize> {
-            cols.iter()
-                .enumerate()
-                .map(|(i, (h, _))| {
-                    rows.iter()
-                        .map(|r| r[i].chars().count())
-                        .chain([h.chars().count()])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect()
-        };
-        let mut w = widths(&self.rows, &self.cols);
-        if let Some(e) = self.elastic {
-            let others: usize = w
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != e)
-                .map(|(_, w)| w)
-                .sum();
-            let fixed = indent + others + GAP * (w.len() - 1);
-            let room = width.saturating_sub(fixed).max(self.cols[e].0.len());
-            if w[e] > room {
-                for row in &mut self.rows {
-                    row[e] = shorten_addrs(&row[e], room);
-                }
-                w = widths(&self.rows, &self.cols);
-            }
-        }
-        let header: Vec<String> = self.cols.iter().map(|(h, _)| h.to_string()).collect();
-        for row in std::iter::once(&header).chain(&self.rows) {
-            let mut line = " ".repeat(indent);
-            for (i, cell) in row.iter().enumerate() {
-                if i > 0 {
-                    line.push_str(&" ".repeat(GAP));
-                }
-                let pad = w[i].saturating_sub(cell.chars().count());
-                match self.cols[i].1 {
-                    Align::Left => {
-                        line.push_str(cell);
-                        line.push_str(&" ".repeat(pad));
-                    }
-                    Align::Right => {
-                        line.push_str(&" ".repeat(pad));
-                        line.push_str(cell);
-                    }
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-    }
+fn count(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".into(), |n| si(n as f64))
 }
 
 #[cfg(test)]
@@ -823,17 +643,18 @@ mod tests {
 
     #[test]
     fn the_holds_line_names_a_longer_hold_of_full_size_datagrams() {
+        let conn = |v| serde_json::from_value(v).unwrap();
         let idle_far = json!({"equalize": {"hold_ms": 0.0, "bulk_hold_ms": 287.4, "held": 0}});
         assert_eq!(
-            holds_line(&idle_far).as_deref(),
+            holds_line(&conn(idle_far)).as_deref(),
             Some("holds: equalise 0.00 ms (287 ms full-size)")
         );
         let same = json!({"equalize": {"hold_ms": 35.2, "bulk_hold_ms": 35.2, "held": 4, "held_ms": 100.0}});
         assert_eq!(
-            holds_line(&same).as_deref(),
+            holds_line(&conn(same)).as_deref(),
             Some("holds: equalise 35.2 ms (4 held, mean 25.0 ms)")
         );
         let nothing = json!({"equalize": {"hold_ms": 0.0, "bulk_hold_ms": 0.0, "held": 0}});
-        assert_eq!(holds_line(&nothing), None);
+        assert_eq!(holds_line(&conn(nothing)), None);
     }
 }

@@ -26,7 +26,7 @@ use mpt_proto::reorder::{HoldHistogram, HOLD_BUCKETS};
 use std::sync::mpsc::{sync_channel, SyncSender};
 
 /// Version of the request/response protocol.
-pub const CONTROL_VERSION: u64 = 1;
+pub use mpt_api::CONTROL_VERSION;
 
 /// Longest request line accepted.
 const MAX_REQUEST: usize = 64 * 1024;

@@ -1,0 +1,111 @@
+//! `mpt bench`'s arguments: the scenario, what to sweep, and the flags of
+//! `mpt bench clients`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+pub(crate) const BENCH_HELP: &str = "\
+SCENARIO is a preset (ethernet, satellite, lte-gateway, handover, dtn-relay,
+unlike, clients) or a
+scenario TOML file (see conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
+joined by the case's paths (tbf-shaped veths, or veths through the link
+emulator in a middle namespace), runs mptd on both sides and measures with
+iperf3: raw UDP/TCP over path 0 (baseline), then UDP (offered a bit above
+the ideal rate) and single-stream TCP through the tunnel, with the CPU use
+of both mptd processes. Namespaces, processes and qdiscs are removed on
+every exit path, Ctrl-C included (partial results are still written).
+
+Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json,
+results.csv, plot.svg, and work/ with the mptd configs and logs and the
+iperf3 JSON. mptd is taken from MPTD_BIN, next to `mpt`, or PATH.
+
+`clients` (one server, many clients) is different: namespaces
+mptemu-<pid>-clients-{s,c}, one server mptd and --clients client mptds
+(each with its own tun, control socket, key pair and addresses, all in
+the client namespace, --paths-per-client veth paths each), every
+connection with the public-key handshake. It reports the time until every
+client is up (server status: session established, all paths up), the
+server's threads and memory (/proc/PID/status: Threads, VmRSS, VmHWM),
+single-stream TCP of one client alone and of --senders clients at once
+(iperf3 bound to each client's tunnel address; target: their sum at least
+0.8 of one client alone), the last client alone with its keys renewed
+every --rekey-after seconds (TCP retransmits against client 0), and with
+--flood the senders again while a thread sends forged Noise initiations
+from spoofed addresses to the server ports as fast as it can (target:
+less than 20 % lost, server memory not growing). Output: results.json,
+results.csv and work/ (configs, keys, logs, iperf3 JSON).
+
+Exit codes: 0 done, 1 runtime failure, 2 usage error, 130 interrupted.
+
+Examples:
+  sudo mpt bench ethernet
+  sudo mpt bench ethernet --paths 1,2,4,8,12 --duration 10
+  sudo mpt bench ethernet --quick --out /tmp/bench
+  sudo mpt bench ethernet --paths 4 --combos all
+  sudo mpt bench satellite --quick
+  sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths vs tunnel
+  sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
+  sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
+  sudo mpt bench clients --clients 200 --senders 4 --flood";
+
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, clients) or TOML file.
+    pub(crate) scenario: String,
+    /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub(crate) paths: Option<Vec<u32>>,
+    /// Seconds per measurement (1..3600).
+    #[arg(long, value_name = "SECONDS", value_parser = p_bench_seconds)]
+    pub(crate) duration: Option<f64>,
+    /// Inner-in-outer IP versions: 4in4, 6in4, 4in6, 6in6 (comma-separated) or all.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) combos: Option<String>,
+    /// Output directory (default ./bench-out/<scenario>-<timestamp>).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// Short run for CI: the scenario's [quick] settings (ethernet: 2 paths, 3 s).
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// mptd binary (default: MPTD_BIN, next to mpt, then PATH).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) mptd: Option<PathBuf>,
+    /// mptd's scheduler in every case (default: the scenario's; `unlike`
+    /// leaves mptd's default, the others ask for weighted).
+    #[arg(long, value_parser = ["adaptive", "weighted"])]
+    pub(crate) scheduler: Option<String>,
+    /// clients: client mptds on one server [default: 200; --quick: 8].
+    #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
+    pub(crate) clients: Option<usize>,
+    /// clients: paths of each client [default: 2].
+    #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
+    pub(crate) paths_per_client: Option<usize>,
+    /// clients: clients sending TCP at once [default: 4; --quick: 2].
+    #[arg(long, value_name = "K", help_heading = "mpt bench clients")]
+    pub(crate) senders: Option<usize>,
+    /// clients: give every client connection on the server its own port
+    /// and configured paths, as before the shared port [default: all
+    /// clients on the server's one port 65022, their paths learnt].
+    #[arg(long, help_heading = "mpt bench clients")]
+    pub(crate) port_per_client: bool,
+    /// clients: a flood of forged handshake initiations from spoofed
+    /// addresses, alone (server memory), then 3 rounds of the senders
+    /// quiet / flooded / flooded at a closed port (the flooder's own CPU
+    /// cost) / paced at half rate, quiet and flooded.
+    #[arg(long, help_heading = "mpt bench clients")]
+    pub(crate) flood: bool,
+    /// clients: the last client renews its keys this often; it is measured
+    /// alone against client 0 without rekeys, both paced at half the single
+    /// client's rate (TCP retransmits); 0 = off [default: 2].
+    #[arg(long, value_name = "SECONDS", help_heading = "mpt bench clients")]
+    pub(crate) rekey_after: Option<u64>,
+}
+
+fn p_bench_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (1.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected seconds 1..3600, got {s:?}")),
+    }
+}

@@ -1,0 +1,159 @@
+//! `mpt bench`: the arguments checked and turned into the harness's
+//! options (`mpt_cli::bench`), the run, and its summary.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use mpt_emu::signal;
+
+use crate::cli::bench::BenchArgs;
+use crate::exit::{runtime, usage, Failure};
+
+/// `mpt bench SCENARIO`: the scenario's cases on an emulated testbed.
+pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
+    use mpt_cli::bench::{self, scenario};
+    if args.scenario == "clients" {
+        return bench_clients(args);
+    }
+    let clients_only = [
+        ("--clients", args.clients.is_some()),
+        ("--paths-per-client", args.paths_per_client.is_some()),
+        ("--senders", args.senders.is_some()),
+        ("--port-per-client", args.port_per_client),
+        ("--flood", args.flood),
+        ("--rekey-after", args.rekey_after.is_some()),
+    ];
+    if let Some((flag, _)) = clients_only.iter().find(|(_, set)| *set) {
+        return Err(usage(anyhow::anyhow!(
+            "{flag} applies to `mpt bench clients` only"
+        )));
+    }
+    let combos = args
+        .combos
+        .as_deref()
+        .map(|c| scenario::parse_combos(&[c.to_string()]))
+        .transpose()
+        .map_err(|m| usage(anyhow::anyhow!("--combos: {m}")))?;
+    let ov = scenario::Overrides {
+        paths: args
+            .paths
+            .map(|p| p.into_iter().map(|n| n as usize).collect()),
+        duration: args.duration,
+        combos,
+        quick: args.quick,
+        scheduler: args.scheduler,
+    };
+    let sc = scenario::load(&args.scenario, &ov).map_err(usage)?;
+    let mptd = match args.mptd {
+        Some(p) if p.is_file() => p,
+        Some(p) => {
+            return Err(usage(anyhow::anyhow!(
+                "--mptd {}: no such file",
+                p.display()
+            )))
+        }
+        None => bench::find_mptd().map_err(runtime)?,
+    };
+    let out = args.out.unwrap_or_else(|| bench::default_out(&sc.name));
+    let stop = signal::install()
+        .context("installing signal handlers")
+        .map_err(runtime)?;
+    let opts = bench::Options {
+        scenario: sc,
+        out,
+        mptd,
+    };
+    match bench::run(&opts, stop) {
+        Ok(report) => {
+            println!();
+            print!("{}", report.table());
+            println!(
+                "wall time {:.1} s; results in {}",
+                report.wall_s,
+                opts.out.display()
+            );
+            Ok(0)
+        }
+        Err(e) if e.is::<bench::Interrupted>() => {
+            eprintln!(
+                "interrupted; testbed removed, partial results in {}",
+                opts.out.display()
+            );
+            Ok(130)
+        }
+        Err(e) => Err(runtime(e.context(format!(
+            "mpt bench failed (partial results and logs in {})",
+            opts.out.display()
+        )))),
+    }
+}
+
+/// `mpt bench clients`: one server, many clients.
+fn bench_clients(args: BenchArgs) -> Result<u8, Failure> {
+    use mpt_cli::bench::{self, clients};
+    if args.paths.is_some() || args.combos.is_some() || args.scheduler.is_some() {
+        return Err(usage(anyhow::anyhow!(
+            "--paths, --combos and --scheduler do not apply to `mpt bench clients` \
+             (see --clients, --paths-per-client)"
+        )));
+    }
+    let mptd = match args.mptd {
+        Some(p) if p.is_file() => p,
+        Some(p) => {
+            return Err(usage(anyhow::anyhow!(
+                "--mptd {}: no such file",
+                p.display()
+            )))
+        }
+        None => bench::find_mptd().map_err(runtime)?,
+    };
+    let out = args.out.unwrap_or_else(|| bench::default_out("clients"));
+    let mut o = clients::Options::new(out, mptd);
+    if args.quick {
+        o.clients = 8;
+        o.senders = 2;
+        o.duration = Duration::from_secs(3);
+    }
+    if let Some(n) = args.clients {
+        o.clients = n;
+    }
+    if let Some(n) = args.paths_per_client {
+        o.paths_per_client = n;
+    }
+    if let Some(k) = args.senders {
+        o.senders = k;
+    } else {
+        o.senders = o.senders.min(o.clients);
+    }
+    if let Some(d) = args.duration {
+        o.duration = Duration::from_secs_f64(d.round().max(1.0));
+    }
+    o.shared_port = !args.port_per_client;
+    o.flood = args.flood;
+    if let Some(r) = args.rekey_after {
+        o.rekey_after = (r > 0).then(|| Duration::from_secs(r));
+    }
+    o.check().map_err(|m| usage(anyhow::anyhow!(m)))?;
+    let stop = signal::install()
+        .context("installing signal handlers")
+        .map_err(runtime)?;
+    match clients::run(&o, stop) {
+        Ok(report) => {
+            println!();
+            print!("{}", report.table());
+            println!("results in {}", o.out.display());
+            Ok(0)
+        }
+        Err(e) if e.is::<bench::Interrupted>() => {
+            eprintln!(
+                "interrupted; testbed removed, partial results in {}",
+                o.out.display()
+            );
+            Ok(130)
+        }
+        Err(e) => Err(runtime(e.context(format!(
+            "mpt bench clients failed (partial results and logs in {})",
+            o.out.display()
+        )))),
+    }
+}
