@@ -49,7 +49,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::iperf::{self, Measurement};
-use super::testbed::{check_stop, mptd_status, sleep, Proc};
+use super::process::{cpu_time, Proc};
+use super::stats::median_run;
+use super::stop::{check_stop, sleep};
+use super::testbed::mptd_status;
 use mpt_emu::netns::{ip, Netns, PREFIX};
 
 /// Most clients: the server's connection limit.
@@ -1193,7 +1196,7 @@ pub const FLOOD_ROUNDS: usize = 3;
 
 /// The median of `v` (the lower middle one for an even count); 0 if empty.
 fn median(v: &[f64]) -> f64 {
-    super::unlike::median_run(v).map_or(0.0, |i| v[i])
+    median_run(v).map_or(0.0, |i| v[i])
 }
 
 /// 100 * (1 - x / base), or 0 without a base.
@@ -1297,7 +1300,7 @@ fn measure_flood(
                 pace.map_or(String::new(), |r| format!(", each paced at {r} Mbit/s")),
                 o.duration.as_secs()
             );
-            let cpu0 = (super::testbed::cpu_time(std::process::id()), Instant::now());
+            let cpu0 = (cpu_time(std::process::id()), Instant::now());
             let flood = flood_ports.map(|p| Flood::start(bed.c.name(), p.clone()));
             if flood.is_some() {
                 sleep(Duration::from_millis(500), stop)?;
@@ -1315,9 +1318,7 @@ fn measure_flood(
                 } else {
                     f.datagrams += n;
                     flood_secs += secs;
-                    if let (Some(a), Some(b)) =
-                        (cpu0.0, super::testbed::cpu_time(std::process::id()))
-                    {
+                    if let (Some(a), Some(b)) = (cpu0.0, cpu_time(std::process::id())) {
                         flood_cpu_secs += b.saturating_sub(a).as_secs_f64();
                     }
                 }
@@ -1355,7 +1356,7 @@ fn measure_flood(
     f.control_drop_pct = drop_pct(control, quiet);
     f.server_drop_pct = drop_pct(flooded, control);
     f.paced_drop_pct = drop_pct(median(&f.paced_flooded_mbps), median(&f.paced_quiet_mbps));
-    if let Some(i) = super::unlike::median_run(&f.flooded_mbps) {
+    if let Some(i) = median_run(&f.flooded_mbps) {
         f.senders = flooded_aggs.swap_remove(i);
     }
     println!(

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::iperf::Measurement;
-use super::testbed::check_stop;
+use super::stop::check_stop;
 use mpt_emu::sys;
 
 /// Port of the server in namespace B.

@@ -331,21 +331,12 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
-/// The `q` quantile (0..=1) of sorted values, nearest rank.
-pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    Some(sorted[i])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn renders_and_quantiles() {
+    fn renders_lines() {
         let c = Chart {
             title: "t".into(),
             xlabel: "x".into(),
@@ -359,10 +350,6 @@ mod tests {
         };
         let s = c.render();
         assert!(s.starts_with("<svg") && s.contains("polyline") && s.contains("outage"));
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.5), Some(50.0));
-        assert_eq!(quantile(&v, 0.99), Some(99.0));
-        assert_eq!(quantile(&[], 0.5), None);
     }
 
     #[test]
