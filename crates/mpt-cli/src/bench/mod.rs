@@ -17,9 +17,10 @@
 //! presets), [`testbed`], the traffic tools ([`iperf`], [`http`],
 //! [`voip`], [`stall`], [`bundle`]), [`hold`] and the leaves
 //! ([`options`], [`progress`], [`process`], [`stop`], [`stats`],
-//! [`text`], [`link_trace`], [`plot`]).
+//! [`text`], [`link_trace`], [`chart`]).
 
 pub mod bundle;
+pub mod chart;
 pub mod clients;
 pub mod dtn;
 pub mod hold;
@@ -28,7 +29,6 @@ pub mod iperf;
 pub mod link_trace;
 pub mod lte;
 pub mod options;
-pub mod plot;
 pub mod process;
 pub mod progress;
 pub mod report;

@@ -13,7 +13,7 @@
 //! and mptd picks the connection by that address.
 //!
 //! Every connection uses the public-key handshake. The server config comes
-//! in two modes behind [`server_config`]: per-connection ports (each client
+//! in two modes behind [`config::server_config`]: per-connection ports (each client
 //! connection on the server has its own port, 20000 + i, and its paths) and
 //! the shared port (client connections without paths on port 65022, told
 //! apart by the Noise session index, paths learnt from the client).

@@ -1,7 +1,7 @@
 //! `dtn-relay` results as a table, results.csv and plot.svg (bundle goodput
 //! against the satellite RTT, one line per PER).
 
-use crate::bench::plot::{Chart, Series};
+use crate::bench::chart::line::{Chart, Series};
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
 

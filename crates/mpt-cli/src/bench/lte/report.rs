@@ -1,7 +1,7 @@
 //! `lte-gateway` results as a table, results.csv and plot.svg (VoIP delay
 //! over time with the WiFi outage shaded).
 
-use crate::bench::plot::{Chart, Series};
+use crate::bench::chart::line::{Chart, Series};
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
 

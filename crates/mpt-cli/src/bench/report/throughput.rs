@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 
 use super::row::Row;
+use crate::bench::chart::line::{Chart, Series, XTicks};
 use crate::bench::iperf::Measurement;
-use crate::bench::plot::{nice, xml};
 use crate::bench::text::opt;
 
 fn mbps(m: &Option<Measurement>) -> Option<f64> {
@@ -143,7 +143,7 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
         }
     };
     // Series keyed by everything but x, in first-seen order.
-    let mut series: Vec<Series> = Vec::new();
+    let mut series: Vec<Line> = Vec::new();
     let mut push = |label: String, x: f64, y: f64, dashed: bool| {
         if let Some(s) = series.iter_mut().find(|s| s.0 == label) {
             s.1.push((x, y));
@@ -203,115 +203,31 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
             true
         }
     });
-    let (w, h) = (900.0, 560.0);
-    let (l, r, t, b) = (70.0, 260.0, 40.0, 60.0);
-    let all = series.iter().flat_map(|s| s.1.iter());
-    let xmax = all.clone().map(|p| p.0).fold(0.0, f64::max).max(1.0);
-    let xmin = 0.0;
-    let ymax = nice(all.map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.05);
-    let px = |x: f64| l + (x - xmin) / (xmax - xmin).max(1e-9) * (w - l - r);
-    let py = |y: f64| h - b - y / ymax * (h - t - b);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
-         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    );
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"24\" font-size=\"15\">mpt bench {}: goodput vs {}</text>",
-        l,
-        xml(scenario),
-        if by_n { "number of paths" } else { "RTT" }
-    );
-    // Axes and grid.
-    for i in 0..=5 {
-        let y = ymax * f64::from(i) / 5.0;
-        let (x2, yy, tx, ty) = (w - r, py(y), l - 6.0, py(y) + 4.0);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{l}\" x2=\"{x2}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{tx}\" y=\"{ty:.1}\" text-anchor=\"end\">{y:.0}</text>"
-        );
+    Chart {
+        title: format!(
+            "mpt bench {scenario}: goodput vs {}",
+            if by_n { "number of paths" } else { "RTT" }
+        ),
+        xlabel: if by_n { "paths (N)" } else { "RTT (ms)" }.into(),
+        ylabel: "Mbit/s".into(),
+        series: series
+            .into_iter()
+            .map(|(label, points, dashed)| Series {
+                color: label.starts_with("ideal").then_some(IDEAL_COLOR),
+                label,
+                points,
+                dashed,
+                ..Series::default()
+            })
+            .collect(),
+        x_ticks: XTicks::AtData,
+        ..Chart::default()
     }
-    let mut xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.0))
-        .collect();
-    xs.sort_by(f64::total_cmp);
-    xs.dedup();
-    for x in &xs {
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{x}</text>",
-            px(*x),
-            h - b + 18.0
-        );
-    }
-    let (x2, yb) = (w - r, h - b);
-    let _ = writeln!(
-        s,
-        "<line x1=\"{l}\" x2=\"{x2}\" y1=\"{yb}\" y2=\"{yb}\" stroke=\"black\"/>\
-         <line x1=\"{l}\" x2=\"{l}\" y1=\"{t}\" y2=\"{yb}\" stroke=\"black\"/>"
-    );
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\
-         <text x=\"18\" y=\"{}\" transform=\"rotate(-90 18 {3})\" text-anchor=\"middle\">Mbit/s</text>",
-        (l + w - r) / 2.0,
-        h - 18.0,
-        if by_n { "paths (N)" } else { "RTT (ms)" },
-        (t + h - b) / 2.0
-    );
-    const COLORS: [&str; 8] = [
-        "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-    ];
-    let mut color_i = 0;
-    for (i, (label, pts, dashed)) in series.iter().enumerate() {
-        let color = if label.starts_with("ideal") {
-            "#777"
-        } else {
-            color_i += 1;
-            COLORS[(color_i - 1) % COLORS.len()]
-        };
-        let mut pts = pts.clone();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let path: Vec<String> = pts
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
-            .collect();
-        let dash = if *dashed {
-            " stroke-dasharray=\"6 4\""
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
-            path.join(" ")
-        );
-        for (x, y) in &pts {
-            let _ = writeln!(
-                s,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"><title>{} : {y:.1} Mbit/s</title></circle>",
-                px(*x),
-                py(*y),
-                xml(label)
-            );
-        }
-        let ly = t + 10.0 + i as f64 * 18.0;
-        let _ = writeln!(
-            s,
-            "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"2\"{dash}/>\
-             <text x=\"{}\" y=\"{}\">{}</text>",
-            w - r + 12.0,
-            w - r + 36.0,
-            w - r + 42.0,
-            ly + 4.0,
-            xml(label)
-        );
-    }
-    s += "</svg>\n";
-    s
+    .render()
 }
 
+/// The ideal lines' colour: grey, beside the palette's.
+const IDEAL_COLOR: &str = "#777";
+
 /// A plot line: label, points, dashed.
-type Series = (String, Vec<(f64, f64)>, bool);
+type Line = (String, Vec<(f64, f64)>, bool);

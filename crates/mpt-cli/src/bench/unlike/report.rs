@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use super::result::UnlikeResult;
 use super::text::{fmt_p99, hold_label, pass_label};
+use crate::bench::chart::bar::{BarChart, BarGroup};
 use crate::bench::hold;
 use crate::bench::iperf::Measurement;
-use crate::bench::plot::{BarChart, BarGroup};
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
 
