@@ -17,11 +17,12 @@
 //! presets), [`testbed`], the traffic tools ([`iperf`], [`http`],
 //! [`voip`], [`stall`], [`bundle`]), [`hold`] and the leaves
 //! ([`options`], [`progress`], [`process`], [`stop`], [`stats`],
-//! [`text`], [`link_trace`], [`chart`]).
+//! [`text`], [`link_trace`], [`chart`], [`csv_rows`]).
 
 pub mod bundle;
 pub mod chart;
 pub mod clients;
+pub mod csv_rows;
 pub mod dtn;
 pub mod hold;
 pub mod http;

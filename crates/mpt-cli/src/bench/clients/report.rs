@@ -8,6 +8,7 @@ use anyhow::Context;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::bench::csv_rows::{self, CsvError};
 use crate::bench::iperf::Measurement;
 
 /// Threads and memory of a process, from /proc/PID/status.
@@ -160,12 +161,22 @@ pub struct Report {
     pub rekey: Option<RekeyResult>,
 }
 
+/// One line of results.csv.
+#[derive(Debug, Default, Serialize)]
+struct KeyValue {
+    key: String,
+    value: String,
+}
+
 impl Report {
     /// The figures as `key,value` lines.
-    pub fn csv(&self) -> String {
-        let mut s = String::from("key,value\n");
+    pub fn csv(&self) -> Result<String, CsvError> {
+        let mut rows = Vec::new();
         let mut put = |k: &str, v: String| {
-            let _ = writeln!(s, "{k},{v}");
+            rows.push(KeyValue {
+                key: k.to_string(),
+                value: v,
+            });
         };
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
         put("mode", self.mode.clone());
@@ -247,7 +258,7 @@ impl Report {
                 r.without_rekeys.retransmits.unwrap_or(0).to_string(),
             );
         }
-        s
+        csv_rows::to_string(&rows)
     }
 
     /// A short text summary for stdout.
@@ -374,7 +385,10 @@ impl Report {
     pub(crate) fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let json = serde_json::to_string_pretty(self).context("serializing results")?;
-        for (name, text) in [("results.json", json + "\n"), ("results.csv", self.csv())] {
+        for (name, text) in [
+            ("results.json", json + "\n"),
+            ("results.csv", self.csv().context("writing results.csv")?),
+        ] {
             let p = dir.join(name);
             std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
         }

@@ -1,7 +1,10 @@
 //! `dtn-relay` results as a table, results.csv and plot.svg (bundle goodput
 //! against the satellite RTT, one line per PER).
 
+use serde::Serialize;
+
 use crate::bench::chart::line::{Chart, Series};
+use crate::bench::csv_rows::{self, f1, f2, f4, opt3, plain, CsvError};
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
 
@@ -50,34 +53,60 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-pub fn csv(rows: &[Row]) -> String {
-    let mut s = String::from(
-        "combo,sat_rtt_ms,total_rtt_ms,per,contacts,bundle_bytes,sent,delivered,delivery_ratio,\
-         goodput_mbps,elapsed_s,delivery_p50_s,delivery_max_s,cpu_a_pct,cpu_b_pct\n",
-    );
-    let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
-    for row in rows {
-        let Some(d) = &row.dtn else { continue };
-        s += &format!(
-            "{},{:.1},{:.1},{},{},{},{},{},{:.4},{:.4},{:.2},{},{},{},{}\n",
-            row.combo,
-            d.sat_rtt_ms,
-            d.total_rtt_ms,
-            d.per,
-            d.contacts.as_deref().unwrap_or("always"),
-            d.bundle_bytes,
-            d.sent,
-            d.delivered,
-            d.delivery_ratio,
-            d.goodput_mbps,
-            d.elapsed_s,
-            o(d.delivery_p50_s),
-            o(d.delivery_max_s),
-            o(row.cpu_a_pct),
-            o(row.cpu_b_pct),
-        );
-    }
-    s
+/// One results.csv row of `dtn-relay`.
+#[derive(Debug, Default, Serialize)]
+struct CsvRow<'a> {
+    combo: &'a str,
+    #[serde(serialize_with = "f1")]
+    sat_rtt_ms: f64,
+    #[serde(serialize_with = "f1")]
+    total_rtt_ms: f64,
+    #[serde(serialize_with = "plain")]
+    per: f64,
+    contacts: &'a str,
+    bundle_bytes: usize,
+    sent: u64,
+    delivered: u64,
+    #[serde(serialize_with = "f4")]
+    delivery_ratio: f64,
+    #[serde(serialize_with = "f4")]
+    goodput_mbps: f64,
+    #[serde(serialize_with = "f2")]
+    elapsed_s: f64,
+    #[serde(serialize_with = "opt3")]
+    delivery_p50_s: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    delivery_max_s: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    cpu_a_pct: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    cpu_b_pct: Option<f64>,
+}
+
+/// results.csv: one row per case.
+pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
+    let rows: Vec<CsvRow> = rows
+        .iter()
+        .filter_map(|row| row.dtn.as_ref().map(|d| (row, d)))
+        .map(|(row, d)| CsvRow {
+            combo: &row.combo,
+            sat_rtt_ms: d.sat_rtt_ms,
+            total_rtt_ms: d.total_rtt_ms,
+            per: d.per,
+            contacts: d.contacts.as_deref().unwrap_or("always"),
+            bundle_bytes: d.bundle_bytes,
+            sent: d.sent,
+            delivered: d.delivered,
+            delivery_ratio: d.delivery_ratio,
+            goodput_mbps: d.goodput_mbps,
+            elapsed_s: d.elapsed_s,
+            delivery_p50_s: d.delivery_p50_s,
+            delivery_max_s: d.delivery_max_s,
+            cpu_a_pct: row.cpu_a_pct,
+            cpu_b_pct: row.cpu_b_pct,
+        })
+        .collect();
+    csv_rows::to_string(&rows)
 }
 
 /// Goodput against the satellite RTT, one line per PER.

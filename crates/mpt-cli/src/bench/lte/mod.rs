@@ -38,4 +38,5 @@ pub mod report;
 pub mod result;
 pub mod run;
 pub mod target;
+pub mod voip_log;
 pub mod wifi;

@@ -1,7 +1,10 @@
 //! `lte-gateway` results as a table, results.csv and plot.svg (VoIP delay
 //! over time with the WiFi outage shaded).
 
+use serde::Serialize;
+
 use crate::bench::chart::line::{Chart, Series};
+use crate::bench::csv_rows::{self, f1, f3, f4, opt3, CsvError};
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
 
@@ -51,57 +54,107 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-pub fn csv(rows: &[Row]) -> String {
-    let mut s = String::from(
-        "variant,event,dscp,lte_backup,wifi_mbps,lte_mbps,lte_owd_ms,gtp_factor,voip_sent,voip_received,voip_loss_pct,\
-         voip_p50_ms,voip_p99_ms,voip_max_ms,excess_max_ms,lost_in_outage,longest_gap_ms,longest_silence_ms,\
-         switch_ms,switch_back_ms,handovers,handover_gap_ms,path_back_ms,handover_at_s,handover_len_s,\
-         bulk_mbps,bulk_retransmits,bulk_cc,longest_stall_ms,cpu_a_pct,cpu_b_pct,target,pass\n",
-    );
-    let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
-    for row in rows {
-        let Some(l) = &row.lte else { continue };
-        s += &format!(
-            "\"{}\",{},{},{},{:.3},{:.3},{:.3},{:.4},{},{},{:.3},{},{},{},{},{},{:.1},{:.1},{},{},{},{},{},{:.3},{:.3},{},{},{},{},{},{},\"{}\",{}\n",
-            l.variant,
-            l.event,
-            l.dscp,
-            l.lte_backup,
-            l.wifi_mbps,
-            l.lte_mbps,
-            l.lte_owd_ms,
-            l.gtp_factor,
-            l.voip.sent,
-            l.voip.received,
-            l.voip.loss_pct,
-            o(l.voip.delay_p50_ms),
-            o(l.voip.delay_p99_ms),
-            o(l.voip.delay_max_ms),
-            o(l.excess_max_ms),
-            l.voip.lost_in_outage,
-            l.voip.longest_gap_ms,
-            l.voip.longest_silence_ms,
-            o(l.voip.switch_ms),
-            o(l.voip.switch_back_ms),
-            l.handovers,
-            o(l.handover_gap_ms),
-            o(l.path_back_ms),
-            l.handover_at_s,
-            l.handover_len_s,
-            o(l.bulk.as_ref().map(|m| m.mbps)),
-            l.bulk
-                .as_ref()
-                .and_then(|m| m.retransmits)
-                .map_or(String::new(), |v| v.to_string()),
-            l.stall.as_ref().map_or("", |st| st.cc.as_str()),
-            o(l.stall.as_ref().map(|st| st.longest_stall_ms)),
-            o(row.cpu_a_pct),
-            o(row.cpu_b_pct),
-            l.target.as_deref().unwrap_or(""),
-            l.pass.map_or(String::new(), |p| p.to_string()),
-        );
-    }
-    s
+/// One results.csv row of `lte-gateway`.
+#[derive(Debug, Default, Serialize)]
+struct CsvRow<'a> {
+    variant: &'a str,
+    event: &'a str,
+    dscp: u8,
+    lte_backup: bool,
+    #[serde(serialize_with = "f3")]
+    wifi_mbps: f64,
+    #[serde(serialize_with = "f3")]
+    lte_mbps: f64,
+    #[serde(serialize_with = "f3")]
+    lte_owd_ms: f64,
+    #[serde(serialize_with = "f4")]
+    gtp_factor: f64,
+    voip_sent: u64,
+    voip_received: u64,
+    #[serde(serialize_with = "f3")]
+    voip_loss_pct: f64,
+    #[serde(serialize_with = "opt3")]
+    voip_p50_ms: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    voip_p99_ms: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    voip_max_ms: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    excess_max_ms: Option<f64>,
+    lost_in_outage: u64,
+    #[serde(serialize_with = "f1")]
+    longest_gap_ms: f64,
+    #[serde(serialize_with = "f1")]
+    longest_silence_ms: f64,
+    #[serde(serialize_with = "opt3")]
+    switch_ms: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    switch_back_ms: Option<f64>,
+    handovers: u64,
+    #[serde(serialize_with = "opt3")]
+    handover_gap_ms: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    path_back_ms: Option<f64>,
+    #[serde(serialize_with = "f3")]
+    handover_at_s: f64,
+    #[serde(serialize_with = "f3")]
+    handover_len_s: f64,
+    #[serde(serialize_with = "opt3")]
+    bulk_mbps: Option<f64>,
+    bulk_retransmits: Option<u64>,
+    bulk_cc: &'a str,
+    #[serde(serialize_with = "opt3")]
+    longest_stall_ms: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    cpu_a_pct: Option<f64>,
+    #[serde(serialize_with = "opt3")]
+    cpu_b_pct: Option<f64>,
+    target: &'a str,
+    pass: Option<bool>,
+}
+
+/// results.csv: one row per variant.
+pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
+    let rows: Vec<CsvRow> = rows
+        .iter()
+        .filter_map(|row| row.lte.as_ref().map(|l| (row, l)))
+        .map(|(row, l)| CsvRow {
+            variant: &l.variant,
+            event: l.event,
+            dscp: l.dscp,
+            lte_backup: l.lte_backup,
+            wifi_mbps: l.wifi_mbps,
+            lte_mbps: l.lte_mbps,
+            lte_owd_ms: l.lte_owd_ms,
+            gtp_factor: l.gtp_factor,
+            voip_sent: l.voip.sent,
+            voip_received: l.voip.received,
+            voip_loss_pct: l.voip.loss_pct,
+            voip_p50_ms: l.voip.delay_p50_ms,
+            voip_p99_ms: l.voip.delay_p99_ms,
+            voip_max_ms: l.voip.delay_max_ms,
+            excess_max_ms: l.excess_max_ms,
+            lost_in_outage: l.voip.lost_in_outage,
+            longest_gap_ms: l.voip.longest_gap_ms,
+            longest_silence_ms: l.voip.longest_silence_ms,
+            switch_ms: l.voip.switch_ms,
+            switch_back_ms: l.voip.switch_back_ms,
+            handovers: l.handovers,
+            handover_gap_ms: l.handover_gap_ms,
+            path_back_ms: l.path_back_ms,
+            handover_at_s: l.handover_at_s,
+            handover_len_s: l.handover_len_s,
+            bulk_mbps: l.bulk.as_ref().map(|m| m.mbps),
+            bulk_retransmits: l.bulk.as_ref().and_then(|m| m.retransmits),
+            bulk_cc: l.stall.as_ref().map_or("", |st| st.cc.as_str()),
+            longest_stall_ms: l.stall.as_ref().map(|st| st.longest_stall_ms),
+            cpu_a_pct: row.cpu_a_pct,
+            cpu_b_pct: row.cpu_b_pct,
+            target: l.target.as_deref().unwrap_or(""),
+            pass: l.pass,
+        })
+        .collect();
+    csv_rows::to_string(&rows)
 }
 
 /// VoIP one-way delay over time (dots), lost packets at the bottom, the

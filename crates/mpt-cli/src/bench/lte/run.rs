@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use super::def::{Bulk, LteEvent, LteParams};
 use super::result::LteResult;
 use super::target::{check_target, summary};
+use super::voip_log::voip_log;
 use super::wifi::{wait_wifi_back, wifi_counters};
 use crate::bench::iperf::{self, Measurement};
 use crate::bench::options::Options;
@@ -368,15 +369,7 @@ pub fn run_case(
     let o1 = o0 + p.handover_len.as_nanos() as u64;
     let (st, timeline) = voip::analyse(&sent, &rx, Some((o0, o1)));
     // The per-packet log, for plots of one's own.
-    let mut log = String::from("seq,send_s,delay_ms\n");
-    let t0 = sent.first().copied().unwrap_or(0);
-    for (i, (t, d)) in sent.iter().zip(timeline.iter().map(|x| x.1)).enumerate() {
-        log += &format!(
-            "{i},{:.4},{}\n",
-            t.saturating_sub(t0) as f64 / 1e9,
-            d.map_or(String::new(), |d| format!("{d:.3}"))
-        );
-    }
+    let log = voip_log(&sent, &timeline).context("the VoIP log")?;
     let log_path = work.join(format!("voip-{k}.csv"));
     std::fs::write(&log_path, log).with_context(|| format!("writing {}", log_path.display()))?;
     for p in [&mut tb.mptd_a, &mut tb.mptd_b] {

@@ -13,6 +13,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::bench::csv_rows::CsvError;
 use crate::bench::{dtn, lte, unlike};
 use row::Row;
 
@@ -48,7 +49,7 @@ impl Report {
         throughput::table(&self.rows, self.streams)
     }
 
-    pub fn csv(&self) -> String {
+    pub fn csv(&self) -> Result<String, CsvError> {
         if self.rows.iter().any(|r| r.lte.is_some()) {
             return lte::report::csv(&self.rows);
         }
@@ -82,7 +83,7 @@ impl Report {
         let json = serde_json::to_string_pretty(self).context("serializing results")?;
         for (name, text) in [
             ("results.json", json + "\n"),
-            ("results.csv", self.csv()),
+            ("results.csv", self.csv().context("writing results.csv")?),
             ("plot.svg", self.svg()),
         ] {
             let p = dir.join(name);
@@ -135,7 +136,7 @@ mod tests {
             rows,
         };
         assert!(rep.table().contains("4in4 N=2"));
-        assert_eq!(rep.csv().lines().count(), 3);
+        assert_eq!(rep.csv().expect("csv").lines().count(), 3);
         let svg = rep.svg();
         assert!(svg.starts_with("<svg") && svg.contains("polyline"));
     }

@@ -5,8 +5,11 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use super::row::Row;
 use crate::bench::chart::line::{Chart, Series, XTicks};
+use crate::bench::csv_rows::{self, f1, opt4, CsvError};
 use crate::bench::iperf::Measurement;
 use crate::bench::text::opt;
 
@@ -85,46 +88,83 @@ pub fn table(rows: &[Row], streams: u32) -> String {
     s
 }
 
-pub fn csv(rows: &[Row]) -> String {
-    let mut s = String::from(
-        "combo,n,paths,rtt_ms,loss,extra,ideal_mbps,udp_mbps,udp_sent_mbps,udp_loss_pct,\
-         tcp_mbps,tcp_retransmits,http_mbps,raw_udp_mbps,raw_tcp_mbps,udp_frac_ideal,tcp_frac_ideal,\
-         udp_frac_raw,tcp_frac_raw,cpu_a_pct,cpu_b_pct,emu_cpu_pct,tunnel_rtt_ms\n",
-    );
-    let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
-    for r in rows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.combo,
-            r.n,
-            r.paths,
-            o(r.rtt_ms),
-            o(r.loss),
-            r.extra,
-            r.ideal_mbps,
-            o(mbps(&r.udp)),
-            o(r.udp.as_ref().and_then(|m| m.sent_mbps)),
-            o(r.udp.as_ref().and_then(|m| m.loss_pct)),
-            o(mbps(&r.tcp)),
-            r.tcp
-                .as_ref()
-                .and_then(|m| m.retransmits)
-                .map_or_else(String::new, |v| v.to_string()),
-            o(mbps(&r.http)),
-            o(mbps(&r.raw_udp)),
-            o(mbps(&r.raw_tcp)),
-            o(r.udp_frac_ideal),
-            o(r.tcp_frac_ideal),
-            o(r.udp_frac_raw),
-            o(r.tcp_frac_raw),
-            o(r.cpu_a_pct),
-            o(r.cpu_b_pct),
-            o(r.emu_cpu_pct),
-            o(r.tunnel_rtt_ms),
-        );
-    }
-    s
+/// One results.csv row of a generic scenario.
+#[derive(Debug, Default, Serialize)]
+struct CsvRow<'a> {
+    combo: &'a str,
+    n: usize,
+    paths: usize,
+    #[serde(serialize_with = "opt4")]
+    rtt_ms: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    loss: Option<f64>,
+    extra: bool,
+    #[serde(serialize_with = "f1")]
+    ideal_mbps: f64,
+    #[serde(serialize_with = "opt4")]
+    udp_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_sent_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_loss_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tcp_mbps: Option<f64>,
+    tcp_retransmits: Option<u64>,
+    #[serde(serialize_with = "opt4")]
+    http_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    raw_udp_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    raw_tcp_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_frac_ideal: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tcp_frac_ideal: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_frac_raw: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tcp_frac_raw: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    cpu_a_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    cpu_b_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    emu_cpu_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tunnel_rtt_ms: Option<f64>,
+}
+
+/// results.csv: one row per case.
+pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
+    let rows: Vec<CsvRow> = rows
+        .iter()
+        .map(|r| CsvRow {
+            combo: &r.combo,
+            n: r.n,
+            paths: r.paths,
+            rtt_ms: r.rtt_ms,
+            loss: r.loss,
+            extra: r.extra,
+            ideal_mbps: r.ideal_mbps,
+            udp_mbps: mbps(&r.udp),
+            udp_sent_mbps: r.udp.as_ref().and_then(|m| m.sent_mbps),
+            udp_loss_pct: r.udp.as_ref().and_then(|m| m.loss_pct),
+            tcp_mbps: mbps(&r.tcp),
+            tcp_retransmits: r.tcp.as_ref().and_then(|m| m.retransmits),
+            http_mbps: mbps(&r.http),
+            raw_udp_mbps: mbps(&r.raw_udp),
+            raw_tcp_mbps: mbps(&r.raw_tcp),
+            udp_frac_ideal: r.udp_frac_ideal,
+            tcp_frac_ideal: r.tcp_frac_ideal,
+            udp_frac_raw: r.udp_frac_raw,
+            tcp_frac_raw: r.tcp_frac_raw,
+            cpu_a_pct: r.cpu_a_pct,
+            cpu_b_pct: r.cpu_b_pct,
+            emu_cpu_pct: r.emu_cpu_pct,
+            tunnel_rtt_ms: r.tunnel_rtt_ms,
+        })
+        .collect();
+    csv_rows::to_string(&rows)
 }
 
 /// Throughput against the swept variable (N, or RTT when N is fixed),

@@ -4,11 +4,13 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use super::result::UnlikeResult;
 use super::text::{fmt_p99, hold_label, pass_label};
 use crate::bench::chart::bar::{BarChart, BarGroup};
-use crate::bench::hold;
-use crate::bench::iperf::Measurement;
+use crate::bench::csv_rows::{self, f4, opt1, opt2, opt4, opt_plain, plain, CsvError};
+use crate::bench::hold::{self, HoldCheck};
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
 
@@ -159,94 +161,207 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
     s
 }
 
-pub fn csv(rows: &[Row], duration_s: f64) -> String {
-    let maxp = results(rows).map(|(_, u)| u.paths.len()).max().unwrap_or(0);
-    let mut s = String::from("case,cc,paths");
-    for i in 1..=maxp {
-        let _ = write!(
-            s,
-            ",path{i}_name,path{i}_rate_mbps,path{i}_rtt_ms,path{i}_loss,path{i}_queue_bytes,\
-             path{i}_raw_mbps,path{i}_raw_retransmits"
-        );
+/// results.csv columns of each path, `{}` the path's number from 1.
+const PATH_COLUMNS: [&str; 7] = [
+    "path{}_name",
+    "path{}_rate_mbps",
+    "path{}_rtt_ms",
+    "path{}_loss",
+    "path{}_queue_bytes",
+    "path{}_raw_mbps",
+    "path{}_raw_retransmits",
+];
+
+/// results.csv columns after the paths'.
+const RUN_COLUMNS: [&str; 28] = [
+    "best_raw_mbps",
+    "sum_raw_mbps",
+    "tunnel_mbps",
+    "tunnel_retransmits",
+    "tunnel_run",
+    "tunnel_runs_mbps",
+    "frac_best",
+    "frac_sum",
+    "target_of",
+    "target_ratio",
+    "required_mbps",
+    "pass",
+    "cpu_a_pct",
+    "cpu_b_pct",
+    "duration_s",
+    "omit_s",
+    "hold_delivered",
+    "hold_held",
+    "hold_p99_all_lo_ms",
+    "hold_p99_all_ms",
+    "hold_p99_all_est_ms",
+    "hold_p99_held_ms",
+    "hold_mean_held_ms",
+    "spread_ms",
+    "measured_spread_ms",
+    "hold_limit_ms",
+    "hold_pass",
+    "hold_pass_estimate",
+];
+
+/// One results.csv row: a case and congestion control.
+#[derive(Debug, Serialize)]
+struct CsvRow<'a> {
+    case: &'a str,
+    cc: &'a str,
+    paths: usize,
+    /// As many as the case with the most paths has; empty beyond this
+    /// case's.
+    per_path: Vec<PathCols<'a>>,
+    #[serde(serialize_with = "f4")]
+    best_raw_mbps: f64,
+    #[serde(serialize_with = "f4")]
+    sum_raw_mbps: f64,
+    #[serde(serialize_with = "f4")]
+    tunnel_mbps: f64,
+    tunnel_retransmits: Option<u64>,
+    tunnel_run: usize,
+    /// Every run's goodput, "a/b/c".
+    tunnel_runs_mbps: String,
+    #[serde(serialize_with = "opt4")]
+    frac_best: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    frac_sum: Option<f64>,
+    target_of: &'a str,
+    #[serde(serialize_with = "opt_plain")]
+    target_ratio: Option<f64>,
+    #[serde(serialize_with = "f4")]
+    required_mbps: f64,
+    pass: Option<bool>,
+    #[serde(serialize_with = "opt4")]
+    cpu_a_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    cpu_b_pct: Option<f64>,
+    #[serde(serialize_with = "plain")]
+    duration_s: f64,
+    #[serde(serialize_with = "plain")]
+    omit_s: f64,
+    hold: HoldCols,
+}
+
+/// The columns of one path; all empty for a path the case does not have.
+#[derive(Debug, Default, Serialize)]
+struct PathCols<'a> {
+    name: &'a str,
+    #[serde(serialize_with = "opt4")]
+    rate_mbps: Option<f64>,
+    #[serde(serialize_with = "opt1")]
+    rtt_ms: Option<f64>,
+    #[serde(serialize_with = "opt_plain")]
+    loss: Option<f64>,
+    queue_bytes: Option<u64>,
+    #[serde(serialize_with = "opt4")]
+    raw_mbps: Option<f64>,
+    raw_retransmits: Option<u64>,
+}
+
+/// The resequencing hold's columns; all empty without a hold check.
+#[derive(Debug, Default, Serialize)]
+struct HoldCols {
+    delivered: Option<u64>,
+    held: Option<u64>,
+    #[serde(serialize_with = "opt4")]
+    p99_all_lo_ms: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    p99_all_ms: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    p99_all_est_ms: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    p99_held_ms: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    mean_held_ms: Option<f64>,
+    #[serde(serialize_with = "opt2")]
+    spread_ms: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    measured_spread_ms: Option<f64>,
+    #[serde(serialize_with = "opt2")]
+    limit_ms: Option<f64>,
+    pass: Option<bool>,
+    pass_estimate: Option<bool>,
+}
+
+impl From<&HoldCheck> for HoldCols {
+    fn from(h: &HoldCheck) -> HoldCols {
+        HoldCols {
+            delivered: Some(h.delivered),
+            held: Some(h.held),
+            p99_all_lo_ms: h.p99_all_lo_ms,
+            p99_all_ms: h.p99_all_ms,
+            p99_all_est_ms: h.p99_all_est_ms,
+            p99_held_ms: h.p99_held_ms,
+            mean_held_ms: h.mean_held_ms,
+            spread_ms: Some(h.spread_ms),
+            measured_spread_ms: h.measured_spread_ms,
+            limit_ms: Some(h.limit_ms),
+            pass: h.pass,
+            pass_estimate: h.pass_estimate,
+        }
     }
-    s += ",best_raw_mbps,sum_raw_mbps,tunnel_mbps,tunnel_retransmits,tunnel_run,tunnel_runs_mbps,\
-          frac_best,frac_sum,\
-          target_of,target_ratio,required_mbps,pass,cpu_a_pct,cpu_b_pct,duration_s,omit_s,\
-          hold_delivered,hold_held,hold_p99_all_lo_ms,hold_p99_all_ms,hold_p99_all_est_ms,hold_p99_held_ms,\
-          hold_mean_held_ms,spread_ms,measured_spread_ms,hold_limit_ms,hold_pass,hold_pass_estimate\n";
-    let o = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
-    let retr = |m: &Measurement| m.retransmits.map_or(String::new(), |v| v.to_string());
+}
+
+/// results.csv: one row per case and congestion control, path columns for
+/// the most paths any case has.
+pub fn csv(rows: &[Row], duration_s: f64) -> Result<String, CsvError> {
+    let maxp = results(rows).map(|(_, u)| u.paths.len()).max().unwrap_or(0);
+    let mut header: Vec<String> = ["case", "cc", "paths"].map(String::from).to_vec();
+    for i in 1..=maxp {
+        header.extend(PATH_COLUMNS.map(|c| c.replace("{}", &i.to_string())));
+    }
+    header.extend(RUN_COLUMNS.map(String::from));
+    let mut out = Vec::new();
     for (_, u) in results(rows) {
         for run in &u.runs {
-            let _ = write!(s, "{},{},{}", u.case, run.cc, u.paths.len());
-            for i in 0..maxp {
-                match (u.paths.get(i), run.raw.get(i)) {
-                    (Some(p), Some(m)) => {
-                        let _ = write!(
-                            s,
-                            ",{},{},{:.1},{},{},{:.4},{}",
-                            p.name,
-                            o(p.mean_rate_mbps),
-                            p.rtt_ms,
-                            p.loss,
-                            p.queue_bytes,
-                            m.mbps,
-                            retr(m)
-                        );
-                    }
-                    _ => s += ",,,,,,,",
-                }
-            }
+            let per_path = (0..maxp)
+                .map(|i| match (u.paths.get(i), run.raw.get(i)) {
+                    (Some(p), Some(m)) => PathCols {
+                        name: &p.name,
+                        rate_mbps: p.mean_rate_mbps,
+                        rtt_ms: Some(p.rtt_ms),
+                        loss: Some(p.loss),
+                        queue_bytes: Some(p.queue_bytes),
+                        raw_mbps: Some(m.mbps),
+                        raw_retransmits: m.retransmits,
+                    },
+                    _ => PathCols::default(),
+                })
+                .collect();
             let v = &run.verdict;
-            let _ = writeln!(
-                s,
-                ",{:.4},{:.4},{:.4},{},{},{},{},{},{},{},{:.4},{},{},{},{},{}",
-                v.best_raw_mbps,
-                v.sum_raw_mbps,
-                run.tunnel.mbps,
-                retr(&run.tunnel),
-                run.tunnel_run,
-                run.tunnel_runs_mbps
+            out.push(CsvRow {
+                case: &u.case,
+                cc: &run.cc,
+                paths: u.paths.len(),
+                per_path,
+                best_raw_mbps: v.best_raw_mbps,
+                sum_raw_mbps: v.sum_raw_mbps,
+                tunnel_mbps: run.tunnel.mbps,
+                tunnel_retransmits: run.tunnel.retransmits,
+                tunnel_run: run.tunnel_run,
+                tunnel_runs_mbps: run
+                    .tunnel_runs_mbps
                     .iter()
                     .map(|m| format!("{m:.4}"))
                     .collect::<Vec<_>>()
                     .join("/"),
-                o(v.frac_best),
-                o(v.frac_sum),
-                u.target.map_or("", |t| t.of.label()),
-                u.target.map_or(String::new(), |t| t.ratio.to_string()),
-                v.required_mbps,
-                v.pass.map_or(String::new(), |p| p.to_string()),
-                o(run.cpu_a_pct),
-                o(run.cpu_b_pct),
+                frac_best: v.frac_best,
+                frac_sum: v.frac_sum,
+                target_of: u.target.map_or("", |t| t.of.label()),
+                target_ratio: u.target.map(|t| t.ratio),
+                required_mbps: v.required_mbps,
+                pass: v.pass,
+                cpu_a_pct: run.cpu_a_pct,
+                cpu_b_pct: run.cpu_b_pct,
                 duration_s,
-                u.omit_s
-            );
-            s.pop();
-            match &run.hold {
-                Some(h) => {
-                    let _ = writeln!(
-                        s,
-                        ",{},{},{},{},{},{},{},{:.2},{},{:.2},{},{}",
-                        h.delivered,
-                        h.held,
-                        o(h.p99_all_lo_ms),
-                        o(h.p99_all_ms),
-                        o(h.p99_all_est_ms),
-                        o(h.p99_held_ms),
-                        o(h.mean_held_ms),
-                        h.spread_ms,
-                        o(h.measured_spread_ms),
-                        h.limit_ms,
-                        h.pass.map_or(String::new(), |p| p.to_string()),
-                        h.pass_estimate.map_or(String::new(), |p| p.to_string())
-                    );
-                }
-                None => s += ",,,,,,,,,,,,\n",
-            }
+                omit_s: u.omit_s,
+                hold: run.hold.as_ref().map(HoldCols::from).unwrap_or_default(),
+            });
         }
     }
-    s
+    csv_rows::to_string_with_header(&header, &out)
 }
 
 /// Bars per case and congestion control: each raw path alone, the tunnel,
@@ -285,7 +400,8 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::hold::{HoldCheck, Snapshot};
+    use crate::bench::hold::Snapshot;
+    use crate::bench::iperf::Measurement;
     use crate::bench::report::Report;
     use crate::bench::unlike::def::{PathInfo, Target, TargetKind};
     use crate::bench::unlike::result::CcRun;
@@ -384,7 +500,7 @@ mod tests {
             .unwrap_or_default();
         assert!(cubic.windows(2).any(|w| w == ["50.00", "-"]), "{table}");
         assert!(table.contains("the median of 1 or 3 run(s)"), "{table}");
-        let csv = rep.csv();
+        let csv = rep.csv().expect("csv");
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 3);
         let cols = |l: &str| l.split(',').count();
@@ -420,5 +536,41 @@ mod tests {
         );
         let svg = rep.svg();
         assert!(svg.contains("<rect") && svg.contains("wifi+lte"));
+    }
+
+    #[test]
+    fn case_names_with_commas_and_quotes_round_trip() {
+        let name = "geo, \"slow\" + dsl";
+        let run = CcRun {
+            cc: "cubic".into(),
+            raw: vec![Measurement {
+                mbps: 5.0,
+                ..Measurement::default()
+            }],
+            tunnel_runs_mbps: vec![4.0],
+            ..CcRun::default()
+        };
+        let rows = vec![Row {
+            unlike: Some(UnlikeResult {
+                case: name.into(),
+                paths: vec![PathInfo {
+                    name: "a,b".into(),
+                    ..PathInfo::default()
+                }],
+                target: Some(target(TargetKind::Best, 1.0)),
+                omit_s: 0.0,
+                runs: vec![run],
+            }),
+            ..Row::default()
+        }];
+        let text = csv(&rows, 10.0).expect("csv");
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let header = r.headers().expect("header").clone();
+        let recs: Vec<csv::StringRecord> = r.records().map(|x| x.expect("record")).collect();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].len(), header.len());
+        assert_eq!(&recs[0][0], name);
+        assert_eq!(&recs[0][3], "a,b");
+        assert_eq!(&header[3], "path1_name");
     }
 }
