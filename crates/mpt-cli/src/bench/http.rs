@@ -30,7 +30,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds [::]:PORT (dual stack) in namespace `ns` and serves until dropped.
+    /// Binds `[::]:PORT` (dual stack) in namespace `ns` and serves until dropped.
     pub fn start(ns: &str) -> anyhow::Result<Server> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel::<io::Result<()>>();

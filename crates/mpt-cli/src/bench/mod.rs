@@ -16,7 +16,7 @@
 //! clients`, a testbed of its own. Below them: [`scenario`] (files and
 //! presets), [`testbed`], the traffic tools ([`iperf`], [`http`],
 //! [`voip`], [`stall`], [`bundle`]), [`hold`] and the leaves
-//! ([`options`], [`progress`], [`process`], [`stop`], [`stats`],
+//! ([`options`], [`progress`](mod@progress), [`process`], [`stop`], [`stats`],
 //! [`text`], [`link_trace`], [`chart`], [`csv_rows`]).
 
 pub mod bundle;
@@ -128,7 +128,7 @@ pub fn preflight(s: &Scenario) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Default output directory: ./bench-out/<scenario>-<UTC timestamp>.
+/// Default output directory: `./bench-out/<scenario>-<UTC timestamp>`.
 pub fn default_out(scenario: &str) -> PathBuf {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -1,5 +1,5 @@
 //! The bench's SVG charts, written by hand (no plotting dependency for a
-//! few hundred lines of SVG): line and dot charts ([`line`]: throughput
+//! few hundred lines of SVG): line and dot charts ([`line`](mod@line): throughput
 //! against the swept variable, VoIP delay over time, bundle goodput
 //! against RTT) and grouped bars ([`bar`]: `unlike`). Every bench draws
 //! through these two, so they share one look: [`svg`] holds the frame,

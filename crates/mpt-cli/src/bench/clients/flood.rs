@@ -1,6 +1,6 @@
 //! The flood: forged Noise initiations from spoofed sources at the server
 //! ports, alone (memory) and in rounds beside the senders (see
-//! [`measure_flood`]).
+//! `measure_flood`).
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;

@@ -27,7 +27,7 @@
 //! server's memory over it, with no traffic) and then in rounds beside the
 //! same K senders: quiet, flooded, flooded at a closed port (the control:
 //! what the flooding thread's CPU costs on a shared machine) and paced at
-//! half rate, quiet and flooded (see [`measure_flood`]); and with `--rekey-after` one client alone whose keys are renewed
+//! half rate, quiet and flooded (see `flood::measure_flood`); and with `--rekey-after` one client alone whose keys are renewed
 //! every few seconds (TCP retransmits against client 0 without rekeys).
 //! Both rekey runs are paced at half the single client's rate: at full
 //! speed on two cores TCP overflows a socket buffer now and then with or

@@ -55,7 +55,7 @@ pub struct Aggregate {
 }
 
 /// The same senders under a flood of forged initiations (see
-/// [`measure_flood`] for the runs and why).
+/// `flood::measure_flood` for the runs and why).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FloodResult {
     /// The flooded run with the median throughput.

@@ -21,6 +21,8 @@ pub(crate) struct WifiCounters {
     b_remote: Option<String>,
 }
 
+/// Reads [`WifiCounters`] from both daemons (zero/false where one does
+/// not answer).
 pub(crate) fn wifi_counters(control_a: &Path, control_b: &Path) -> WifiCounters {
     let path = |control: &Path| -> Option<serde_json::Value> {
         let st = testbed::mptd_status(control).ok()?;

@@ -1,7 +1,7 @@
 //! Limits every scenario is checked against (the generic sweep and the
 //! `unlike` cases alike).
 
-/// Most paths a case may have (address plan 10.77.<i>.0/24, one veth pair
+/// Most paths a case may have (address plan `10.77.<i>.0/24`, one veth pair
 /// per path; the MPT article went to 32 at most).
 pub const MAX_PATHS: usize = 32;
 

@@ -35,7 +35,7 @@ pub struct LinkDef {
     pub latency: Option<String>,
     /// emu: link profile preset or file.
     pub profile: Option<String>,
-    /// emu: settings over the profile (keys of a profile's [link]).
+    /// emu: settings over the profile (keys of a profile's `[link]`).
     #[serde(default)]
     pub emu: LinkSpec,
 }

@@ -1,7 +1,7 @@
 //! Scenarios: TOML presets (conf/scenarios/) and files, expanded into the
 //! list of testbed cases a run measures.
 //!
-//! Layout: [`file`] is the TOML as written, [`link`] and [`case`] what it
+//! Layout: [`file`](mod@file) is the TOML as written, [`link`] and [`case`] what it
 //! resolves to, [`expanded`] the result; [`error`] and [`limits`] are
 //! leaves every part uses. The scenario families (`lte`, `dtn`, `unlike`)
 //! keep their own tables beside their runners and build on these modules;

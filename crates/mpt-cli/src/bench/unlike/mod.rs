@@ -19,7 +19,7 @@
 //! tunnel is measured `[unlike] repeat` times (1..=9, default 1; also in
 //! `[unlike.quick]`) in the same testbed, one run after the other. The run
 //! whose goodput is the median (for an even count the lower middle one,
-//! [`median_run`]) is kept as the tunnel's figure, with its resequencing
+//! [`crate::bench::stats::median_run`]) is kept as the tunnel's figure, with its resequencing
 //! hold and CPU use, and judged against the target; every run's goodput is
 //! reported beside it (results.json/csv, and min..max in the table). The
 //! raw paths are measured once each.
