@@ -53,7 +53,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::sys::{self, VNET_HDR_LEN};
+use super::sys::{self, PacketSocket, Role, VNET_HDR_LEN};
 
 /// Bytes per ring slot: slot header + `sockaddr_ll` + vnet header + frame.
 /// The kernel puts the Ethernet header at offset 76 (`tpacket_rcv`:
@@ -252,6 +252,32 @@ impl RxRing {
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
         self.head = (self.head + 1) % self.map.frames();
     }
+}
+
+/// Opens an ingress socket on `ifname` with a TPACKET_V2 receive ring of
+/// `frames` slots. Frames larger than a slot are also queued whole on the
+/// socket (`PACKET_COPY_THRESH`), for [`PacketSocket::recv`].
+pub fn open_rx_ring(ifname: &str, frames: usize) -> io::Result<(PacketSocket, RxRing)> {
+    PacketSocket::open_with(ifname, Role::Ingress, |fd| {
+        set_tpacket_v2(fd)?;
+        sys::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_COPY_THRESH,
+            &1 as &libc::c_int,
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("PACKET_COPY_THRESH: {e}")))?;
+        RxRing::new(fd, frames)
+            .map_err(|e| io::Error::new(e.kind(), format!("PACKET_RX_RING: {e}")))
+    })
+}
+
+/// Selects the TPACKET_V2 ring layout (`PACKET_VERSION`); see the module
+/// docs for why not V3.
+fn set_tpacket_v2(fd: RawFd) -> io::Result<()> {
+    let v = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+    sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v)
+        .map_err(|e| io::Error::new(e.kind(), format!("PACKET_VERSION: {e}")))
 }
 
 /// Frames the kernel dropped for want of ring room since the last call

@@ -2,8 +2,9 @@
 //! sockets (one frame per call, or batches with `recvmmsg`/`sendmmsg` into
 //! caller-owned buffers), kernel receive timestamps, network-namespace entry, offload
 //! switches and timer slack. All `unsafe` of the emulator lives here, but
-//! for the `PACKET_MMAP` ring memory (module `ring`), which the packet
-//! sockets below set up.
+//! for the `PACKET_MMAP` ring memory (module `ring`), which sets its socket
+//! up through `PacketSocket::open_with`: the ring builds on this module,
+//! never the other way round.
 //!
 //! Packet sockets are opened with `PACKET_VNET_HDR`: every frame read is
 //! preceded by a `virtio_net_hdr` and every frame written carries one back.
@@ -17,8 +18,6 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use super::ring::RxRing;
 
 /// Size of `struct virtio_net_hdr` (linux/virtio_net.h), prepended to every
 /// frame on a `PACKET_VNET_HDR` socket.
@@ -474,14 +473,6 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(n > 0 && pfd.revents & libc::POLLIN != 0)
 }
 
-/// Selects the TPACKET_V2 ring layout (`PACKET_VERSION`); see `ring` for
-/// why not V3.
-fn set_tpacket_v2(fd: RawFd) -> io::Result<()> {
-    let v = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
-    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v)
-        .map_err(|e| io::Error::new(e.kind(), format!("PACKET_VERSION: {e}")))
-}
-
 /// Which end of the wire a packet socket is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -510,30 +501,11 @@ impl PacketSocket {
         Self::open_with(ifname, role, |_| Ok(())).map(|(s, ())| s)
     }
 
-    /// Opens an ingress socket on `ifname` with a TPACKET_V2 receive ring
-    /// of `frames` slots (see `ring`). Frames larger than a slot are also
-    /// queued whole on the socket (`PACKET_COPY_THRESH`), for
-    /// [`PacketSocket::recv`].
-    pub fn open_rx_ring(ifname: &str, frames: usize) -> io::Result<(PacketSocket, RxRing)> {
-        Self::open_with(ifname, Role::Ingress, |fd| {
-            set_tpacket_v2(fd)?;
-            setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_COPY_THRESH,
-                &1 as &libc::c_int,
-            )
-            .map_err(|e| io::Error::new(e.kind(), format!("PACKET_COPY_THRESH: {e}")))?;
-            RxRing::new(fd, frames)
-                .map_err(|e| io::Error::new(e.kind(), format!("PACKET_RX_RING: {e}")))
-        })
-    }
-
     /// Opens the socket with protocol 0 (no frames yet), sets its options,
     /// runs `setup` (ring options, which must follow `PACKET_VNET_HDR`),
     /// then binds it to `ifname` with the role's protocol: an ingress
     /// socket receives nothing before its ring is in place.
-    fn open_with<R>(
+    pub(crate) fn open_with<R>(
         ifname: &str,
         role: Role,
         setup: impl FnOnce(RawFd) -> io::Result<R>,

@@ -584,7 +584,7 @@ enum Ingress {
 
 impl Ingress {
     fn open(dir: &'static str, ifname: &str) -> std::io::Result<Ingress> {
-        match PacketSocket::open_rx_ring(ifname, ring::RX_FRAMES) {
+        match ring::open_rx_ring(ifname, ring::RX_FRAMES) {
             Ok((sock, ring)) => {
                 return Ok(Ingress::Ring {
                     sock,

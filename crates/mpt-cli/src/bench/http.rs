@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::iperf::Measurement;
-use super::testbed::check_stop;
+use super::stop::check_stop;
 use mpt_emu::sys;
 
 /// Port of the server in namespace B.
@@ -30,7 +30,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds [::]:PORT (dual stack) in namespace `ns` and serves until dropped.
+    /// Binds `[::]:PORT` (dual stack) in namespace `ns` and serves until dropped.
     pub fn start(ns: &str) -> anyhow::Result<Server> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel::<io::Result<()>>();

@@ -18,7 +18,8 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::testbed::{check_stop, Proc};
+use super::process::Proc;
+use super::stop::check_stop;
 
 /// Slack beyond the test duration before a client is declared hung.
 const CLIENT_SLACK: Duration = Duration::from_secs(30);

@@ -8,18 +8,37 @@
 //! polls; the testbed guards then clean up and the partial results are
 //! written.
 
+//!
+//! Layout: the scenario families `lte` (lte-gateway, handover), `dtn`
+//! (dtn-relay) and `unlike` each have their table, runner, results and
+//! report formats in their own module; [`report`] collects the rows and
+//! depends on the families' result types. `clients` is `mpt bench
+//! clients`, a testbed of its own. Below them: [`scenario`] (files and
+//! presets), [`testbed`], the traffic tools ([`iperf`], [`http`],
+//! [`voip`], [`stall`], [`bundle`]), [`hold`] and the leaves
+//! ([`options`], [`progress`](mod@progress), [`process`], [`stop`], [`stats`],
+//! [`text`], [`link_trace`], [`chart`], [`csv_rows`]).
+
 pub mod bundle;
+pub mod chart;
 pub mod clients;
+pub mod csv_rows;
 pub mod dtn;
 pub mod hold;
 pub mod http;
 pub mod iperf;
+pub mod link_trace;
 pub mod lte;
-pub mod plot;
+pub mod options;
+pub mod process;
+pub mod progress;
 pub mod report;
 pub mod scenario;
 pub mod stall;
+pub mod stats;
+pub mod stop;
 pub mod testbed;
+pub mod text;
 pub mod unlike;
 pub mod voip;
 
@@ -29,18 +48,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 
-use report::{Report, Row};
-use scenario::{Case, Link, Scenario, TestKind};
-use testbed::{check_stop, Testbed};
+use process::cpu_time;
+use progress::progress;
+use report::row::{mean_path_rtt, Row};
+use report::Report;
+use scenario::case::{Case, TestKind};
+use scenario::expanded::Scenario;
+use scenario::link::Link;
+use stop::check_stop;
+use testbed::Testbed;
 
-pub use testbed::Interrupted;
-
-/// What to run and where.
-pub struct Options {
-    pub scenario: Scenario,
-    pub out: PathBuf,
-    pub mptd: PathBuf,
-}
+pub use options::Options;
+pub use stop::Interrupted;
 
 /// Finds mptd: `MPTD_BIN`, next to the running executable, then PATH.
 pub fn find_mptd() -> anyhow::Result<PathBuf> {
@@ -109,7 +128,7 @@ pub fn preflight(s: &Scenario) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Default output directory: ./bench-out/<scenario>-<UTC timestamp>.
+/// Default output directory: `./bench-out/<scenario>-<UTC timestamp>`.
 pub fn default_out(scenario: &str) -> PathBuf {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -179,11 +198,11 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
     let mut result = Ok(());
     for (k, case) in s.cases.iter().enumerate() {
         let r = if let Some(p) = &s.lte {
-            lte::run_case(k, case, s, p, opts, &work, stop)
+            lte::run::run_case(k, case, s, p, opts, &work, stop)
         } else if let Some(p) = &s.dtn {
-            dtn::run_case(k, case, s, p, opts, &work, stop)
+            dtn::run::run_case(k, case, s, p, opts, &work, stop)
         } else if let Some(p) = &s.unlike {
-            unlike::run_case(k, case, s, p, opts, &work, stop)
+            unlike::run::run_case(k, case, s, p, opts, &work, stop)
         } else {
             run_case(k, case, s, opts, &work, stop)
         };
@@ -199,24 +218,6 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
     report.complete = result.is_ok();
     report.write(&opts.out)?;
     result.map(|()| report)
-}
-
-fn progress(k: usize, total: usize, case: &Case, what: &str) {
-    if let Some(l) = &case.label {
-        println!("==> [{}/{}] {l}: {what}", k + 1, total);
-        return;
-    }
-    let mut label = format!("{} N={}", case.combo.label(), case.n);
-    if let Some(r) = case.rtt_ms {
-        label += &format!(" rtt={r:.0}ms");
-    }
-    if let Some(l) = case.loss {
-        label += &format!(" per={:.0}%", l * 100.0);
-    }
-    if case.extra {
-        label += " +terr";
-    }
-    println!("==> [{}/{}] {label}: {what}", k + 1, total);
 }
 
 fn run_case(
@@ -314,7 +315,7 @@ fn run_case(
         );
         let json = work.join(format!("iperf3-{k}-{test:?}.json").to_lowercase());
         let c0 = (tb.mptd_a.cpu_time(), tb.mptd_b.cpu_time(), Instant::now());
-        let self0 = testbed::cpu_time(me);
+        let self0 = cpu_time(me);
         let m = if test == TestKind::Http {
             // Sized to take about the test duration at the ideal rate.
             let size = if ideal_bps > 0 {
@@ -359,7 +360,7 @@ fn run_case(
             // The HTTP server and client run in this process; leave that
             // test out of the emulator's share.
             if test != TestKind::Http {
-                if let (Some(s0), Some(s1)) = (self0, testbed::cpu_time(me)) {
+                if let (Some(s0), Some(s1)) = (self0, cpu_time(me)) {
                     emu_cpu += s1.saturating_sub(s0).as_secs_f64();
                     emu_wall += c0.2.elapsed().as_secs_f64();
                 }
@@ -409,7 +410,7 @@ fn run_case(
             None
         }
     };
-    row.tunnel_rtt_ms = report::mean_path_rtt(row.mptd_status_a.as_ref());
+    row.tunnel_rtt_ms = mean_path_rtt(row.mptd_status_a.as_ref());
     row.wires = tb.stop_wires();
     row.finish();
     progress(k, total, case, "tearing down");

@@ -10,19 +10,19 @@
 //! Names are `mptemu-<pid>-bench<k>-{a,b,m}`, so `mpt emu selftest`'s stale
 //! sweep also removes what a SIGKILLed run left.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use tracing::{debug, warn};
 
+use super::process::Proc;
 use super::scenario::{Case, Combo, Link};
+use super::stop::check_stop;
 use mpt_emu::netns::{ip, Netns, PREFIX};
 use mpt_emu::sys;
 use mpt_emu::wire::{Wire, WireConfig};
@@ -34,13 +34,6 @@ const MTU_OUTER4: u32 = 1400;
 const MTU_OUTER6: u32 = 1380;
 /// How long mptd may take to bring up the tunnel (first keepalives).
 const TUNNEL_UP_TIMEOUT: Duration = Duration::from_secs(20);
-/// Grace period between SIGTERM and SIGKILL when stopping a process.
-const TERM_GRACE: Duration = Duration::from_secs(3);
-
-/// Marker error: the run was interrupted by SIGINT/SIGTERM.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted")]
-pub struct Interrupted;
 
 /// Writes a fresh pre-shared key (32 random bytes, base64) to `path`,
 /// mode 0600.
@@ -59,129 +52,6 @@ fn write_key(path: &Path) -> anyhow::Result<()> {
         .open(path)?;
     writeln!(f, "{}", mptd::keys::encode(&key))?;
     Ok(())
-}
-
-pub fn check_stop(stop: &AtomicBool) -> anyhow::Result<()> {
-    if stop.load(Ordering::Relaxed) {
-        Err(Interrupted.into())
-    } else {
-        Ok(())
-    }
-}
-
-/// Sleeps `d` in small steps, returning early with [`Interrupted`].
-pub fn sleep(d: Duration, stop: &AtomicBool) -> anyhow::Result<()> {
-    let end = Instant::now() + d;
-    loop {
-        check_stop(stop)?;
-        let now = Instant::now();
-        if now >= end {
-            return Ok(());
-        }
-        std::thread::sleep((end - now).min(Duration::from_millis(50)));
-    }
-}
-
-/// A child process stopped on drop.
-pub struct Proc {
-    pub name: String,
-    child: Child,
-    pub log: PathBuf,
-}
-
-impl Proc {
-    /// Spawns `ip netns exec NS PROGRAM ARGS...` (ip execs the program, so
-    /// the child's pid is the program's), output to `log`.
-    pub fn spawn_in(
-        ns: &str,
-        name: &str,
-        program: &Path,
-        args: &[&str],
-        log: PathBuf,
-    ) -> anyhow::Result<Proc> {
-        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone().context("duplicating a log file handle")?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting {} in {ns}", program.display()))?;
-        debug!(name, pid = child.id(), "started");
-        Ok(Proc {
-            name: name.to_string(),
-            child,
-            log,
-        })
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// `Some(status)` if the process has ended.
-    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-
-    /// user + system CPU time so far.
-    pub fn cpu_time(&self) -> Option<Duration> {
-        cpu_time(self.pid())
-    }
-
-    /// The last lines of the log, for error messages.
-    pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(8)..].join("\n")
-    }
-
-    fn stop(&mut self) {
-        if self.exited().is_some() {
-            return;
-        }
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        if let Err(e) = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM) {
-            debug!(name = %self.name, error = %e, "SIGTERM failed");
-        }
-        let end = Instant::now() + TERM_GRACE;
-        while Instant::now() < end {
-            if self.exited().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        warn!(name = %self.name, "did not stop on SIGTERM; killing");
-        if let Err(e) = self.child.kill() {
-            warn!(name = %self.name, error = %e, "kill failed");
-        }
-        if let Err(e) = self.child.wait() {
-            warn!(name = %self.name, error = %e, "wait failed");
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// user + system CPU time of `pid` from /proc/PID/stat.
-pub fn cpu_time(pid: u32) -> Option<Duration> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of stat(5); rest starts at field 3.
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = if hz > 0 { hz as f64 } else { 100.0 };
-    Some(Duration::from_secs_f64(ticks as f64 / hz))
 }
 
 /// Addresses of a case.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::stats::quantile;
 use mpt_emu::sys;
 
 /// A loss-free stretch this long (of send time) counts as "flowing again".
@@ -261,8 +262,8 @@ pub fn analyse(sent: &[u64], rx: &[Rx], outage: Option<(u64, u64)>) -> (VoipStat
         } else {
             0.0
         },
-        delay_p50_ms: super::plot::quantile(&ds, 0.5),
-        delay_p99_ms: super::plot::quantile(&ds, 0.99),
+        delay_p50_ms: quantile(&ds, 0.5),
+        delay_p99_ms: quantile(&ds, 0.99),
         delay_max_ms: ds.last().copied(),
         ..VoipStats::default()
     };

@@ -1,0 +1,25 @@
+//! Capacity traces by name: a file (relative to the working directory or
+//! conf/links/) or the shipped LTE trace, compiled in. Shared by
+//! `lte-gateway` and the traced links of `unlike`.
+
+use std::path::{Path, PathBuf};
+
+use mpt_emu::trace::Trace;
+
+/// The shipped LTE capacity trace, compiled in for the preset.
+const BUILTIN_TRACE: (&str, &str) = (
+    "lte-capacity.trace",
+    include_str!("../../../../conf/links/lte-capacity.trace"),
+);
+
+pub(crate) fn load_trace(name: &str) -> Result<Trace, String> {
+    for p in [PathBuf::from(name), Path::new("conf/links").join(name)] {
+        if p.is_file() {
+            return Trace::load(&p);
+        }
+    }
+    if name == BUILTIN_TRACE.0 {
+        return Trace::parse(BUILTIN_TRACE.1).map_err(|e| format!("{name}: {e}"));
+    }
+    Err(format!("trace {name:?}: no such file"))
+}

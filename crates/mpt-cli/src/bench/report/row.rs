@@ -1,0 +1,102 @@
+//! One case's measurements ([`Row`]), whatever the scenario: the generic
+//! throughput figures, and the result of a scenario family (`lte`, `dtn`,
+//! `unlike`) where it has one. The rows depend on the families' result
+//! types, never the other way round.
+
+use serde::Serialize;
+
+use crate::bench::dtn::result::DtnResult;
+use crate::bench::iperf::Measurement;
+use crate::bench::lte::result::LteResult;
+use crate::bench::unlike::result::UnlikeResult;
+
+/// Measurements of one case.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Row {
+    /// Inner-in-outer IP versions, e.g. "4in4".
+    pub combo: String,
+    /// Swept (identical) paths.
+    pub n: usize,
+    /// All paths, including an extra link.
+    pub paths: usize,
+    pub rtt_ms: Option<f64>,
+    pub loss: Option<f64>,
+    pub extra: bool,
+    /// Sum of the paths' nominal rates (on whole frames), Mbit/s.
+    pub ideal_mbps: f64,
+    pub raw_udp: Option<Measurement>,
+    pub raw_tcp: Option<Measurement>,
+    pub udp: Option<Measurement>,
+    pub tcp: Option<Measurement>,
+    /// HTTP download through the tunnel.
+    pub http: Option<Measurement>,
+    /// Tunnel goodput / ideal.
+    pub udp_frac_ideal: Option<f64>,
+    pub tcp_frac_ideal: Option<f64>,
+    /// Tunnel goodput / (n x raw goodput of one path).
+    pub udp_frac_raw: Option<f64>,
+    pub tcp_frac_raw: Option<f64>,
+    /// CPU use of mptd A and B over the tunnel tests, percent of one core.
+    pub cpu_a_pct: Option<f64>,
+    pub cpu_b_pct: Option<f64>,
+    /// CPU % of this `mpt` process during the tunnel measurements: the
+    /// in-process link emulator (plus light traffic-generator threads in
+    /// lte-gateway and dtn-relay; the HTTP test is excluded).
+    pub emu_cpu_pct: Option<f64>,
+    /// Mean smoothed RTT over the paths as mptd A measured it (probes).
+    pub tunnel_rtt_ms: Option<f64>,
+    /// mptd A's status after the tunnel tests (per-path counters).
+    pub mptd_status_a: Option<serde_json::Value>,
+    /// mptd B's status after the tunnel tests: the receiving side of the
+    /// TCP tests (resequencing, loss repair requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mptd_status_b: Option<serde_json::Value>,
+    /// Emulator reports of the emulated paths.
+    pub wires: Vec<serde_json::Value>,
+    /// `lte-gateway`: VoIP, bulk and handover figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lte: Option<LteResult>,
+    /// `dtn-relay`: bundle figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dtn: Option<DtnResult>,
+    /// `unlike`: raw per-path baselines and the tunnel, per congestion control.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unlike: Option<UnlikeResult>,
+}
+
+/// Mean of the paths' smoothed RTT in an mptd status document.
+pub fn mean_path_rtt(status: Option<&serde_json::Value>) -> Option<f64> {
+    let conns = status?.get("connections")?.as_array()?;
+    let rtts: Vec<f64> = conns
+        .iter()
+        .filter_map(|c| c.get("paths")?.as_array())
+        .flatten()
+        .filter_map(|p| p.get("rtt_ms")?.as_f64())
+        .collect();
+    (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64)
+}
+
+/// CPU % of this process between two readings taken `wall` apart.
+pub fn self_cpu_pct(
+    before: Option<std::time::Duration>,
+    after: Option<std::time::Duration>,
+    wall: std::time::Duration,
+) -> Option<f64> {
+    let (b, a) = (before?, after?);
+    (wall.as_secs_f64() > 0.0)
+        .then(|| 100.0 * a.saturating_sub(b).as_secs_f64() / wall.as_secs_f64())
+}
+
+impl Row {
+    pub fn finish(&mut self) {
+        let ideal = self.ideal_mbps;
+        let frac = |m: &Option<Measurement>, d: f64| {
+            m.as_ref().and_then(|m| (d > 0.0).then(|| m.mbps / d))
+        };
+        self.udp_frac_ideal = frac(&self.udp, ideal);
+        self.tcp_frac_ideal = frac(&self.tcp, ideal);
+        let n = self.n as f64;
+        self.udp_frac_raw = frac(&self.udp, self.raw_udp.as_ref().map_or(0.0, |m| m.mbps * n));
+        self.tcp_frac_raw = frac(&self.tcp, self.raw_tcp.as_ref().map_or(0.0, |m| m.mbps * n));
+    }
+}

@@ -1,0 +1,273 @@
+//! The generic scenarios' results (`ethernet`, `satellite`, files of the
+//! same kind): goodput of UDP, TCP and HTTP through the tunnel against the
+//! ideal and the raw single-path baselines, as a table, results.csv and a
+//! line chart against the swept variable.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::row::Row;
+use crate::bench::chart::line::{Chart, Series, XTicks};
+use crate::bench::csv_rows::{self, f1, opt4, CsvError};
+use crate::bench::iperf::Measurement;
+use crate::bench::text::opt;
+
+fn mbps(m: &Option<Measurement>) -> Option<f64> {
+    m.as_ref().map(|m| m.mbps)
+}
+
+/// The case column: N, plus RTT/PER/extra where the scenario sweeps them.
+fn case_label(r: &Row) -> String {
+    let mut s = format!("{} N={}", r.combo, r.n);
+    if let Some(rtt) = r.rtt_ms {
+        let _ = write!(s, " rtt={rtt:.0}ms");
+    }
+    if let Some(l) = r.loss {
+        let _ = write!(s, " per={:.0}%", l * 100.0);
+    }
+    if r.extra {
+        s += " +terr";
+    }
+    s
+}
+
+pub fn table(rows: &[Row], streams: u32) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<30} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
+        "case",
+        "ideal",
+        "UDP",
+        "TCP",
+        "HTTP",
+        "UDP/id",
+        "TCP/id",
+        "rawUDP",
+        "rawTCP",
+        "UDP/rw",
+        "TCP/rw",
+        "CPU A/B/emu %"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<30} {:>8.1} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
+            case_label(r),
+            r.ideal_mbps,
+            opt(mbps(&r.udp), 1),
+            opt(mbps(&r.tcp), 1),
+            opt(mbps(&r.http), 1),
+            opt(r.udp_frac_ideal, 2),
+            opt(r.tcp_frac_ideal, 2),
+            opt(mbps(&r.raw_udp), 1),
+            opt(mbps(&r.raw_tcp), 1),
+            opt(r.udp_frac_raw, 2),
+            opt(r.tcp_frac_raw, 2),
+            format!(
+                "{}/{}/{}",
+                opt(r.cpu_a_pct, 0),
+                opt(r.cpu_b_pct, 0),
+                opt(r.emu_cpu_pct, 0)
+            ),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "Mbit/s goodput; ideal = sum of link rates; /id = fraction of ideal; \
+         /rw = fraction of N x raw single-link baseline; /id and /rw are UDP and TCP; UDP loss in results.csv"
+    );
+    if streams > 1 {
+        let _ = writeln!(
+            s,
+            "TCP and raw TCP: {} parallel streams (iperf3 -P), goodput summed",
+            streams
+        );
+    }
+    s
+}
+
+/// One results.csv row of a generic scenario.
+#[derive(Debug, Default, Serialize)]
+struct CsvRow<'a> {
+    combo: &'a str,
+    n: usize,
+    paths: usize,
+    #[serde(serialize_with = "opt4")]
+    rtt_ms: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    loss: Option<f64>,
+    extra: bool,
+    #[serde(serialize_with = "f1")]
+    ideal_mbps: f64,
+    #[serde(serialize_with = "opt4")]
+    udp_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_sent_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_loss_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tcp_mbps: Option<f64>,
+    tcp_retransmits: Option<u64>,
+    #[serde(serialize_with = "opt4")]
+    http_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    raw_udp_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    raw_tcp_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_frac_ideal: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tcp_frac_ideal: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    udp_frac_raw: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tcp_frac_raw: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    cpu_a_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    cpu_b_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    emu_cpu_pct: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    tunnel_rtt_ms: Option<f64>,
+}
+
+/// results.csv: one row per case.
+pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
+    let rows: Vec<CsvRow> = rows
+        .iter()
+        .map(|r| CsvRow {
+            combo: &r.combo,
+            n: r.n,
+            paths: r.paths,
+            rtt_ms: r.rtt_ms,
+            loss: r.loss,
+            extra: r.extra,
+            ideal_mbps: r.ideal_mbps,
+            udp_mbps: mbps(&r.udp),
+            udp_sent_mbps: r.udp.as_ref().and_then(|m| m.sent_mbps),
+            udp_loss_pct: r.udp.as_ref().and_then(|m| m.loss_pct),
+            tcp_mbps: mbps(&r.tcp),
+            tcp_retransmits: r.tcp.as_ref().and_then(|m| m.retransmits),
+            http_mbps: mbps(&r.http),
+            raw_udp_mbps: mbps(&r.raw_udp),
+            raw_tcp_mbps: mbps(&r.raw_tcp),
+            udp_frac_ideal: r.udp_frac_ideal,
+            tcp_frac_ideal: r.tcp_frac_ideal,
+            udp_frac_raw: r.udp_frac_raw,
+            tcp_frac_raw: r.tcp_frac_raw,
+            cpu_a_pct: r.cpu_a_pct,
+            cpu_b_pct: r.cpu_b_pct,
+            emu_cpu_pct: r.emu_cpu_pct,
+            tunnel_rtt_ms: r.tunnel_rtt_ms,
+        })
+        .collect();
+    csv_rows::to_string(&rows)
+}
+
+/// Throughput against the swept variable (N, or RTT when N is fixed),
+/// one line per test and case family, and the ideal as a dashed line.
+pub fn svg(scenario: &str, rows: &[Row]) -> String {
+    let by_n = {
+        let mut ns: Vec<usize> = rows.iter().map(|r| r.n).collect();
+        ns.dedup();
+        ns.len() > 1 || rows.iter().all(|r| r.rtt_ms.is_none())
+    };
+    let x_of = |r: &Row| {
+        if by_n {
+            r.n as f64
+        } else {
+            r.rtt_ms.unwrap_or(0.0)
+        }
+    };
+    // Series keyed by everything but x, in first-seen order.
+    let mut series: Vec<Line> = Vec::new();
+    let mut push = |label: String, x: f64, y: f64, dashed: bool| {
+        if let Some(s) = series.iter_mut().find(|s| s.0 == label) {
+            s.1.push((x, y));
+        } else {
+            series.push((label, vec![(x, y)], dashed));
+        }
+    };
+    for r in rows {
+        let mut fam = r.combo.clone();
+        if !by_n {
+            let _ = write!(fam, " N={}", r.n);
+        }
+        if let Some(l) = r.loss {
+            let _ = write!(fam, " per={:.0}%", l * 100.0);
+        }
+        if r.extra {
+            fam += " +terr";
+        }
+        let x = x_of(r);
+        push(format!("ideal {fam}"), x, r.ideal_mbps, true);
+        for (name, m) in [
+            ("UDP", &r.udp),
+            ("TCP", &r.tcp),
+            ("HTTP", &r.http),
+            ("raw UDP", &r.raw_udp),
+            ("raw TCP", &r.raw_tcp),
+        ] {
+            if let Some(m) = m {
+                let y = if name.starts_with("raw") && by_n {
+                    m.mbps * r.n as f64
+                } else {
+                    m.mbps
+                };
+                let label = if name.starts_with("raw") && by_n {
+                    format!("N x {name} {fam}")
+                } else {
+                    format!("{name} {fam}")
+                };
+                push(label, x, y, name.starts_with("raw"));
+            }
+        }
+    }
+    // Ideal lines that coincide are drawn once.
+    let mut seen: Vec<Vec<(u64, u64)>> = Vec::new();
+    series.retain(|(label, pts, _)| {
+        if !label.starts_with("ideal") {
+            return true;
+        }
+        let key: Vec<(u64, u64)> = pts
+            .iter()
+            .map(|(x, y)| (x.to_bits(), y.to_bits()))
+            .collect();
+        if seen.contains(&key) {
+            false
+        } else {
+            seen.push(key);
+            true
+        }
+    });
+    Chart {
+        title: format!(
+            "mpt bench {scenario}: goodput vs {}",
+            if by_n { "number of paths" } else { "RTT" }
+        ),
+        xlabel: if by_n { "paths (N)" } else { "RTT (ms)" }.into(),
+        ylabel: "Mbit/s".into(),
+        series: series
+            .into_iter()
+            .map(|(label, points, dashed)| Series {
+                color: label.starts_with("ideal").then_some(IDEAL_COLOR),
+                label,
+                points,
+                dashed,
+                ..Series::default()
+            })
+            .collect(),
+        x_ticks: XTicks::AtData,
+        ..Chart::default()
+    }
+    .render()
+}
+
+/// The ideal lines' colour: grey, beside the palette's.
+const IDEAL_COLOR: &str = "#777";
+
+/// A plot line: label, points, dashed.
+type Line = (String, Vec<(f64, f64)>, bool);
