@@ -126,47 +126,13 @@ pub fn render(source: &StatusSource) -> String {
         held_now.push((conn.clone(), held as f64));
         longest.push((conn.clone(), wait.unwrap_or(Duration::ZERO).as_secs_f64()));
         holds.push((conn, stats.hold));
-        let d = &c.drops;
-        for (reason, n) in [
-            ("malformed", d.malformed.get()),
-            ("too_short", d.too_short.get()),
-            ("bad_version", d.bad_version.get()),
-            ("unknown_connection", d.unknown_connection.get()),
-            ("auth", d.auth.get()),
-            ("replay", d.replay.get()),
-            ("unsupported", d.unsupported.get()),
-            ("no_path", d.no_path.get()),
-            ("no_remote", d.no_remote.get()),
-            ("no_session", d.no_session.get()),
-            ("send_error", d.send_error.get()),
-            ("control_queue_full", d.control_queue_full.get()),
-            ("handshake_rate_limited", d.handshake_rate_limited.get()),
-            ("tun_write", d.tun_write.get()),
-            ("wrong_source", d.wrong_source.get()),
-            ("unauthenticated_control", d.unauthenticated_control.get()),
-            ("inner_source", d.inner_source.get()),
-            ("handshake_reflected", d.handshake_reflected.get()),
-            ("handshake_challenged", d.handshake_challenged.get()),
-        ] {
+        for (reason, n) in c.drops.each() {
             drops.push((
                 format!("conn=\"{}\",reason=\"{reason}\"", esc(&c.name)),
                 n as f64,
             ));
         }
-        let r = &c.repairs;
-        for (event, n) in [
-            ("requested", r.requested.get()),
-            ("requested_datagrams", r.requested_datagrams.get()),
-            ("congestion_holes", r.congestion_holes.get()),
-            ("unrequested", r.unrequested.get()),
-            ("reordered_holes", r.reordered_holes.get()),
-            ("needless", r.needless.get()),
-            ("received", r.received.get()),
-            ("duplicates", r.duplicates.get()),
-            ("peer_requests", r.peer_requests.get()),
-            ("sent", r.sent.get()),
-            ("missed", r.missed.get()),
-        ] {
+        for (event, n) in c.repairs.each() {
             repairs.push((
                 format!("conn=\"{}\",event=\"{event}\"", esc(&c.name)),
                 n as f64,
@@ -331,14 +297,9 @@ pub fn render(source: &StatusSource) -> String {
     );
     // What no connection owns (conn=""): packets the tun gave that route
     // to no connection, and tun read errors.
-    drops.push((
-        "conn=\"\",reason=\"no_route\"".into(),
-        source.tx.no_route.get() as f64,
-    ));
-    drops.push((
-        "conn=\"\",reason=\"tun_read_errors\"".into(),
-        source.tx.tun_errors.get() as f64,
-    ));
+    for (reason, n) in source.tx.each() {
+        drops.push((format!("conn=\"\",reason=\"{reason}\""), n as f64));
+    }
     family(
         "mpt_drops_total",
         "counter",
@@ -504,47 +465,4 @@ fn noise_samples(labels: &str, c: &mpt_proto::noise::HandshakeCounters) -> Vec<(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hold_histogram_is_cumulative_with_sum_and_count() {
-        let mut h = HoldHistogram::default();
-        for us in [300, 1_500, 1_500, 700_000, 3_000_000] {
-            h.record(Duration::from_micros(us));
-        }
-        let mut out = String::new();
-        hold_histogram(&mut out, &[("conn=\"c\"".into(), h)]);
-        let value = |series: &str| -> f64 {
-            out.lines()
-                .find_map(|l| l.strip_prefix(series))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no {series} in\n{out}"))
-        };
-        assert!(out.contains("# TYPE mpt_reorder_hold_seconds histogram"));
-        assert_eq!(
-            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"0.001\"}"),
-            1.0
-        );
-        assert_eq!(
-            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"0.002\"}"),
-            3.0
-        );
-        assert_eq!(
-            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"0.512\"}"),
-            3.0
-        );
-        assert_eq!(
-            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"1.024\"}"),
-            4.0
-        );
-        assert_eq!(
-            value("mpt_reorder_hold_seconds_bucket{conn=\"c\",le=\"+Inf\"}"),
-            5.0
-        );
-        assert_eq!(value("mpt_reorder_hold_seconds_count{conn=\"c\"}"), 5.0);
-        assert!((value("mpt_reorder_hold_seconds_sum{conn=\"c\"}") - 3.7033).abs() < 1e-9);
-        // Twelve buckets: eleven limits and +Inf.
-        assert_eq!(out.matches("_bucket{").count(), 12);
-    }
-}
+mod tests;
