@@ -13,7 +13,7 @@ pub struct Stats {
     pub accepted: AtomicU64,
     /// Not an envelope / bad field.
     pub malformed: AtomicU64,
-    /// Longer than [`MAX_REQUEST`](super::MAX_REQUEST).
+    /// Longer than `MAX_REQUEST`.
     pub oversized: AtomicU64,
     /// Names no configured connection.
     pub unknown_connection: AtomicU64,
