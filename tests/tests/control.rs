@@ -183,14 +183,21 @@ fn metrics_endpoint_serves_the_documented_series() {
         })
         .expect("scrape");
     assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    // The OpenMetrics text format, which names a counter family without
+    // `_total` and gives its samples the suffix.
+    assert!(
+        page.contains("\r\nContent-Type: application/openmetrics-text; version=1.0.0"),
+        "{page}"
+    );
+    assert!(page.ends_with("\n# EOF\n"), "{page}");
     for series in [
         "# TYPE mpt_path_up gauge",
         "# TYPE mpt_path_rtt_seconds gauge",
         "# TYPE mpt_path_loss_ratio gauge",
-        "# TYPE mpt_path_tx_bytes_total counter",
-        "# TYPE mpt_path_rx_packets_total counter",
-        "# TYPE mpt_drops_total counter",
-        "# TYPE mpt_path_state_changes_total counter",
+        "# TYPE mpt_path_tx_bytes counter",
+        "# TYPE mpt_path_rx_packets counter",
+        "# TYPE mpt_drops counter",
+        "# TYPE mpt_path_state_changes counter",
         "mpt_drops_total{conn=",
         "reason=\"malformed\"}",
         "mpt_path_up{conn=",
@@ -198,10 +205,11 @@ fn metrics_endpoint_serves_the_documented_series() {
         assert!(page.contains(series), "metrics lack {series}:\n{page}");
     }
     // Every sample is labelled by connection (conn="" for what belongs to
-    // none), so a server with many clients can be broken down.
+    // none), so a server with many clients can be broken down. (A
+    // histogram bucket's `le` comes first.)
     for (series, _) in samples(&page) {
         assert!(
-            series.contains("{conn=\""),
+            series.contains("{conn=\"") || series.contains(",conn=\""),
             "sample without a conn label: {series}"
         );
     }
@@ -281,9 +289,9 @@ fn check_estimator_and_hold_series(page: &str) {
         "# TYPE mpt_reorder_held_packets gauge",
         "# TYPE mpt_reorder_longest_hold_seconds gauge",
         "# TYPE mpt_reorder_hold_seconds histogram",
-        "# TYPE mpt_repair_total counter",
-        "# TYPE mpt_redundancy_copies_total counter",
-        "# TYPE mpt_redundancy_bytes_total counter",
+        "# TYPE mpt_repair counter",
+        "# TYPE mpt_redundancy_copies counter",
+        "# TYPE mpt_redundancy_bytes counter",
     ] {
         assert!(page.contains(kind), "metrics lack {kind}:\n{page}");
     }

@@ -391,6 +391,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// `object` with a counter group's counters added under their names.
+fn with_counters<const N: usize>(mut object: Value, counters: [(&str, u64); N]) -> Value {
+    for (name, value) in counters {
+        object[name] = json!(value);
+    }
+    object
+}
+
 /// The status document (the `mpt status --json` contract).
 pub fn status(source: &StatusSource) -> Value {
     status_of(source, None)
@@ -406,7 +414,6 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
         .filter(|c| !c.removed.load(Relaxed))
         .filter(|c| only.is_none_or(|n| c.name == n))
         .map(|c| {
-            let d = &c.drops;
             let paths: Vec<Value> = c
                 .paths()
                 .iter()
@@ -504,41 +511,8 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                         "ms_ago": ms(now.saturating_duration_since(h.at)),
                     })),
                 },
-                "repair": {
-                    "enabled": c.repair.load(Relaxed),
-                    "requested": c.repairs.requested.get(),
-                    "requested_datagrams": c.repairs.requested_datagrams.get(),
-                    "congestion_holes": c.repairs.congestion_holes.get(),
-                    "unrequested": c.repairs.unrequested.get(),
-                    "reordered_holes": c.repairs.reordered_holes.get(),
-                    "needless": c.repairs.needless.get(),
-                    "received": c.repairs.received.get(),
-                    "duplicates": c.repairs.duplicates.get(),
-                    "peer_requests": c.repairs.peer_requests.get(),
-                    "sent": c.repairs.sent.get(),
-                    "missed": c.repairs.missed.get(),
-                },
-                "drops": {
-                    "malformed": d.malformed.get(),
-                    "too_short": d.too_short.get(),
-                    "bad_version": d.bad_version.get(),
-                    "unknown_connection": d.unknown_connection.get(),
-                    "auth": d.auth.get(),
-                    "replay": d.replay.get(),
-                    "unsupported": d.unsupported.get(),
-                    "no_path": d.no_path.get(),
-                    "no_remote": d.no_remote.get(),
-                    "send_error": d.send_error.get(),
-                    "control_queue_full": d.control_queue_full.get(),
-                    "no_session": d.no_session.get(),
-                    "handshake_rate_limited": d.handshake_rate_limited.get(),
-                    "tun_write": d.tun_write.get(),
-                    "wrong_source": d.wrong_source.get(),
-                    "unauthenticated_control": d.unauthenticated_control.get(),
-                    "inner_source": d.inner_source.get(),
-                    "handshake_reflected": d.handshake_reflected.get(),
-                    "handshake_challenged": d.handshake_challenged.get(),
-                },
+                "repair": with_counters(json!({"enabled": c.repair.load(Relaxed)}), c.repairs.each()),
+                "drops": with_counters(json!({}), c.drops.each()),
                 "session": {
                     "encrypted": c.crypto.is_some(),
                     "handshake": match &c.crypto {
@@ -562,10 +536,7 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
     json!({
         "tunnel": source.tun_name,
         "uptime_s": now.saturating_duration_since(source.started).as_secs(),
-        "drops": {
-            "no_route": source.tx.no_route.get(),
-            "tun_read_errors": source.tx.tun_errors.get(),
-        },
+        "drops": with_counters(json!({}), source.tx.each()),
         "netlink": source.netlink.as_ref().map(|n| json!({
             "events": n.events.get(),
             "malformed": n.malformed.get(),
