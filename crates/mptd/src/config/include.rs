@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{key_at, line_col, ConfigError, RawConnection};
+use super::error::ConfigError;
+use super::position::{key_at, line_col};
+use super::raw::RawConnection;
 
 /// A file read through `include`, with the connections it defined.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,24 +14,35 @@
 //! beyond "later wins". If the kernel drops notifications (`ENOBUFS`: the
 //! socket's buffer overflowed), the listener dumps again.
 //!
-//! Parsing is our own (about a hundred lines, four message types and four
-//! attributes): the netlink crates would bring a larger dependency than
-//! the parser. Every length is checked before it is used; a message that
-//! does not parse is counted in [`NetlinkStats::malformed`] and skipped,
-//! never a panic.
+//! The wire format is the netlink crates' (`netlink-packet-core` for the
+//! message header, errors and attribute framing, `netlink-packet-route`
+//! for the link and address headers and attributes, `netlink-sys` for the
+//! socket); requests are built with their emitters. Of a link or address
+//! message only the header and the few attributes we use are decoded, each
+//! with the crate's own parser: a whole-message parse fails when any one
+//! attribute is newer than the crate (a statistics block a kernel grew),
+//! and a link event lost that way is a path that never learns its link
+//! went down. A message that does not parse is counted in
+//! [`NetlinkStats::malformed`] and skipped, never a panic.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::net::IpAddr;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::socket::{
-    bind, recv, send, setsockopt, socket, sockopt, AddressFamily, MsgFlags, NetlinkAddr, SockFlag,
-    SockProtocol, SockType,
+use netlink_packet_core::{
+    Emitable, ErrorBuffer, ErrorMessage, NetlinkBuffer, NetlinkHeader, NetlinkMessage,
+    NetlinkPayload, NlaBuffer, NlasIterator, Parseable, ParseableParametrized, NLMSG_DONE,
+    NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_DUMP, NLM_F_REQUEST,
 };
+use netlink_packet_route::address::{AddressAttribute, AddressHeader, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkHeader, LinkMessage};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use nix::sys::socket::{setsockopt, sockopt};
 
 use crate::sync::Counter;
 
@@ -101,37 +112,20 @@ pub struct NetlinkStats {
     pub errors: Counter,
 }
 
-// rtnetlink constants (linux/netlink.h, linux/rtnetlink.h, linux/if_addr.h,
-// linux/if_link.h); libc has most, spelled out here with their values so
-// the parser reads on its own.
-const NLMSG_HDR_LEN: usize = 16;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLMSG_OVERRUN: u16 = 4;
-const RTM_NEWLINK: u16 = 16;
-const RTM_DELLINK: u16 = 17;
-const RTM_GETLINK: u16 = 18;
-const RTM_NEWADDR: u16 = 20;
-const RTM_DELADDR: u16 = 21;
-const RTM_GETADDR: u16 = 22;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_DUMP: u16 = 0x300;
-const IFINFO_LEN: usize = 16;
-const IFADDR_LEN: usize = 8;
+// Message types, multicast groups and attribute kinds of rtnetlink
+// (linux/rtnetlink.h, linux/if_link.h, linux/if_addr.h) that we pick out
+// before handing a message to the crates' parsers.
+const RTM_NEWLINK: u16 = libc::RTM_NEWLINK;
+const RTM_DELLINK: u16 = libc::RTM_DELLINK;
+const RTM_NEWADDR: u16 = libc::RTM_NEWADDR;
+const RTM_DELADDR: u16 = libc::RTM_DELADDR;
+const RTMGRP_LINK: u32 = libc::RTMGRP_LINK as u32;
+const RTMGRP_IPV4_IFADDR: u32 = libc::RTMGRP_IPV4_IFADDR as u32;
+const RTMGRP_IPV6_IFADDR: u32 = libc::RTMGRP_IPV6_IFADDR as u32;
 const IFLA_IFNAME: u16 = 3;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const IFA_FLAGS: u16 = 8;
-const IFF_UP: u32 = 0x1;
-const IFF_RUNNING: u32 = 0x40;
-const IFA_F_DADFAILED: u32 = 0x08;
-const IFA_F_DEPRECATED: u32 = 0x20;
-const IFA_F_TENTATIVE: u32 = 0x40;
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
-const RTMGRP_LINK: u32 = 0x1;
-const RTMGRP_IPV4_IFADDR: u32 = 0x10;
-const RTMGRP_IPV6_IFADDR: u32 = 0x100;
 
 /// One message of a netlink datagram, as far as we care.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,117 +147,99 @@ pub enum Message {
     Other,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-const fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// Route attributes (`struct rtattr`: u16 length, u16 type, value) in `b`,
-/// each as (type, value). Stops at the first attribute whose length does
-/// not fit, and says so with `Err(())`.
-fn attrs(mut b: &[u8], mut f: impl FnMut(u16, &[u8])) -> Result<(), ()> {
-    while !b.is_empty() {
-        let len = usize::from(u16_at(b, 0).ok_or(())?);
-        let kind = u16_at(b, 2).ok_or(())?;
-        if len < 4 || len > b.len() {
-            return Err(());
-        }
-        // The top bits are flags (NLA_F_NESTED, NLA_F_NET_BYTEORDER).
-        f(kind & 0x3fff, &b[4..len]);
-        b = b.get(align4(len)..).unwrap_or(&[]);
-    }
-    Ok(())
-}
-
-fn ip_from(family: u8, v: &[u8]) -> Option<IpAddr> {
-    match family {
-        AF_INET => Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(v).ok()?))),
-        AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(v).ok()?))),
-        _ => None,
-    }
+/// The attributes of a message body after its fixed header, each framing
+/// checked; `None` if one's length does not fit (the rest cannot be
+/// found then).
+fn attributes(rest: &[u8]) -> Option<Vec<NlaBuffer<&[u8]>>> {
+    NlasIterator::new(rest).collect::<Result<_, _>>().ok()
 }
 
 fn parse_link(kind: u16, body: &[u8]) -> Option<NetEvent> {
-    let head = body.get(..IFINFO_LEN)?;
-    let index = u32_at(head, 4)?;
-    let flags = u32_at(head, 8)?;
+    let head = LinkHeader::parse(body).ok()?;
     if kind == RTM_DELLINK {
-        return Some(NetEvent::LinkGone { index });
+        return Some(NetEvent::LinkGone { index: head.index });
     }
     let mut name = None;
-    attrs(&body[IFINFO_LEN..], |t, v| {
-        if t == IFLA_IFNAME {
-            let v = v.split(|&c| c == 0).next().unwrap_or(v);
-            name = std::str::from_utf8(v).ok().map(str::to_owned);
+    for nla in attributes(&body[head.buffer_len()..])? {
+        if nla.kind() == IFLA_IFNAME {
+            // A name that is not UTF-8 is left out, not the whole link.
+            name = match LinkAttribute::parse_with_param(&nla, head.interface_family) {
+                Ok(LinkAttribute::IfName(n)) => n.split('\0').next().map(str::to_owned),
+                _ => None,
+            };
         }
-    })
-    .ok()?;
+    }
     Some(NetEvent::Link {
-        index,
+        index: head.index,
         name,
-        up: flags & IFF_UP != 0 && flags & IFF_RUNNING != 0,
+        up: head.flags.contains(LinkFlags::Up | LinkFlags::Running),
     })
 }
 
 fn parse_addr(kind: u16, body: &[u8]) -> Option<Option<NetEvent>> {
-    let head = body.get(..IFADDR_LEN)?;
-    let family = head[0];
-    let prefix_len = head[1];
-    let mut flags = u32::from(head[2]);
-    let scope = head[3];
-    let index = u32_at(head, 4)?;
-    let (mut local, mut address) = (None, None);
-    let mut bad = false;
-    attrs(&body[IFADDR_LEN..], |t, v| match t {
-        IFA_LOCAL => {
-            local = ip_from(family, v).or_else(|| {
-                bad = true;
-                None
-            })
-        }
-        IFA_ADDRESS => {
-            address = ip_from(family, v).or_else(|| {
-                bad = true;
-                None
-            })
-        }
-        IFA_FLAGS => match u32_at(v, 0) {
-            Some(f) => flags = f,
-            None => bad = true,
-        },
-        _ => {}
-    })
-    .ok()?;
-    if family != AF_INET && family != AF_INET6 {
+    let head = AddressHeader::parse(body).ok()?;
+    let nlas = attributes(&body[head.buffer_len()..])?;
+    let v4 = match head.family {
+        AddressFamily::Inet => true,
+        AddressFamily::Inet6 => false,
         // Another family's address (e.g. AF_PACKET would never come here,
         // but a future one might): not ours to judge.
-        return Some(None);
-    }
-    if bad {
-        return None;
+        _ => return Some(None),
+    };
+    let mut flags = u32::from(head.flags.bits());
+    let (mut local, mut address) = (None, None);
+    for nla in nlas {
+        if !matches!(nla.kind(), IFA_ADDRESS | IFA_LOCAL | IFA_FLAGS) {
+            continue;
+        }
+        // An address of the other family's length is as wrong as one of
+        // no family's: the message is malformed.
+        match AddressAttribute::parse(&nla).ok()? {
+            AddressAttribute::Local(ip) if ip.is_ipv4() == v4 => local = Some(ip),
+            AddressAttribute::Address(ip) if ip.is_ipv4() == v4 => address = Some(ip),
+            AddressAttribute::Flags(f) => flags = f.bits(),
+            _ => return None,
+        }
     }
     // IFA_LOCAL is the local end of a point-to-point link (IFA_ADDRESS
     // is then the peer); otherwise only IFA_ADDRESS is present.
     let addr = local.or(address)?;
+    let index = head.index;
     Some(Some(if kind == RTM_DELADDR {
         NetEvent::AddrGone { index, addr }
     } else {
         NetEvent::Addr(AddrInfo {
             index,
             addr,
-            prefix_len,
-            scope,
-            usable: flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED) == 0,
-            deprecated: flags & IFA_F_DEPRECATED != 0,
+            prefix_len: head.prefix_len,
+            scope: head.scope.into(),
+            usable: flags & (libc::IFA_F_TENTATIVE | libc::IFA_F_DADFAILED) == 0,
+            deprecated: flags & libc::IFA_F_DEPRECATED != 0,
         })
     }))
+}
+
+/// One message whose header has been checked; `None` if its body does not
+/// parse.
+fn parse_message(msg: &NetlinkBuffer<&&[u8]>) -> Option<Message> {
+    let kind = msg.message_type();
+    let body = msg.payload();
+    match kind {
+        RTM_NEWLINK | RTM_DELLINK => parse_link(kind, body).map(Message::Event),
+        RTM_NEWADDR | RTM_DELADDR => {
+            parse_addr(kind, body).map(|e| e.map_or(Message::Other, Message::Event))
+        }
+        NLMSG_DONE => Some(Message::Done(msg.sequence_number())),
+        NLMSG_ERROR => {
+            let error = ErrorMessage::parse(&ErrorBuffer::new_checked(&body).ok()?).ok()?;
+            Some(Message::Error {
+                seq: msg.sequence_number(),
+                code: error.raw_code(),
+            })
+        }
+        NLMSG_OVERRUN => Some(Message::Overrun),
+        _ => Some(Message::Other),
+    }
 }
 
 /// Parses one netlink datagram, calling `f` for each message in it.
@@ -272,54 +248,30 @@ fn parse_addr(kind: u16, body: &[u8]) -> Option<Option<NetEvent>> {
 pub fn parse(mut buf: &[u8], mut f: impl FnMut(Message)) -> u64 {
     let mut bad = 0;
     while !buf.is_empty() {
-        let (Some(len), Some(kind), Some(seq)) = (u32_at(buf, 0), u16_at(buf, 4), u32_at(buf, 8))
-        else {
+        let Ok(msg) = NetlinkBuffer::new_checked(&buf) else {
             return bad + 1;
         };
-        let len = len as usize;
-        if len < NLMSG_HDR_LEN || len > buf.len() {
-            return bad + 1;
-        }
-        let body = &buf[NLMSG_HDR_LEN..len];
-        let msg = match kind {
-            RTM_NEWLINK | RTM_DELLINK => parse_link(kind, body).map(Message::Event),
-            RTM_NEWADDR | RTM_DELADDR => {
-                parse_addr(kind, body).map(|e| e.map_or(Message::Other, Message::Event))
-            }
-            NLMSG_DONE => Some(Message::Done(seq)),
-            NLMSG_ERROR => body
-                .get(..4)
-                .and_then(|b| Some(i32::from_ne_bytes(b.try_into().ok()?)))
-                .map(|code| Message::Error { seq, code }),
-            NLMSG_OVERRUN => Some(Message::Overrun),
-            _ => Some(Message::Other),
-        };
-        match msg {
+        match parse_message(&msg) {
             Some(m) => f(m),
             None => bad += 1,
         }
-        buf = buf.get(align4(len)..).unwrap_or(&[]);
+        let len = msg.length() as usize;
+        buf = buf.get(len.next_multiple_of(4)..).unwrap_or(&[]);
     }
     bad
 }
 
-/// A dump request (`RTM_GETLINK` or `RTM_GETADDR`, all families).
-fn dump_request(kind: u16, seq: u32) -> [u8; NLMSG_HDR_LEN + IFINFO_LEN] {
-    // Both ifinfomsg (16 bytes) and ifaddrmsg (8) start with the family
-    // byte; AF_UNSPEC (0) asks for every family. The longer body serves
-    // both: the kernel reads the header it needs.
-    let body = if kind == RTM_GETLINK {
-        IFINFO_LEN
-    } else {
-        IFADDR_LEN
-    };
-    let len = (NLMSG_HDR_LEN + body) as u32;
-    let mut m = [0u8; NLMSG_HDR_LEN + IFINFO_LEN];
-    m[0..4].copy_from_slice(&len.to_ne_bytes());
-    m[4..6].copy_from_slice(&kind.to_ne_bytes());
-    m[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    m[8..12].copy_from_slice(&seq.to_ne_bytes());
-    m
+/// A dump request for every family's links or addresses (`GetLink` or
+/// `GetAddress` with an empty message: family `AF_UNSPEC`).
+fn dump_request(what: RouteNetlinkMessage, seq: u32) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    header.sequence_number = seq;
+    let mut msg = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(what));
+    msg.finalize();
+    let mut buf = vec![0; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
 }
 
 /// Largest netlink datagram read at once (the kernel sends at most a page,
@@ -341,9 +293,20 @@ enum Phase {
     Live,
 }
 
+/// What a datagram's messages ask the listener to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// The link dump ended: dump the addresses.
+    DumpAddrs,
+    /// The address dump ended: the state is whole.
+    Live,
+    /// The dump failed: start over.
+    Restart,
+}
+
 /// The subscribed rtnetlink socket.
 pub struct Listener {
-    fd: OwnedFd,
+    socket: Socket,
     seq: u32,
     phase: Phase,
     /// Notifications were lost while a dump ran: dump again after it.
@@ -356,19 +319,14 @@ impl Listener {
     /// Opens the socket, subscribed to link and address changes, and asks
     /// for the first dump.
     pub fn open() -> io::Result<Listener> {
-        let fd = socket(
-            AddressFamily::Netlink,
-            SockType::Raw,
-            SockFlag::SOCK_CLOEXEC,
-            SockProtocol::NetlinkRoute,
-        )?;
+        let mut socket = Socket::new(NETLINK_ROUTE)?;
         let groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
-        bind(fd.as_raw_fd(), &NetlinkAddr::new(0, groups))?;
-        setsockopt(&fd, sockopt::RcvBuf, &SOCKET_BUFFER)?;
+        socket.bind(&SocketAddr::new(0, groups))?;
+        setsockopt(&socket.as_fd(), sockopt::RcvBuf, &SOCKET_BUFFER)?;
         let timeout = nix::sys::time::TimeVal::new(0, SHUTDOWN_POLL.as_micros() as i64);
-        setsockopt(&fd, sockopt::ReceiveTimeout, &timeout)?;
+        setsockopt(&socket.as_fd(), sockopt::ReceiveTimeout, &timeout)?;
         let mut l = Listener {
-            fd,
+            socket,
             seq: 0,
             phase: Phase::Live,
             lost_in_dump: false,
@@ -378,20 +336,14 @@ impl Listener {
         Ok(l)
     }
 
-    fn request(&mut self, kind: u16) -> io::Result<u32> {
+    fn request(&mut self, what: RouteNetlinkMessage) -> io::Result<u32> {
         self.seq = self.seq.wrapping_add(1);
-        let m = dump_request(kind, self.seq);
-        let len = if kind == RTM_GETLINK {
-            NLMSG_HDR_LEN + IFINFO_LEN
-        } else {
-            NLMSG_HDR_LEN + IFADDR_LEN
-        };
-        send(self.fd.as_raw_fd(), &m[..len], MsgFlags::empty())?;
+        self.socket.send(&dump_request(what, self.seq), 0)?;
         Ok(self.seq)
     }
 
     fn start_dump(&mut self) -> io::Result<()> {
-        let seq = self.request(RTM_GETLINK)?;
+        let seq = self.request(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
         self.phase = Phase::Links(seq);
         Ok(())
     }
@@ -400,22 +352,24 @@ impl Listener {
     /// its events to `out`. A dump in progress goes on to its next part
     /// when one ends; a lost notification starts a new dump.
     pub fn poll(&mut self, buf: &mut [u8], out: &mut impl FnMut(NetEvent)) -> io::Result<()> {
-        let n = match recv(self.fd.as_raw_fd(), buf, MsgFlags::empty()) {
+        let n = match self.socket.recv(&mut &mut *buf, 0) {
             Ok(n) => n,
-            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return Ok(()),
-            Err(nix::errno::Errno::ENOBUFS) => {
-                self.stats.overruns.add(1);
-                // A dump already running would be answered by EBUSY:
-                // the next one starts when it ends.
-                if self.phase == Phase::Live {
-                    out(NetEvent::DumpStart);
-                    self.start_dump()?;
-                } else {
-                    self.lost_in_dump = true;
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR) => return Ok(()),
+                Some(libc::ENOBUFS) => {
+                    self.stats.overruns.add(1);
+                    // A dump already running would be answered by EBUSY:
+                    // the next one starts when it ends.
+                    if self.phase == Phase::Live {
+                        out(NetEvent::DumpStart);
+                        self.start_dump()?;
+                    } else {
+                        self.lost_in_dump = true;
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
+                _ => return Err(e),
+            },
         };
         let mut next = None;
         let stats = self.stats.clone();
@@ -426,8 +380,8 @@ impl Listener {
                 out(e);
             }
             Message::Done(seq) => match phase {
-                Phase::Links(s) if s == seq => next = Some(RTM_GETADDR),
-                Phase::Addrs(s) if s == seq => next = Some(0),
+                Phase::Links(s) if s == seq => next = Some(Next::DumpAddrs),
+                Phase::Addrs(s) if s == seq => next = Some(Next::Live),
                 _ => {}
             },
             Message::Error { code, seq } => {
@@ -437,7 +391,7 @@ impl Listener {
                 }
                 if matches!(phase, Phase::Links(s) | Phase::Addrs(s) if s == seq) {
                     // The dump failed (e.g. EBUSY): start over.
-                    next = Some(RTM_GETLINK);
+                    next = Some(Next::Restart);
                 }
             }
             Message::Overrun => stats.overruns.add(1),
@@ -453,15 +407,16 @@ impl Listener {
             self.stats.malformed.add(bad);
         }
         match next {
-            Some(RTM_GETADDR) => {
-                let seq = self.request(RTM_GETADDR)?;
+            Some(Next::DumpAddrs) => {
+                let seq =
+                    self.request(RouteNetlinkMessage::GetAddress(AddressMessage::default()))?;
                 self.phase = Phase::Addrs(seq);
             }
-            Some(RTM_GETLINK) => {
+            Some(Next::Restart) => {
                 out(NetEvent::DumpStart);
                 self.start_dump()?;
             }
-            Some(_) => {
+            Some(Next::Live) => {
                 self.phase = Phase::Live;
                 out(NetEvent::DumpDone);
                 if std::mem::take(&mut self.lost_in_dump) {

@@ -1,49 +1,83 @@
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::num::NonZeroI32;
+
+use netlink_packet_core::{DefaultNla, DoneMessage};
+use netlink_packet_route::address::{AddressFlags, AddressHeaderFlags, AddressScope};
+use netlink_packet_route::route::RouteMessage;
+
 use super::*;
 
-/// A netlink message: header (length, type, flags 0, `seq`, pid 0) and
-/// `body`, padded to 4 bytes.
-fn msg(kind: u16, seq: u32, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::new();
-    m.extend_from_slice(&((NLMSG_HDR_LEN + body.len()) as u32).to_ne_bytes());
-    m.extend_from_slice(&kind.to_ne_bytes());
-    m.extend_from_slice(&0u16.to_ne_bytes());
-    m.extend_from_slice(&seq.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
+const AF_INET: AddressFamily = AddressFamily::Inet;
+const AF_INET6: AddressFamily = AddressFamily::Inet6;
+const IFF_UP: LinkFlags = LinkFlags::Up;
+const IFF_RUNNING: LinkFlags = LinkFlags::Running;
+
+/// `payload` as a netlink message with sequence number `seq`, emitted by
+/// the crate (header length and type filled in by `finalize`).
+fn msg(seq: u32, payload: NetlinkPayload<RouteNetlinkMessage>) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.sequence_number = seq;
+    let mut m = NetlinkMessage::new(header, payload);
+    m.finalize();
+    let mut buf = vec![0; m.buffer_len()];
+    m.serialize(&mut buf);
+    buf
+}
+
+/// A message of type `kind` around a `body` that need not be well formed:
+/// the crate's header emitter, then the bytes, padded to 4.
+fn raw(kind: u16, body: &[u8]) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.message_type = kind;
+    header.length = (header.buffer_len() + body.len()) as u32;
+    let mut m = vec![0; header.buffer_len()];
+    header.emit(&mut m);
     m.extend_from_slice(body);
-    while m.len() % 4 != 0 {
-        m.push(0);
-    }
+    m.resize(m.len().next_multiple_of(4), 0);
     m
 }
 
-fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
-    let mut a = Vec::new();
-    a.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
-    a.extend_from_slice(&kind.to_ne_bytes());
-    a.extend_from_slice(value);
-    while a.len() % 4 != 0 {
-        a.push(0);
-    }
-    a
-}
-
-fn link_body(index: u32, flags: u32, name: &str) -> Vec<u8> {
-    let mut b = vec![0u8; IFINFO_LEN];
-    b[4..8].copy_from_slice(&index.to_ne_bytes());
-    b[8..12].copy_from_slice(&flags.to_ne_bytes());
-    let mut n = name.as_bytes().to_vec();
-    n.push(0);
-    b.extend(attr(IFLA_IFNAME, &n));
+/// The bytes of an emitted (link, address or route) message body.
+fn body(m: &impl Emitable) -> Vec<u8> {
+    let mut b = vec![0; m.buffer_len()];
+    m.emit(&mut b);
     b
 }
 
-fn addr_body(family: u8, index: u32, scope: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
-    let mut b = vec![family, 24, 0, scope];
-    b.extend_from_slice(&index.to_ne_bytes());
-    for a in attrs {
-        b.extend_from_slice(a);
-    }
-    b
+fn link(index: u32, flags: LinkFlags, name: &str) -> LinkMessage {
+    let mut m = LinkMessage::default();
+    m.header = LinkHeader {
+        index,
+        flags,
+        ..LinkHeader::default()
+    };
+    m.attributes = vec![LinkAttribute::IfName(name.into())];
+    m
+}
+
+fn new_link(index: u32, flags: LinkFlags, name: &str) -> Vec<u8> {
+    msg(
+        0,
+        RouteNetlinkMessage::NewLink(link(index, flags, name)).into(),
+    )
+}
+
+fn addr(
+    family: AddressFamily,
+    index: u32,
+    scope: u8,
+    attrs: Vec<AddressAttribute>,
+) -> AddressMessage {
+    let mut m = AddressMessage::default();
+    m.header = AddressHeader {
+        family,
+        prefix_len: 24,
+        flags: AddressHeaderFlags::empty(),
+        scope: AddressScope::from(scope),
+        index,
+    };
+    m.attributes = attrs;
+    m
 }
 
 fn all(buf: &[u8]) -> (Vec<Message>, u64) {
@@ -54,9 +88,12 @@ fn all(buf: &[u8]) -> (Vec<Message>, u64) {
 
 #[test]
 fn link_up_needs_up_and_running() {
-    let mut buf = msg(RTM_NEWLINK, 0, &link_body(3, IFF_UP | IFF_RUNNING, "wlan0"));
-    buf.extend(msg(RTM_NEWLINK, 0, &link_body(4, IFF_UP, "eth1")));
-    buf.extend(msg(RTM_DELLINK, 0, &link_body(5, 0, "gone")));
+    let mut buf = new_link(3, IFF_UP | IFF_RUNNING, "wlan0");
+    buf.extend(new_link(4, IFF_UP, "eth1"));
+    buf.extend(msg(
+        0,
+        RouteNetlinkMessage::DelLink(link(5, LinkFlags::empty(), "gone")).into(),
+    ));
     let (v, bad) = all(&buf);
     assert_eq!(bad, 0);
     assert_eq!(
@@ -79,39 +116,44 @@ fn link_up_needs_up_and_running() {
 
 #[test]
 fn addresses_prefer_ifa_local_and_read_flags() {
-    let v4 = [10, 0, 0, 1];
-    let peer = [10, 0, 0, 2];
+    let v4 = Ipv4Addr::new(10, 0, 0, 1);
+    let peer = Ipv4Addr::new(10, 0, 0, 2);
     let mut buf = msg(
-        RTM_NEWADDR,
         0,
-        &addr_body(
+        RouteNetlinkMessage::NewAddress(addr(
             AF_INET,
             3,
             0,
-            &[attr(IFA_ADDRESS, &peer), attr(IFA_LOCAL, &v4)],
-        ),
+            vec![
+                AddressAttribute::Address(peer.into()),
+                AddressAttribute::Local(v4.into()),
+            ],
+        ))
+        .into(),
     );
     let v6: Ipv6Addr = "fd00::1".parse().unwrap();
     buf.extend(msg(
-        RTM_NEWADDR,
         0,
-        &addr_body(
+        RouteNetlinkMessage::NewAddress(addr(
             AF_INET6,
             4,
             0,
-            &[
-                attr(IFA_ADDRESS, &v6.octets()),
-                attr(
-                    IFA_FLAGS,
-                    &(IFA_F_TENTATIVE | IFA_F_DEPRECATED).to_ne_bytes(),
-                ),
+            vec![
+                AddressAttribute::Address(v6.into()),
+                AddressAttribute::Flags(AddressFlags::Tentative | AddressFlags::Deprecated),
             ],
-        ),
+        ))
+        .into(),
     ));
     buf.extend(msg(
-        RTM_DELADDR,
         0,
-        &addr_body(AF_INET, 3, 0, &[attr(IFA_ADDRESS, &v4)]),
+        RouteNetlinkMessage::DelAddress(addr(
+            AF_INET,
+            3,
+            0,
+            vec![AddressAttribute::Address(v4.into())],
+        ))
+        .into(),
     ));
     let (v, bad) = all(&buf);
     assert_eq!(bad, 0);
@@ -120,7 +162,7 @@ fn addresses_prefer_ifa_local_and_read_flags() {
         vec![
             Message::Event(NetEvent::Addr(AddrInfo {
                 index: 3,
-                addr: IpAddr::from(v4),
+                addr: IpAddr::V4(v4),
                 prefix_len: 24,
                 scope: 0,
                 usable: true,
@@ -136,7 +178,7 @@ fn addresses_prefer_ifa_local_and_read_flags() {
             })),
             Message::Event(NetEvent::AddrGone {
                 index: 3,
-                addr: IpAddr::from(v4)
+                addr: IpAddr::V4(v4)
             }),
         ]
     );
@@ -144,9 +186,14 @@ fn addresses_prefer_ifa_local_and_read_flags() {
 
 #[test]
 fn done_error_and_other_types() {
-    let mut buf = msg(NLMSG_DONE, 7, &0i32.to_ne_bytes());
-    buf.extend(msg(NLMSG_ERROR, 8, &(-16i32).to_ne_bytes()));
-    buf.extend(msg(24 /* RTM_NEWROUTE */, 0, &[0; 12]));
+    let mut buf = msg(7, NetlinkPayload::Done(DoneMessage::default()));
+    let mut busy = ErrorMessage::default();
+    busy.code = NonZeroI32::new(-16);
+    buf.extend(msg(8, NetlinkPayload::Error(busy)));
+    buf.extend(msg(
+        0,
+        RouteNetlinkMessage::NewRoute(RouteMessage::default()).into(),
+    ));
     let (v, bad) = all(&buf);
     assert_eq!(bad, 0);
     assert_eq!(
@@ -162,19 +209,19 @@ fn done_error_and_other_types() {
 #[test]
 fn bad_messages_are_counted_and_skipped() {
     // An address of the wrong length, then a good link message.
+    let short = AddressAttribute::Other(DefaultNla::new(IFA_ADDRESS, vec![1, 2, 3]));
     let mut buf = msg(
-        RTM_NEWADDR,
         0,
-        &addr_body(AF_INET, 3, 0, &[attr(IFA_ADDRESS, &[1, 2, 3])]),
+        RouteNetlinkMessage::NewAddress(addr(AF_INET, 3, 0, vec![short])).into(),
     );
     // A body too short for its header.
-    buf.extend(msg(RTM_NEWLINK, 0, &[0; 8]));
+    buf.extend(raw(RTM_NEWLINK, &[0; 8]));
     // An attribute claiming more than there is.
-    let mut body = link_body(9, IFF_UP, "x");
-    body.extend_from_slice(&200u16.to_ne_bytes());
-    body.extend_from_slice(&IFLA_IFNAME.to_ne_bytes());
-    buf.extend(msg(RTM_NEWLINK, 0, &body));
-    buf.extend(msg(RTM_NEWLINK, 0, &link_body(3, 0, "ok")));
+    let mut long = body(&link(9, IFF_UP, "x"));
+    long.extend_from_slice(&200u16.to_ne_bytes());
+    long.extend_from_slice(&IFLA_IFNAME.to_ne_bytes());
+    buf.extend(raw(RTM_NEWLINK, &long));
+    buf.extend(new_link(3, LinkFlags::empty(), "ok"));
     let (v, bad) = all(&buf);
     assert_eq!(bad, 3);
     assert_eq!(
@@ -186,7 +233,7 @@ fn bad_messages_are_counted_and_skipped() {
         })]
     );
     // A header whose length runs past the datagram ends it.
-    let mut cut = msg(RTM_NEWLINK, 0, &link_body(3, 0, "ok"));
+    let mut cut = new_link(3, LinkFlags::empty(), "ok");
     cut.truncate(cut.len() - 4);
     assert_eq!(all(&cut).1, 1);
     assert_eq!(all(&[1, 2, 3]).1, 1);
@@ -204,9 +251,14 @@ fn arbitrary_bytes_never_panic() {
         x
     };
     let good = msg(
-        RTM_NEWADDR,
         0,
-        &addr_body(AF_INET6, 1, 0, &[attr(IFA_ADDRESS, &[0; 16])]),
+        RouteNetlinkMessage::NewAddress(addr(
+            AF_INET6,
+            1,
+            0,
+            vec![AddressAttribute::Address(Ipv6Addr::UNSPECIFIED.into())],
+        ))
+        .into(),
     );
     for i in 0..20_000 {
         let len = (next() % 96) as usize;
