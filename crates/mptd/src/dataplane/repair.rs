@@ -23,6 +23,7 @@ use mpt_proto::crypto::{SessionKeys, TAG_LEN};
 use mpt_proto::wire::{Flags, Header, MsgType, Nack, Repair, HEADER_LEN, REPAIR_PREFIX_LEN};
 
 use crate::plane::{ConnShared, PathShared, PathTable};
+use crate::sync::lock_unpoisoned;
 
 /// Copies kept per path (payloads of up to the MTU: about 1.5 MB at
 /// 1500 bytes; 300 ms of a 40 Mbit/s path).
@@ -145,10 +146,7 @@ fn repair_path<'a>(
         if p.id >= 64 || eligible & (1 << p.id) == 0 || p.is_removed() {
             continue;
         }
-        let rtt = match p.view.lock() {
-            Ok(v) => v.rtt_ms,
-            Err(poisoned) => poisoned.into_inner().rtt_ms,
-        };
+        let rtt = lock_unpoisoned(&p.view).rtt_ms;
         if let Some(rtt) = rtt {
             if best.is_none_or(|(_, b)| rtt < b) {
                 best = Some((p, rtt));
@@ -175,10 +173,7 @@ pub fn answer(
         .store(conn_ns + KEEP_COPIES.as_nanos() as u64, Relaxed);
     let Ok(keys) = sealing_keys(conn) else { return };
     let via = repair_path(conn, table, asked_on);
-    let mut history = match asked_on.repair_history.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let mut history = lock_unpoisoned(&asked_on.repair_history);
     let Some(history) = history.as_mut() else {
         conn.repairs.missed.add(u64::from(nack.count));
         return;

@@ -1007,10 +1007,7 @@ impl Rx<'_> {
         // fastest: within about this path's RTT).
         let ask_repairs = conn.repair.load(Relaxed) && pi < repair.detectors.len();
         let repair_wait = if ask_repairs {
-            let rtt_ms = path.and_then(|path| match path.view.lock() {
-                Ok(v) => v.rtt_ms,
-                Err(poisoned) => poisoned.into_inner().rtt_ms,
-            });
+            let rtt_ms = path.and_then(|path| lock_unpoisoned(&path.view).rtt_ms);
             let rtt = Duration::from_secs_f64(rtt_ms.unwrap_or(50.0).clamp(1.0, 2_000.0) * 1e-3);
             // Waiting for a hole longer than the path's RTT would make the
             // repair no faster than TCP's own recovery.
