@@ -23,6 +23,7 @@ use mpt_proto::crypto::{SessionKeys, TAG_LEN};
 use mpt_proto::wire::{Flags, Header, MsgType, Nack, Repair, HEADER_LEN, REPAIR_PREFIX_LEN};
 
 use crate::plane::{ConnShared, PathShared, PathTable};
+use crate::sync::lock_unpoisoned;
 
 /// Copies kept per path (payloads of up to the MTU: about 1.5 MB at
 /// 1500 bytes; 300 ms of a 40 Mbit/s path).
@@ -50,19 +51,30 @@ fn header_conn_id(conn: &ConnShared) -> u32 {
         .map_or(conn.conn_id, |ids| ids.remote)
 }
 
-/// Fills in the header of a message of `msg_type` on `path`, seals
-/// `payload_len` bytes after it and sends it. Returns whether it left.
-#[allow(clippy::too_many_arguments)]
-fn seal_and_send(
-    conn: &ConnShared,
-    path: &PathShared,
+/// A message to send: its type and flags, and how long its payload is
+/// (written after the header's place in the buffer).
+#[derive(Debug, Clone, Copy)]
+struct Message {
     msg_type: MsgType,
     flags: Flags,
     payload_len: usize,
+}
+
+/// Fills in the header of `msg` on `path`, seals its payload and sends
+/// it. Returns whether it left.
+fn seal_and_send(
+    conn: &ConnShared,
+    path: &PathShared,
+    msg: Message,
     keys: Option<&SessionKeys>,
     now: Instant,
     buf: &mut [u8],
 ) -> bool {
+    let Message {
+        msg_type,
+        flags,
+        payload_len,
+    } = msg;
     let Some(remote) = path.remote_via() else {
         return false;
     };
@@ -117,16 +129,12 @@ pub fn request(conn: &ConnShared, path: &PathShared, nack: Nack, now: Instant, b
     if nack.emit(&mut buf[HEADER_LEN..]).is_err() {
         return;
     }
-    if seal_and_send(
-        conn,
-        path,
-        MsgType::Nack,
-        Flags::NONE,
-        Nack::LEN,
-        keys.as_deref(),
-        now,
-        buf,
-    ) {
+    let msg = Message {
+        msg_type: MsgType::Nack,
+        flags: Flags::NONE,
+        payload_len: Nack::LEN,
+    };
+    if seal_and_send(conn, path, msg, keys.as_deref(), now, buf) {
         conn.repairs.requested.add(1);
         conn.repairs.requested_datagrams.add(u64::from(nack.count));
     }
@@ -145,10 +153,7 @@ fn repair_path<'a>(
         if p.id >= 64 || eligible & (1 << p.id) == 0 || p.is_removed() {
             continue;
         }
-        let rtt = match p.view.lock() {
-            Ok(v) => v.rtt_ms,
-            Err(poisoned) => poisoned.into_inner().rtt_ms,
-        };
+        let rtt = lock_unpoisoned(&p.view).rtt_ms;
         if let Some(rtt) = rtt {
             if best.is_none_or(|(_, b)| rtt < b) {
                 best = Some((p, rtt));
@@ -175,10 +180,7 @@ pub fn answer(
         .store(conn_ns + KEEP_COPIES.as_nanos() as u64, Relaxed);
     let Ok(keys) = sealing_keys(conn) else { return };
     let via = repair_path(conn, table, asked_on);
-    let mut history = match asked_on.repair_history.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let mut history = lock_unpoisoned(&asked_on.repair_history);
     let Some(history) = history.as_mut() else {
         conn.repairs.missed.add(u64::from(nack.count));
         return;
@@ -195,17 +197,12 @@ pub fn answer(
             continue;
         }
         body[REPAIR_PREFIX_LEN..len].copy_from_slice(copy.payload);
-        let flags = if copy.flow { Flags::FLOW } else { Flags::NONE };
-        if seal_and_send(
-            conn,
-            via,
-            MsgType::Repair,
-            flags,
-            len,
-            keys.as_deref(),
-            now,
-            buf,
-        ) {
+        let msg = Message {
+            msg_type: MsgType::Repair,
+            flags: if copy.flow { Flags::FLOW } else { Flags::NONE },
+            payload_len: len,
+        };
+        if seal_and_send(conn, via, msg, keys.as_deref(), now, buf) {
             conn.repairs.sent.add(1);
         }
     }
@@ -231,16 +228,12 @@ pub fn send_copy(
         return false;
     }
     body[REPAIR_PREFIX_LEN..len].copy_from_slice(payload);
-    let sent = seal_and_send(
-        conn,
-        via,
-        MsgType::Repair,
-        Flags::FLOW.with(Flags::COPY),
-        len,
-        keys,
-        now,
-        buf,
-    );
+    let msg = Message {
+        msg_type: MsgType::Repair,
+        flags: Flags::FLOW.with(Flags::COPY),
+        payload_len: len,
+    };
+    let sent = seal_and_send(conn, via, msg, keys, now, buf);
     if sent {
         conn.copies.sent.add(1);
         conn.copies
