@@ -18,6 +18,8 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use mpt_api::status::PathStatus;
+use mpt_api::Status;
 use mpt_cli::bench::scenario::{load, Overrides};
 use mpt_cli::bench::testbed::{mptd_status, Testbed};
 
@@ -32,11 +34,12 @@ fn mptd_bin() -> PathBuf {
 }
 
 /// Path `name`'s entry in a status document.
-fn path<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    status["connections"][0]["paths"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
-        .unwrap_or_else(|| panic!("no path {name} in {status}"))
+fn path<'a>(status: &'a Status, name: &str) -> &'a PathStatus {
+    status
+        .connections()
+        .first()
+        .and_then(|c| c.paths().iter().find(|p| p.name.as_deref() == Some(name)))
+        .unwrap_or_else(|| panic!("no path {name} in {status:?}"))
 }
 
 /// The RTTs (ms) of `count` pings of `size` bytes of payload from
@@ -106,11 +109,12 @@ emu = { rate = "20mbit", delay = "2ms", queue = "128kB" }
     loop {
         let known = [&tb.control_a, &tb.control_b].iter().all(|c| {
             mptd_status(c).is_ok_and(|s| {
-                path(&s, "p0")["rtt_min_ms"]
-                    .as_f64()
+                path(&s, "p0")
+                    .rtt_min_ms
+                    .flatten()
                     .is_some_and(|r| r > 250.0)
-                    && path(&s, "p0")["state"] == "up"
-                    && path(&s, "p1")["state"] == "up"
+                    && path(&s, "p0").state.as_deref() == Some("up")
+                    && path(&s, "p1").state.as_deref() == Some("up")
             })
         });
         if known {
@@ -141,18 +145,18 @@ emu = { rate = "20mbit", delay = "2ms", queue = "128kB" }
     );
     for (side, control) in [("A", &tb.control_a), ("B", &tb.control_b)] {
         let s = mptd_status(control).expect("status");
-        let share = path(&s, "p0")["rx_share"].as_f64().expect("rx_share");
+        let share = path(&s, "p0").rx_share.expect("rx_share");
         assert!(
             share < 0.05,
             "{side}: the idle far path counts as bringing data (rx_share {share})"
         );
-        let eq = &s["connections"][0]["equalize"];
-        let hold = eq["hold_ms"].as_f64().unwrap_or(0.0);
+        let eq = s.connections().first().and_then(|c| c.equalize.as_ref());
+        let hold = eq.and_then(|e| e.hold_ms).unwrap_or(0.0);
         assert!(
             hold < 60.0,
             "{side}: short datagrams held {hold} ms while idle"
         );
-        let bulk = eq["bulk_hold_ms"].as_f64().unwrap_or(0.0);
+        let bulk = eq.and_then(|e| e.bulk_hold_ms).unwrap_or(0.0);
         assert!(
             (120.0..200.0).contains(&bulk),
             "{side}: full-size datagrams held {bulk} ms, not the far path's extra 148 ms"

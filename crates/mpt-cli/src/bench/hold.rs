@@ -24,8 +24,8 @@
 //! holds a faster path's datagrams before they reach the resequencer; that
 //! wait is by design at most the spread, and it is not in this histogram.
 
+use mpt_api::Status;
 use serde::Serialize;
-use serde_json::Value;
 
 /// Margin over the delay spread that the target allows.
 pub const MARGIN_MS: f64 = 10.0;
@@ -50,32 +50,28 @@ pub struct Snapshot {
 impl Snapshot {
     /// Reads `mpt status --json` (the `status` object). `None` when the
     /// daemon reports no hold histogram.
-    pub fn from_status(status: &Value) -> Option<Snapshot> {
+    pub fn from_status(status: &Status) -> Option<Snapshot> {
         let mut s = Snapshot::default();
-        let conns = status.get("connections")?.as_array()?;
+        let conns = status.connections.as_deref()?;
         if conns.is_empty() {
             return None;
         }
         for c in conns {
-            let r = c.get("reorder")?;
-            let n = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
-            s.not_held += n("in_order") + n("flow_bypass") + n("late");
-            s.held += n("held");
-            let h = r.get("hold")?;
-            let counts = h.get("counts")?.as_array()?;
+            let r = c.reorder.as_ref()?;
+            let n = |k: Option<u64>| k.unwrap_or(0);
+            s.not_held += n(r.in_order) + n(r.flow_bypass) + n(r.late);
+            s.held += n(r.held);
+            let h = r.hold.as_ref()?;
+            let counts = h.counts.as_deref()?;
             if counts.len() != BUCKETS {
                 return None;
             }
             for (k, c) in counts.iter().enumerate() {
-                s.counts[k] += c.as_u64()?;
+                s.counts[k] += c;
             }
-            let us = |k: &str| {
-                h.get(k)
-                    .and_then(Value::as_f64)
-                    .map(|ms| (ms * 1e3).round() as u64)
-            };
-            s.max_us = s.max_us.max(us("max_ms")?);
-            s.sum_us += us("sum_ms").unwrap_or(0);
+            let us = |ms: Option<f64>| ms.map(|ms| (ms * 1e3).round() as u64);
+            s.max_us = s.max_us.max(us(h.max_ms)?);
+            s.sum_us += us(h.sum_ms).unwrap_or(0);
         }
         Some(s)
     }
@@ -257,12 +253,12 @@ pub fn spread(owd_ms: impl IntoIterator<Item = f64>) -> Option<f64> {
 /// of its status: slowest − fastest one-way delay of the paths bringing
 /// data, queueing included), the largest over its connections. `None`
 /// when no connection has two such paths.
-pub fn rx_spread(status: &Value) -> Option<f64> {
+pub fn rx_spread(status: &Status) -> Option<f64> {
     status
-        .get("connections")?
-        .as_array()?
+        .connections
+        .as_deref()?
         .iter()
-        .filter_map(|c| c.get("reorder")?.get("spread_ms")?.as_f64())
+        .filter_map(|c| c.reorder.as_ref()?.spread_ms.flatten())
         .filter(|d| d.is_finite())
         .reduce(f64::max)
 }
@@ -357,15 +353,20 @@ mod tests {
         );
     }
 
-    fn status(in_order: u64, held: u64, c: [u64; BUCKETS], max_ms: f64, sum_ms: f64) -> Value {
+    /// Parses a status document written by hand.
+    fn parse(v: serde_json::Value) -> Status {
+        serde_json::from_value(v).expect("a status document")
+    }
+
+    fn status(in_order: u64, held: u64, c: [u64; BUCKETS], max_ms: f64, sum_ms: f64) -> Status {
         let zeros = [0u64; BUCKETS];
-        json!({"connections": [{
+        parse(json!({"connections": [{
             "reorder": {"in_order": in_order, "flow_bypass": 1, "late": 0, "held": held,
                         "hold": {"counts": c, "max_ms": max_ms, "sum_ms": sum_ms}},
         }, {
             "reorder": {"in_order": 0, "flow_bypass": 0, "late": 0, "held": 0,
                         "spread_ms": 287.5, "hold": {"counts": zeros, "max_ms": 0.0, "sum_ms": 0.0}},
-        }]})
+        }]}))
     }
 
     #[test]
@@ -443,11 +444,17 @@ mod tests {
 
     #[test]
     fn status_without_histogram_gives_nothing() {
-        assert_eq!(Snapshot::from_status(&json!({"connections": []})), None);
         assert_eq!(
-            Snapshot::from_status(&json!({"connections": [{"reorder": {"in_order": 3}}]})),
+            Snapshot::from_status(&parse(json!({"connections": []}))),
             None
         );
+        assert_eq!(
+            Snapshot::from_status(&parse(
+                json!({"connections": [{"reorder": {"in_order": 3}}]})
+            )),
+            None
+        );
+        assert_eq!(Snapshot::from_status(&Status::default()), None);
         assert_eq!(spread([]), None);
         assert_eq!(spread([25.0 / 2.0, 600.0 / 2.0]), Some(287.5));
     }

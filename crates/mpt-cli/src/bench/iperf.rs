@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use serde_json::Value;
 
+use super::iperf_json::Report;
 use super::process::Proc;
 use super::stop::check_stop;
 
@@ -223,56 +223,51 @@ pub fn run(r: &Run<'_>, stop: &AtomicBool) -> anyhow::Result<Measurement> {
     })
 }
 
-fn f(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64)
-}
-
 /// Parses iperf3 -J output; `udp_len` is the UDP payload size.
 pub fn parse(text: &str, udp_len: Option<u32>) -> anyhow::Result<Measurement> {
     // iperf3 may print a line before the JSON on some errors.
     let start = text.find('{').context("no JSON in iperf3 output")?;
-    let v: Value = serde_json::from_str(&text[start..]).context("parsing iperf3 JSON")?;
-    if let Some(e) = v.get("error").and_then(Value::as_str) {
+    let report: Report = serde_json::from_str(&text[start..]).context("parsing iperf3 JSON")?;
+    if let Some(e) = report.error {
         bail!("iperf3: {e}");
     }
-    let end = v.get("end").context("iperf3 JSON without \"end\"")?;
+    let end = report.end.context("iperf3 JSON without \"end\"")?;
     match udp_len {
         Some(len) => {
             let sum = end
-                .get("sum_received")
-                .or_else(|| end.get("sum"))
+                .sum_received
+                .as_ref()
+                .or(end.sum.as_ref())
                 .context("iperf3 UDP JSON without a sum")?;
-            let seconds = f(sum, "seconds").unwrap_or(0.0);
-            let packets = f(sum, "packets").unwrap_or(0.0);
-            let lost = f(sum, "lost_packets").unwrap_or(0.0).max(0.0);
+            let seconds = sum.seconds.unwrap_or(0.0);
+            let packets = sum.packets.unwrap_or(0.0);
+            let lost = sum.lost_packets.unwrap_or(0.0).max(0.0);
             let delivered = (packets - lost).max(0.0);
             let mbps = if seconds > 0.0 {
                 delivered * f64::from(len) * 8.0 / seconds / 1e6
             } else {
                 0.0
             };
-            let sent = end.get("sum_sent").or_else(|| end.get("sum"));
+            let sent = end.sum_sent.as_ref().or(end.sum.as_ref());
             Ok(Measurement {
                 mbps,
-                sent_mbps: sent.and_then(|s| f(s, "bits_per_second")).map(|b| b / 1e6),
-                loss_pct: f(sum, "lost_percent"),
+                sent_mbps: sent.and_then(|s| s.bits_per_second).map(|b| b / 1e6),
+                loss_pct: sum.lost_percent,
                 retransmits: None,
                 seconds,
             })
         }
         None => {
             let recv = end
-                .get("sum_received")
+                .sum_received
+                .as_ref()
                 .context("iperf3 TCP JSON without sum_received")?;
             Ok(Measurement {
-                mbps: f(recv, "bits_per_second").unwrap_or(0.0) / 1e6,
+                mbps: recv.bits_per_second.unwrap_or(0.0) / 1e6,
                 sent_mbps: None,
                 loss_pct: None,
-                retransmits: end
-                    .get("sum_sent")
-                    .and_then(|s| s.get("retransmits"))
-                    .and_then(Value::as_u64),
-                seconds: f(recv, "seconds").unwrap_or(0.0),
+                retransmits: end.sum_sent.as_ref().and_then(|s| s.retransmits),
+                seconds: recv.seconds.unwrap_or(0.0),
             })
         }
     }

@@ -27,6 +27,7 @@ pub mod dtn;
 pub mod hold;
 pub mod http;
 pub mod iperf;
+mod iperf_json;
 pub mod link_trace;
 pub mod lte;
 pub mod options;

@@ -19,6 +19,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use mpt_api::{ResponseError, Status};
 
 use super::process::Proc;
 use super::scenario::{Case, Combo, Link};
@@ -538,7 +539,7 @@ fn wire_report(w: Wire) -> serde_json::Value {
 }
 
 /// Asks an mptd for its status over the control socket.
-pub fn mptd_status(control: &Path) -> anyhow::Result<serde_json::Value> {
+pub fn mptd_status(control: &Path) -> anyhow::Result<Status> {
     let mut s = UnixStream::connect(control)
         .with_context(|| format!("connecting to {}", control.display()))?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
@@ -546,9 +547,13 @@ pub fn mptd_status(control: &Path) -> anyhow::Result<serde_json::Value> {
     s.write_all(b"{\"version\":1,\"request\":\"status\"}\n")?;
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line)?;
-    let v: serde_json::Value = serde_json::from_str(&line).context("parsing mptd status")?;
-    if v.get("ok") != Some(&serde_json::Value::Bool(true)) {
-        bail!("mptd status failed: {}", line.trim());
+    match Status::from_response(&line) {
+        Ok(status) => Ok(status),
+        // Not JSON, or a document whose fields are not what mpt-api says.
+        Err(e @ (ResponseError::NotJson(_) | ResponseError::Decode(_))) => {
+            Err(anyhow::Error::new(e).context("parsing mptd status"))
+        }
+        // Refused, or not an answer to `status`.
+        Err(_) => bail!("mptd status failed: {}", line.trim()),
     }
-    Ok(v.get("status").cloned().unwrap_or(serde_json::Value::Null))
 }

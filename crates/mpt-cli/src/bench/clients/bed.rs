@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde_json::Value;
+use mpt_api::Status;
 
 use super::config::{client_config, client_ip, keypair, server_config, server_ip, TARGETS};
 use super::options::Options;
@@ -73,27 +73,25 @@ const SYSCTLS: &[(&str, &str)] = &[
 
 /// Whether every server connection is up: session established and
 /// `paths` paths up. Gives the number up.
-pub(crate) fn count_up(status: &Value, paths: usize) -> usize {
-    status
-        .get("connections")
-        .and_then(Value::as_array)
-        .map_or(0, |conns| {
-            conns
-                .iter()
-                .filter(|c| {
-                    let established = c
-                        .pointer("/session/established")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
-                    let up = c.get("paths").and_then(Value::as_array).map_or(0, |ps| {
-                        ps.iter()
-                            .filter(|p| p.get("state").and_then(Value::as_str) == Some("up"))
-                            .count()
-                    });
-                    established && up >= paths
-                })
-                .count()
-        })
+pub(crate) fn count_up(status: &Status, paths: usize) -> usize {
+    status.connections.as_deref().map_or(0, |conns| {
+        conns
+            .iter()
+            .filter(|c| {
+                let established = c
+                    .session
+                    .as_ref()
+                    .and_then(|s| s.established)
+                    .unwrap_or(false);
+                let up = c.paths.as_deref().map_or(0, |ps| {
+                    ps.iter()
+                        .filter(|p| p.state.as_deref() == Some("up"))
+                        .count()
+                });
+                established && up >= paths
+            })
+            .count()
+    })
 }
 
 pub(crate) fn build(
@@ -266,5 +264,25 @@ pub(crate) fn wait_all_up(
             return Ok((up, None));
         }
         std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_connection_counts_up_with_its_session_and_enough_paths_up() {
+        let status: Status = serde_json::from_value(json!({"connections": [
+            {"session": {"established": true}, "paths": [{"state": "up"}, {"state": "up"}]},
+            {"session": {"established": true}, "paths": [{"state": "up"}, {"state": "probing"}]},
+            {"session": {"established": false}, "paths": [{"state": "up"}, {"state": "up"}]},
+            {"paths": [{"state": "up"}, {"state": "up"}]},
+        ]}))
+        .expect("status");
+        assert_eq!(count_up(&status, 2), 1);
+        assert_eq!(count_up(&status, 1), 2);
+        assert_eq!(count_up(&Status::default(), 0), 0);
     }
 }

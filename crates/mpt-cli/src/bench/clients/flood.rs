@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use serde_json::Value;
 
 use super::bed::{count_up, Bed};
 use super::config::server_ip;
@@ -345,10 +344,10 @@ pub(crate) fn measure_flood(
     };
     // Half-done handshakes and cookies time out within seconds.
     sleep(Duration::from_secs(2), stop)?;
-    let status = mptd_status(&bed.server_control).unwrap_or(Value::Null);
+    let status = mptd_status(&bed.server_control).unwrap_or_default();
     f.server_after = proc_mem(server_pid).unwrap_or_default();
     f.up_after = count_up(&status, o.paths_per_client);
-    f.server_noise = status.get("noise").cloned().unwrap_or(Value::Null);
+    f.server_noise = status.noise.flatten();
     f.per_second = f.datagrams as f64 / flood_secs.max(1e-9);
     f.control_per_second = control_datagrams as f64 / control_secs.max(1e-9);
     f.flood_cpu_pct = (flood_cpu_secs > 0.0).then(|| 100.0 * flood_cpu_secs / flood_secs.max(1e-9));

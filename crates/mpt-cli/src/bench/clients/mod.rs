@@ -165,7 +165,7 @@ fn measure(o: &Options, work: &Path, report: &mut Report, stop: &AtomicBool) -> 
         let rekeys = |bed: &Bed| {
             mptd_status(&bed.client_controls[i])
                 .ok()
-                .and_then(|s| s.pointer("/connections/0/session/rekeys")?.as_u64())
+                .and_then(|s| s.connections.as_deref()?.first()?.session.as_ref()?.rekeys)
                 .unwrap_or(0)
         };
         let paced = ((single_m.mbps / 2.0) as u64).max(10);

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
+use mpt_api::status::HandshakeStats;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::bench::csv_rows::{self, CsvError};
 use crate::bench::iperf::Measurement;
@@ -109,8 +109,9 @@ pub struct FloodResult {
     pub alone_server_cpu_pct: Option<f64>,
     /// Server connections still up after the flood.
     pub up_after: usize,
-    /// The server's `noise` status counters after the flood.
-    pub server_noise: Value,
+    /// The server's `noise` status counters after the flood (`null`
+    /// when the server did not answer or has no public-key responder).
+    pub server_noise: Option<HandshakeStats>,
 }
 
 /// One client alone with rekeys against one client alone without.

@@ -398,7 +398,7 @@ pub fn run_case(
     let handover = row
         .mptd_status_a
         .as_ref()
-        .map(|s| s["connections"][0]["handover"].clone())
+        .and_then(|s| s.connections.as_deref()?.first()?.handover.clone())
         .unwrap_or_default();
     row.wires = tb.stop_wires();
     let mut result = LteResult {
@@ -415,8 +415,8 @@ pub fn run_case(
         lte_mbps: rates[last] as f64 / 1e6,
         gtp_factor: factor,
         lte_owd_ms,
-        handovers: handover["count"].as_u64().unwrap_or(0),
-        handover_gap_ms: handover["last"]["gap_ms"].as_f64(),
+        handovers: handover.count.unwrap_or(0),
+        handover_gap_ms: handover.last.flatten().and_then(|l| l.gap_ms),
         path_back_ms: path_back.map(|d| d.as_secs_f64() * 1e3),
         event: v.event.as_str(),
         target: None,

@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use mpt_api::status::PathStatus;
+
 use crate::bench::testbed;
 
 /// How often the WiFi path's return is polled.
@@ -24,26 +26,23 @@ pub(crate) struct WifiCounters {
 /// Reads [`WifiCounters`] from both daemons (zero/false where one does
 /// not answer).
 pub(crate) fn wifi_counters(control_a: &Path, control_b: &Path) -> WifiCounters {
-    let path = |control: &Path| -> Option<serde_json::Value> {
+    let path = |control: &Path| -> Option<PathStatus> {
         let st = testbed::mptd_status(control).ok()?;
-        st["connections"][0]["paths"]
-            .as_array()?
+        st.connections
+            .as_deref()?
+            .first()?
+            .paths
+            .as_deref()?
             .iter()
-            .find(|p| p["name"] == "p0")
+            .find(|p| p.name.as_deref() == Some("p0"))
             .cloned()
     };
     let (a, b) = (path(control_a), path(control_b));
     WifiCounters {
-        a_tx: a
-            .as_ref()
-            .and_then(|p| p["tx_data_packets"].as_u64())
-            .unwrap_or(0),
-        a_up: a.as_ref().is_some_and(|p| p["state"] == "up"),
-        b_rx: b
-            .as_ref()
-            .and_then(|p| p["rx_data_packets"].as_u64())
-            .unwrap_or(0),
-        b_remote: b.and_then(|p| p["remote"].as_str().map(str::to_owned)),
+        a_tx: a.as_ref().and_then(|p| p.tx_data_packets).unwrap_or(0),
+        a_up: a.as_ref().is_some_and(|p| p.state.as_deref() == Some("up")),
+        b_rx: b.as_ref().and_then(|p| p.rx_data_packets).unwrap_or(0),
+        b_remote: b.and_then(|p| p.remote.flatten()),
     }
 }
 

@@ -3,6 +3,7 @@
 //! `unlike`) where it has one. The rows depend on the families' result
 //! types, never the other way round.
 
+use mpt_api::Status;
 use serde::Serialize;
 
 use crate::bench::dtn::result::DtnResult;
@@ -46,11 +47,11 @@ pub struct Row {
     /// Mean smoothed RTT over the paths as mptd A measured it (probes).
     pub tunnel_rtt_ms: Option<f64>,
     /// mptd A's status after the tunnel tests (per-path counters).
-    pub mptd_status_a: Option<serde_json::Value>,
+    pub mptd_status_a: Option<Status>,
     /// mptd B's status after the tunnel tests: the receiving side of the
     /// TCP tests (resequencing, loss repair requests).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mptd_status_b: Option<serde_json::Value>,
+    pub mptd_status_b: Option<Status>,
     /// Emulator reports of the emulated paths.
     pub wires: Vec<serde_json::Value>,
     /// `lte-gateway`: VoIP, bulk and handover figures.
@@ -65,13 +66,13 @@ pub struct Row {
 }
 
 /// Mean of the paths' smoothed RTT in an mptd status document.
-pub fn mean_path_rtt(status: Option<&serde_json::Value>) -> Option<f64> {
-    let conns = status?.get("connections")?.as_array()?;
+pub fn mean_path_rtt(status: Option<&Status>) -> Option<f64> {
+    let conns = status?.connections.as_deref()?;
     let rtts: Vec<f64> = conns
         .iter()
-        .filter_map(|c| c.get("paths")?.as_array())
+        .filter_map(|c| c.paths.as_deref())
         .flatten()
-        .filter_map(|p| p.get("rtt_ms")?.as_f64())
+        .filter_map(|p| p.rtt_ms.flatten())
         .collect();
     (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64)
 }
@@ -98,5 +99,45 @@ impl Row {
         let n = self.n as f64;
         self.udp_frac_raw = frac(&self.udp, self.raw_udp.as_ref().map_or(0.0, |m| m.mbps * n));
         self.tcp_frac_raw = frac(&self.tcp, self.raw_tcp.as_ref().map_or(0.0, |m| m.mbps * n));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_status_is_written_to_results_as_the_daemon_sent_it() {
+        let doc = json!({
+            "connections": [{
+                "name": "c",
+                "handover": {"count": 0, "last": null},
+                "paths": [
+                    {"name": "p0", "remote": null, "rtt_ms": 10.0, "state": "up", "tx_packets": 5},
+                    {"name": "p1", "remote": "10.0.1.2:1", "rtt_ms": 30.5, "state": "down"},
+                    {"name": "p2", "rtt_ms": null},
+                ],
+                "reorder": {"spread_ms": null, "hold": {"le_ms": [1, null]}},
+            }],
+            "netlink": null,
+            "uptime_s": 3,
+        });
+        let status: Status = serde_json::from_value(doc.clone()).expect("status");
+        assert_eq!(mean_path_rtt(Some(&status)), Some(20.25));
+        let row = Row {
+            mptd_status_a: Some(status.clone()),
+            mptd_status_b: Some(status),
+            ..Row::default()
+        };
+        let written = serde_json::to_value(&row).expect("row");
+        assert_eq!(written["mptd_status_a"], doc);
+        assert_eq!(written["mptd_status_b"], doc);
+        // No status: `null` for A, nothing for B, as before.
+        let written = serde_json::to_value(Row::default()).expect("row");
+        assert_eq!(written["mptd_status_a"], serde_json::Value::Null);
+        assert!(written.get("mptd_status_b").is_none());
+        assert_eq!(mean_path_rtt(None), None);
+        assert_eq!(mean_path_rtt(Some(&Status::default())), None);
     }
 }
