@@ -14,8 +14,9 @@
 //!   global order.
 //! * [`path`]: liveness (probing / up / down), keepalive and dead timer,
 //!   RTT and loss estimation of one path.
-//! * [`sched`]: per-packet path choice ([`sched::Weighted`]); one instance
-//!   per data-plane worker, so no lock is taken per packet.
+//! * [`sched`]: per-packet path choice behind one [`sched::Scheduler`]
+//!   trait ([`sched::Weighted`], [`sched::Adaptive`]); one instance per
+//!   data-plane worker, so no lock is taken per packet.
 //! * [`session`]: the per-connection state machine tying paths together;
 //!   the daemon's control loop drives it through `handle_*` (input) and
 //!   `poll_*` (output), as documented on [`Session`].

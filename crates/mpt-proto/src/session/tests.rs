@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::path::SUSPECT_MIN;
-use crate::sched::{SchedPath, Scheduler, Weighted};
+use crate::sched::{PickInput, SchedPath, Scheduler, Weighted};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -210,7 +210,7 @@ impl Pair {
             };
         }
         let mask = self.a.eligibility().active();
-        let Some(path) = self.sched.pick(&weights, mask) else {
+        let Some(path) = self.sched.pick(&PickInput::weighted(&weights, mask)) else {
             return;
         };
         self.data_sent[path] += 1;
