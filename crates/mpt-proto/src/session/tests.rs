@@ -1,8 +1,10 @@
 //! Two sessions joined by simulated links, in virtual time.
 
 use super::*;
-use crate::path::SUSPECT_MIN;
+use crate::error::DecodeError;
+use crate::path::{PathState, SUSPECT_MIN};
 use crate::sched::{PickInput, SchedPath, Scheduler, Weighted};
+use crate::wire::{ControlBody, Refusal};
 
 const MS: Duration = Duration::from_millis(1);
 
