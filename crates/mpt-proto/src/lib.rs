@@ -19,7 +19,8 @@
 //!   data-plane worker, so no lock is taken per packet.
 //! * [`session`]: the per-connection state machine tying paths together;
 //!   the daemon's control loop drives it through `handle_*` (input) and
-//!   `poll_*` (output), as documented on [`Session`].
+//!   `poll_*` (output), as documented on [`Session`], and takes its
+//!   receive timing from [`session::timing`].
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]

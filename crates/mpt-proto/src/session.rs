@@ -11,7 +11,10 @@
 //! 2. at or after [`Session::poll_timeout`], call [`Session::handle_timeout`];
 //! 3. then drain [`Session::poll_transmit`] (send each on its path) and
 //!    [`Session::poll_event`] (log/count state changes), and publish
-//!    [`Session::eligibility`] to the schedulers.
+//!    [`Session::eligibility`] to the schedulers;
+//! 4. once per round, publish [`Session::path_models`] to the transmit
+//!    workers and [`Session::timing_plan`] (the resequencer's waits and
+//!    the delay data is held to, see [`timing`]) to the receive workers.
 //!
 //! Data datagrams may also be fed through `handle_datagram` (the simulation
 //! tests do); the two inputs account the same way, so a datagram must be fed
@@ -29,8 +32,8 @@
 //! The parts, one concern each: this file holds the session's state, its
 //! paths and the input and timer handling; `peer_control` the control
 //! messages; `models` what the adaptive scheduler is told of each path;
-//! `handover` the handover gaps; `transmit`, `event` and `error` what the
-//! session hands its driver.
+//! [`timing`] the receiver's timing policy; `handover` the handover gaps;
+//! `transmit`, `event` and `error` what the session hands its driver.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -40,6 +43,7 @@ mod event;
 mod handover;
 mod models;
 mod peer_control;
+pub mod timing;
 mod transmit;
 
 pub use error::{DropReason, SessionError};

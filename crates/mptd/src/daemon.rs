@@ -58,12 +58,8 @@ const CONTROL_QUEUE: usize = 4096;
 pub const REORDER_SLOTS: usize = 4096;
 
 /// Gap timeout until the control loop has RTT samples to adapt it, and its
-/// floor. Losses are normally detected without it (see
-/// `mpt_proto::reorder`); it only matters when a path falls silent, and
-/// must exceed how long a busy 2-core machine can stall a sender between
-/// two paths' sends (10-20 ms seen under load), or reordered packets would
-/// be mistaken for losses.
-pub const DEFAULT_REORDER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(25);
+/// floor (the timing policy's, see `mpt_proto::session::timing`).
+pub use mpt_proto::session::timing::DEFAULT_REORDER_TIMEOUT;
 
 /// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on
 /// SIGHUP and `mpt reload`.

@@ -1072,7 +1072,7 @@ impl Rx<'_> {
         };
         // Full-size datagrams and TCP SYNs are held with far paths counted
         // whether they carry data or not; short ones only with those that
-        // do (see `control_loop::equalize_target`).
+        // do (see `mpt_proto::session::timing::equalize_target`).
         let target = |dgram: &[u8], flow: Option<Option<u64>>| {
             let packet = dgram
                 .get(HEADER_LEN + if flow.is_some() { FLOW_PREFIX_LEN } else { 0 }..)

@@ -6,6 +6,9 @@ use crate::path::{PathState, SUSPECT_MIN};
 use crate::sched::{PickInput, SchedPath, Scheduler, Weighted};
 use crate::wire::{ControlBody, Refusal};
 
+/// The timing plan in this world (see `timing.rs`).
+mod timing;
+
 const MS: Duration = Duration::from_millis(1);
 
 #[allow(clippy::disallowed_methods)]
