@@ -1,7 +1,8 @@
-//! Per-packet cost of choosing a path: one `Weighted::pick` over 2, 4, 12
+//! Per-packet cost of choosing a path, through the `Scheduler` trait: one
+//! `Weighted` pick over 2, 4, 12
 //! and 32 eligible paths with mixed weights, window 1 (a new choice every
 //! packet) and window 8 (mostly the cheap "keep the turn" branch); and one
-//! `Adaptive::pick` over as many paths of unlike rate and delay, for a
+//! `Adaptive` pick over as many paths of unlike rate and delay, for a
 //! full-size datagram (ranked by departure) and a small one (by arrival),
 //! with the clock advancing 1 µs per packet so the paths fill and drain;
 //! and the whole per-packet decision of a transmit worker under
@@ -12,7 +13,8 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use mpt_benches::{all_paths_mask, mixed_paths};
 use mpt_proto::sched::{
-    ps_per_byte, Adaptive, Flowlets, PathModel, RealtimeFlows, Redundancy, Scheduler, Weighted,
+    ps_per_byte, Adaptive, Flowlets, PathModel, PickInput, RealtimeFlows, Redundancy, Scheduler,
+    Weighted,
 };
 
 fn sched(c: &mut Criterion) {
@@ -26,7 +28,12 @@ fn sched(c: &mut Criterion) {
             g.bench_with_input(
                 BenchmarkId::new(format!("window{window}"), format!("{n}paths")),
                 &n,
-                |b, _| b.iter(|| black_box(s.pick(black_box(&paths), black_box(mask)))),
+                |b, _| {
+                    b.iter(|| {
+                        let input = PickInput::weighted(black_box(&paths), black_box(mask));
+                        black_box(s.pick(&input))
+                    })
+                },
             );
         }
     }
@@ -58,14 +65,14 @@ fn adaptive(c: &mut Criterion) {
             g.bench_with_input(BenchmarkId::new(label, format!("{n}paths")), &n, |b, _| {
                 b.iter(|| {
                     now += 1_000;
-                    black_box(s.pick(
-                        black_box(&paths),
-                        black_box(mask),
+                    black_box(s.pick(&PickInput {
+                        models: black_box(&paths),
+                        mask: black_box(mask),
                         bytes,
-                        false,
-                        now,
-                        200_000_000,
-                    ))
+                        now_ns: now,
+                        hold_ns: 200_000_000,
+                        ..PickInput::default()
+                    }))
                 })
             });
         }
@@ -100,15 +107,15 @@ fn adaptive_per_packet(c: &mut Criterion) {
                     k = k.wrapping_add(1);
                     let hash = (k % 16).wrapping_mul(0x9e37_79b9);
                     let current = flowlets.current(hash, now, gap);
-                    let p = s.pick_in_flowlet(
-                        black_box(&paths),
-                        black_box(mask),
-                        1400,
-                        false,
-                        now,
-                        200_000_000,
-                        current,
-                    );
+                    let p = s.pick(&PickInput {
+                        models: black_box(&paths),
+                        mask: black_box(mask),
+                        bytes: 1400,
+                        now_ns: now,
+                        hold_ns: 200_000_000,
+                        flowlet: current,
+                        ..PickInput::default()
+                    });
                     if let Some(p) = p {
                         flowlets.record(hash, p, now);
                     }

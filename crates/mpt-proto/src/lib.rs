@@ -37,7 +37,8 @@
 //!   and `Down` after the dead timer or when its link goes; operators see
 //!   [`path::PathState`], which adds `Backup` for a live path held in
 //!   reserve.
-//! * [`sched`]: per-packet path choice: [`sched::Weighted`] (fixed
+//! * [`sched`]: per-packet path choice behind one [`sched::Scheduler`]
+//!   trait: [`sched::Weighted`] (fixed
 //!   shares), [`sched::Adaptive`] (each packet where it arrives, or for
 //!   full-size ones leaves, first, by measured capacity and delay),
 //!   [`sched::Flowlets`] (a flow stays on its path while that costs
@@ -47,7 +48,8 @@
 //! * [`timer`]: the session's timer kinds: every wake-up has a reason.
 //! * [`session`]: the per-connection state machine tying paths together;
 //!   the daemon's control loop drives it through `handle_*` (input) and
-//!   `poll_*` (output), as documented on [`Session`].
+//!   `poll_*` (output), as documented on [`Session`], and takes its
+//!   receive timing from [`session::timing`].
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]

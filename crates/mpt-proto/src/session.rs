@@ -11,7 +11,10 @@
 //! 2. at or after [`Session::poll_timeout`], call [`Session::handle_timeout`];
 //! 3. then drain [`Session::poll_transmit`] (send each on its path) and
 //!    [`Session::poll_event`] (log/count state changes), and publish
-//!    [`Session::eligibility`] to the schedulers.
+//!    [`Session::eligibility`] to the schedulers;
+//! 4. once per round, publish [`Session::path_models`] to the transmit
+//!    workers and [`Session::timing_plan`] (the resequencer's waits and
+//!    the delay data is held to, see [`timing`]) to the receive workers.
 //!
 //! Data datagrams may also be fed through `handle_datagram` (the simulation
 //! tests do); the two inputs account the same way, so a datagram must be fed
@@ -25,58 +28,36 @@
 //! and reports the answer as [`Event::ControlAnswered`]. A request from the
 //! peer surfaces as [`Event::PeerControl`]; the driver acts on it and
 //! answers with [`Session::answer_control`].
+//!
+//! The parts, one concern each: this file holds the session's state, its
+//! paths and the input and timer handling; `peer_control` the control
+//! messages; `models` what the adaptive scheduler is told of each path;
+//! [`timing`] the receiver's timing policy; `handover` the handover gaps;
+//! `transmit`, `event` and `error` what the session hands its driver.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+mod error;
+mod event;
 mod handover;
+mod models;
+mod peer_control;
+pub mod timing;
+mod transmit;
 
+pub use error::{DropReason, SessionError};
+pub use event::{Event, Received};
 pub use handover::{Handover, HandoverTracker};
+pub use models::{LOSSY_PCT, LOSSY_REPAIRED_PCT, PROBE_PHASE_MAX, PROBE_PHASE_MIN};
+pub use transmit::{timestamp_us, Payload, Transmit};
 
-use crate::control::{ControlChannel, ControlError, Due, Incoming};
-use crate::error::{DecodeError, EncodeError};
+use crate::control::ControlChannel;
 pub use crate::path::DataSummary;
-use crate::path::{AdminStatus, Liveness, Path, PathParams, PathState};
-use crate::sched::{
-    level_queue, ps_per_byte, Eligibility, PathModel, LEVEL_DEADBAND_NS, MAX_PATHS,
-};
+use crate::path::{AdminStatus, Liveness, Path, PathParams};
+use crate::sched::{Eligibility, MAX_PATHS};
 use crate::timer::{Timer, TimerKind};
-use crate::wire::{
-    ControlBody, ControlMsg, Feedback, Flags, Header, Keepalive, MsgType, Refusal, HEADER_LEN,
-};
-
-/// Paths a control message is sent on at once (the usable ones, fastest
-/// first): enough to get through when one of them is failing.
-const CONTROL_FANOUT: usize = 3;
-
-/// Loss rate (percent) above which a path counts as lossy for the
-/// adaptive scheduler (if also well above the connection's best path).
-pub const LOSSY_PCT: f64 = 0.5;
-
-/// The same when the peer repairs random losses ([`Session::set_loss_repair`]):
-/// a repaired loss costs a copy and a little delay, not TCP's window, so
-/// only a path that loses much is set aside.
-pub const LOSSY_REPAIRED_PCT: f64 = 5.0;
-
-/// One-way delay differences below this count as none.
-const LIKE_DELAY: Duration = Duration::from_millis(1);
-
-/// Most a path's queue cap is raised towards a slower path's delay.
-const SPREAD_CAP_MAX: Duration = Duration::from_millis(50);
-
-/// Shortest probing phase (see [`crate::sched::probe_gain`]). A phase is
-/// the path's minimum RTT within this and [`PROBE_PHASE_MAX`]: a probe
-/// offers a quarter more for one phase, so it queues up to a quarter of
-/// a phase at the bottleneck, and the resequencer holds every flow of the
-/// connection for it. With a 20 ms floor, probes on LAN-like paths (RTT
-/// 0.1 ms) stood 5 ms queues on one path after another (12 x 100 Mbit/s,
-/// 4 streams, interleaved runs: CUBIC 0.943 and 0.951 of raw with that
-/// floor, 0.951 and 0.962 with this one; BBR 0.857-0.899 and
-/// 0.909-0.917).
-pub const PROBE_PHASE_MIN: Duration = Duration::from_millis(4);
-
-/// Longest probing phase.
-pub const PROBE_PHASE_MAX: Duration = Duration::from_millis(200);
+use crate::wire::{ControlMsg, Feedback, Flags, Header, Keepalive, MsgType, HEADER_LEN};
 
 /// Outgoing datagrams a session may queue before it drops new probe
 /// replies: far more than the paths' probes per keepalive round, small
@@ -94,166 +75,6 @@ pub struct SessionConfig {
     /// every id a previous incarnation of this sender used (the daemon
     /// takes the wall clock in microseconds).
     pub first_control_id: u64,
-}
-
-/// Why a datagram was not accepted. Each maps to a drop counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum DropReason {
-    /// The header or body did not decode.
-    #[error("malformed: {0}")]
-    Malformed(#[from] DecodeError),
-    /// The header names another connection.
-    #[error("unknown connection id {0}")]
-    UnknownConnection(u32),
-    /// The path index is not one of ours.
-    #[error("no such path {0}")]
-    UnknownPath(usize),
-    /// A message this version does not handle yet (control, handshake).
-    #[error("unsupported message type {0:?}")]
-    Unsupported(MsgType),
-    /// A sealed message arrived on a session without keys.
-    #[error("sealed message without session keys")]
-    Sealed,
-}
-
-/// Errors building or reconfiguring a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
-    /// More paths than [`MAX_PATHS`].
-    #[error("{0} paths, at most {MAX_PATHS} allowed")]
-    TooManyPaths(usize),
-    /// The path index is not one of ours.
-    #[error("no such path {0}")]
-    UnknownPath(usize),
-    /// The path id is taken.
-    #[error("path id {0} is in use")]
-    PathExists(usize),
-    /// Too many control messages await an answer.
-    #[error(transparent)]
-    Control(#[from] ControlError),
-}
-
-/// What an accepted datagram was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Received<'a> {
-    /// An IP packet for the tun device.
-    Data(&'a [u8]),
-    /// A probe (a reply has been queued).
-    Probe,
-    /// A probe reply (RTT and loss updated).
-    ProbeReply,
-    /// Feedback on our data (estimators updated).
-    Feedback,
-    /// A control message (see the events).
-    Control,
-}
-
-/// Something the driver or an operator must know about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// A path's reported state changed.
-    PathStateChanged {
-        /// Path index.
-        path: usize,
-        /// Old state.
-        from: PathState,
-        /// New state.
-        to: PathState,
-    },
-    /// The peer asks for a change (add or remove a path). The driver acts
-    /// on it and must answer with [`Session::answer_control`].
-    PeerControl {
-        /// The path it arrived on (the answer goes back there).
-        via: usize,
-        /// The request.
-        msg: ControlMsg,
-    },
-    /// The peer answered one of our control messages.
-    ControlAnswered {
-        /// Our message.
-        msg: ControlMsg,
-        /// Its answer.
-        result: Result<(), Refusal>,
-    },
-    /// The peer never answered one of our control messages.
-    ControlGaveUp {
-        /// Our message.
-        msg: ControlMsg,
-    },
-    /// Data moved off a path that left service (see [`HandoverTracker`]).
-    Handover(Handover),
-}
-
-/// The body of a datagram the session wants sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Payload {
-    /// A probe or probe reply body.
-    Keepalive(Keepalive),
-    /// A control message.
-    Control(ControlMsg),
-    /// Feedback on the peer's data.
-    Feedback(Feedback),
-}
-
-/// A datagram the session wants sent. The caller allocates the sequence
-/// numbers (the data plane shares those counters) and emits it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// Path index to send on.
-    pub path: usize,
-    /// Probe, probe reply or control.
-    pub msg_type: MsgType,
-    /// Connection id.
-    pub conn_id: u32,
-    /// Send timestamp.
-    pub timestamp_us: u32,
-    /// Body.
-    pub body: Payload,
-}
-
-impl Transmit {
-    /// Encoded length of a probe or probe reply.
-    pub const KEEPALIVE_LEN: usize = HEADER_LEN + Keepalive::LEN;
-
-    /// Encoded length of a feedback message.
-    pub const FEEDBACK_LEN: usize = HEADER_LEN + Feedback::LEN;
-
-    /// Longest datagram a session asks to send (a control message).
-    pub const MAX_LEN: usize = HEADER_LEN + ControlMsg::MAX_LEN;
-
-    /// Writes the datagram into `buf` and returns its length.
-    pub fn emit(&self, seq: u64, path_seq: u32, buf: &mut [u8]) -> Result<usize, EncodeError> {
-        let header = Header {
-            msg_type: self.msg_type,
-            flags: Flags::NONE,
-            path_id: u16::try_from(self.path).unwrap_or(u16::MAX),
-            conn_id: self.conn_id,
-            seq,
-            path_seq,
-            timestamp_us: self.timestamp_us,
-        };
-        header.emit(buf)?;
-        let body = buf.get_mut(HEADER_LEN..).unwrap_or_default();
-        let len = match &self.body {
-            Payload::Keepalive(k) => {
-                k.emit(body)?;
-                Keepalive::LEN
-            }
-            Payload::Control(c) => c.emit(body)?,
-            Payload::Feedback(f) => {
-                f.emit(body)?;
-                Feedback::LEN
-            }
-        };
-        Ok(HEADER_LEN + len)
-    }
-}
-
-/// Microseconds since `epoch`, wrapping: the wire timestamp.
-pub fn timestamp_us(epoch: Instant, now: Instant) -> u32 {
-    // Truncation is the point: the timestamp wraps every ~71 minutes and is
-    // only ever compared by wrapping subtraction.
-    now.saturating_duration_since(epoch).as_micros() as u32
 }
 
 /// The state machine of one connection.
@@ -391,133 +212,6 @@ impl Session {
         e
     }
 
-    /// The adaptive scheduler's model of every path, indexed by path id
-    /// (free slots get a default model), plus each path's probing phase
-    /// length. See [`crate::sched::Adaptive`] for how they are used.
-    ///
-    /// * rate: the delivery estimate, offered at twice its value while no
-    ///   standing queue has confirmed it, and scaled by `weight_out / max
-    ///   weight_out` of the usable paths (under `adaptive`, a weight caps a
-    ///   path's share of its capacity; equal weights change nothing). An
-    ///   unknown rate models the path as free.
-    /// * one-way delay above the fastest path: from the feedback's
-    ///   one-way delays when every usable path has one (exact, including
-    ///   asymmetric paths), else half the minimum RTTs.
-    /// * cap: the minimum RTT within 10-300 ms, raised to the delay gap
-    ///   to the slowest usable path (at most 50 ms).
-    /// * lossy: over [`LOSSY_PCT`] % loss ([`LOSSY_REPAIRED_PCT`] with
-    ///   [`Session::set_loss_repair`]) while no queue stood (a full
-    ///   buffer's drops are congestion, which TCP handles) and over four
-    ///   times the least lossy usable path's.
-    /// * leveling: a path whose measured standing queue makes its packets
-    ///   arrive later than the quickest path's (one-way delay plus queue)
-    ///   is offered less of its rate until that queue drains
-    ///   ([`crate::sched::level_queue`], over two smoothed RTTs): the
-    ///   resequencer holds every flow for the latest path, so a queue one
-    ///   path builds alone costs the whole connection.
-    pub fn path_models(&self, now: Instant, out: &mut Vec<(PathModel, Duration)>) {
-        out.clear();
-        out.resize(self.paths.len(), (PathModel::default(), Duration::ZERO));
-        let usable = || self.paths().filter(|(_, p)| p.usable());
-        let max_weight = usable()
-            .map(|(_, p)| p.params().weight_out)
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        let least_loss = usable()
-            .filter_map(|(_, p)| p.current_random_loss(now))
-            .fold(f64::INFINITY, f64::min);
-        let all_owd = usable().all(|(_, p)| p.delivery().owd_min_us().is_some());
-        let base_owd = usable()
-            .filter_map(|(_, p)| p.delivery().owd_min_us())
-            .reduce(|a, b| if (a.wrapping_sub(b) as i32) < 0 { a } else { b });
-        let base_half_rtt = usable()
-            .filter_map(|(_, p)| p.rtt().min())
-            .min()
-            .map(|r| r / 2);
-        let owd_of = |p: &Path| {
-            let d = p.delivery();
-            let owd = match (
-                all_owd,
-                base_owd,
-                d.owd_min_us(),
-                base_half_rtt,
-                p.rtt().min(),
-            ) {
-                (true, Some(base), Some(own), _, _) => {
-                    let rel = own.wrapping_sub(base) as i32;
-                    Duration::from_micros(rel.max(0) as u64)
-                }
-                (_, _, _, Some(base), Some(own)) => (own / 2).saturating_sub(base),
-                _ => Duration::ZERO,
-            };
-            // Below a millisecond, paths are alike (measurement noise).
-            if owd < LIKE_DELAY {
-                Duration::ZERO
-            } else {
-                owd
-            }
-        };
-        let slowest = usable().map(|(_, p)| owd_of(p)).max().unwrap_or_default();
-        // When a packet sent now arrives, above the quickest path: the
-        // propagation delay above it plus the queue measured lately.
-        let queue_of = |p: &Path| p.delivery().recent_queueing_delay(now);
-        let quickest = usable()
-            .filter_map(|(_, p)| queue_of(p).map(|q| owd_of(p) + q))
-            .min();
-        for (i, p) in self.paths() {
-            let d = p.delivery();
-            let mut ps = d.rate_bps().map_or(0, |r| {
-                let r = u128::from(r) * u128::from(p.params().weight_out.max(1))
-                    / u128::from(max_weight);
-                ps_per_byte(r as u64)
-            });
-            if !d.confirmed() {
-                // Only a lower bound (the estimate has a floor, so a path
-                // carrying only ACKs is not modelled as nearly useless):
-                // offered twice as much until a queue shows the capacity.
-                ps /= 2;
-            }
-            let owd = owd_of(p);
-            // A queue stands: the path delivers its capacity, and the
-            // estimate follows it up or down without probing, which would
-            // only deepen the queue.
-            let queued = queue_of(p).is_some_and(|q| q.as_nanos() as u64 > LEVEL_DEADBAND_NS);
-            if let (Some(q), Some(lo)) = (queue_of(p), quickest) {
-                let excess = q.min((owd + q).saturating_sub(lo));
-                let horizon = p.rtt().smoothed().unwrap_or_default() * 2;
-                ps = level_queue(ps, excess.as_nanos() as u64, horizon.as_nanos() as u64);
-            }
-            let min_rtt = p.rtt().min().unwrap_or(Duration::from_millis(50));
-            // The cap stands for the bottleneck's buffer, which we cannot
-            // see: about an RTT (the usual buffer sizing), raised towards
-            // the slowest path's extra delay, up to 50 ms, so a fast path
-            // absorbs a burst rather than spilling it where it arrives
-            // later (and holds the flow behind it).
-            let spread = slowest.saturating_sub(owd).min(SPREAD_CAP_MAX);
-            let cap = min_rtt
-                .clamp(Duration::from_millis(10), Duration::from_millis(300))
-                .max(spread);
-            let lossy = p
-                .current_random_loss(now)
-                .is_some_and(|l| l > self.lossy_pct && l > 4.0 * least_loss);
-            out[i] = (
-                PathModel {
-                    ps_per_byte: ps,
-                    owd_ns: owd.as_nanos() as u64,
-                    cap_ns: cap.as_nanos() as u64,
-                    lossy,
-                    lower_bound: !d.confirmed(),
-                },
-                if queued {
-                    Duration::ZERO
-                } else {
-                    min_rtt.clamp(PROBE_PHASE_MIN, PROBE_PHASE_MAX)
-                },
-            );
-        }
-    }
-
     /// Runs `f` on path `i` and records a state change it causes.
     fn with_path<R>(&mut self, i: usize, f: impl FnOnce(&mut Path) -> R) -> Option<R> {
         let path = self.paths.get_mut(i)?.as_mut()?;
@@ -629,108 +323,6 @@ impl Session {
             | MsgType::Repair) => return Err(DropReason::Unsupported(t)),
         };
         Ok(received)
-    }
-
-    fn on_control(&mut self, via: usize, msg: ControlMsg, now: Instant) {
-        if let ControlBody::Ack(result) = msg.body {
-            if let Some(ours) = self.control.on_ack(msg.id) {
-                self.events
-                    .push_back(Event::ControlAnswered { msg: ours, result });
-            }
-            return;
-        }
-        match self.control.on_request(msg.id) {
-            Incoming::New => self.events.push_back(Event::PeerControl { via, msg }),
-            Incoming::Repeat(result) => self.queue_ack(via, &msg, result, now),
-            Incoming::Stale => self.queue_ack(via, &msg, Err(Refusal::Refused), now),
-        }
-    }
-
-    fn queue_ack(
-        &mut self,
-        via: usize,
-        msg: &ControlMsg,
-        result: Result<(), Refusal>,
-        now: Instant,
-    ) {
-        let ack = ControlMsg {
-            id: msg.id,
-            path_id: msg.path_id,
-            body: ControlBody::Ack(result),
-        };
-        self.queue_transmit(Transmit {
-            path: via,
-            msg_type: MsgType::Control,
-            conn_id: self.conn_id,
-            timestamp_us: timestamp_us(self.epoch, now),
-            body: Payload::Control(ack),
-        });
-    }
-
-    /// Answers a request the driver got as [`Event::PeerControl`]; the ack
-    /// goes back on the path it came on. Repeats of the request are
-    /// answered the same way without another event.
-    pub fn answer_control(
-        &mut self,
-        via: usize,
-        msg: &ControlMsg,
-        result: Result<(), Refusal>,
-        now: Instant,
-    ) {
-        self.control.record_answer(msg.id, result);
-        self.queue_ack(via, msg, result, now);
-    }
-
-    /// Tells the peer about path `path_id` (added or removed here). The
-    /// session repeats the message until the peer answers; the answer
-    /// arrives as [`Event::ControlAnswered`] (or [`Event::ControlGaveUp`]).
-    /// Returns the message id.
-    pub fn send_control(
-        &mut self,
-        path_id: u16,
-        body: ControlBody,
-        now: Instant,
-    ) -> Result<u64, SessionError> {
-        let id = self.control.send(path_id, body, now)?;
-        self.flush_control(now);
-        Ok(id)
-    }
-
-    /// Sends the control messages due at `now` on the best paths: the
-    /// usable ones by smoothed RTT, or every path not switched off when
-    /// none is usable yet.
-    fn flush_control(&mut self, now: Instant) {
-        while let Some(due) = self.control.poll_due(now) {
-            let msg = match due {
-                Due::Send(m) => m,
-                Due::GaveUp(msg) => {
-                    self.events.push_back(Event::ControlGaveUp { msg });
-                    continue;
-                }
-            };
-            let mut via: Vec<(Duration, usize)> = self
-                .paths()
-                .filter(|(_, p)| p.usable())
-                .map(|(i, p)| (p.rtt().smoothed().unwrap_or(Duration::MAX), i))
-                .collect();
-            if via.is_empty() {
-                via = self
-                    .paths()
-                    .filter(|(_, p)| p.params().admin != AdminStatus::Down)
-                    .map(|(i, _)| (Duration::MAX, i))
-                    .collect();
-            }
-            via.sort_unstable();
-            for &(_, path) in via.iter().take(CONTROL_FANOUT) {
-                self.queue_transmit(Transmit {
-                    path,
-                    msg_type: MsgType::Control,
-                    conn_id: self.conn_id,
-                    timestamp_us: timestamp_us(self.epoch, now),
-                    body: Payload::Control(msg),
-                });
-            }
-        }
     }
 
     fn on_probe(&mut self, path: usize, header: &Header, body: &Keepalive, now: Instant) {

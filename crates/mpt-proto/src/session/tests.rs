@@ -1,8 +1,13 @@
 //! Two sessions joined by simulated links, in virtual time.
 
 use super::*;
-use crate::path::SUSPECT_MIN;
-use crate::sched::{SchedPath, Scheduler, Weighted};
+use crate::error::DecodeError;
+use crate::path::{PathState, SUSPECT_MIN};
+use crate::sched::{PickInput, SchedPath, Scheduler, Weighted};
+use crate::wire::{ControlBody, Refusal};
+
+/// The timing plan in this world (see `timing.rs`).
+mod timing;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -210,7 +215,7 @@ impl Pair {
             };
         }
         let mask = self.a.eligibility().active();
-        let Some(path) = self.sched.pick(&weights, mask) else {
+        let Some(path) = self.sched.pick(&PickInput::weighted(&weights, mask)) else {
             return;
         };
         self.data_sent[path] += 1;

@@ -20,8 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpt_proto::crypto::TAG_LEN;
-use mpt_proto::path::{AdminStatus, Liveness};
-use mpt_proto::seq::{below_half, seq_before};
+use mpt_proto::path::Liveness;
+use mpt_proto::seq::seq_before;
+use mpt_proto::session::timing::{
+    owd_bounds, share_idle, share_weight, smoothed_share, TimingInput,
+};
 use mpt_proto::wire::{Flags, Header, HeaderViewMut, MsgType, HEADER_LEN};
 use mpt_proto::{DataSummary, DropReason, Event, Session};
 use serde_json::{json, Value};
@@ -52,243 +55,6 @@ pub(super) const OUT_LEN: usize = 192;
 /// Longest wait for the paths before readiness is reported anyway (a peer
 /// that is down must not make the service fail to start).
 const READY_WAIT: Duration = Duration::from_secs(10);
-
-/// The lowest and highest of one-way delays (wrapping µs) and how many
-/// there were; `None` for none.
-fn owd_bounds(owds: impl Iterator<Item = u32>) -> Option<(u32, u32, usize)> {
-    owds.fold(None, |acc, o| match acc {
-        None => Some((o, o, 1)),
-        Some((lo, hi, n)) => Some((
-            if seq_before(o, lo) { o } else { lo },
-            if seq_before(hi, o) { o } else { hi },
-            n + 1,
-        )),
-    })
-}
-
-/// How long the resequencer waits for a gap to fill: the spread of one-way
-/// delays between the fastest and the slowest usable path, plus twice the
-/// largest RTT variation, plus a floor for scheduling jitter of the
-/// receive workers; capped at two seconds. The spread is the larger of
-/// half the RTT spread and, with a quarter's margin, the spread of the
-/// one-way delays measured on the data received in the last second (which
-/// includes the paths' queues: a satellite's buffer can add as much as its
-/// propagation delay).
-pub fn reorder_timeout(session: &Session, now: Instant) -> Duration {
-    let floor = crate::plane::DEFAULT_REORDER_TIMEOUT;
-    let usable = session.paths().map(|(_, p)| p).filter(|p| p.usable());
-    let (mut lo, mut hi, mut var) = (Duration::MAX, Duration::ZERO, Duration::ZERO);
-    for p in usable {
-        if let Some(rtt) = p.rtt().smoothed() {
-            lo = lo.min(rtt);
-            hi = hi.max(rtt);
-            var = var.max(p.rtt().variation());
-        }
-    }
-    if hi < lo {
-        return floor;
-    }
-    let recent = session
-        .paths()
-        .filter_map(|(_, p)| p.rx_owd())
-        .filter(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(1))
-        .map(|(owd, _)| owd);
-    let owd_spread = match owd_bounds(recent) {
-        Some((l, h, _)) => {
-            Duration::from_micros(u64::from(h.wrapping_sub(l)).min(u64::from(u32::MAX / 2)))
-        }
-        None => Duration::ZERO,
-    };
-    let spread = ((hi - lo) / 2).max(owd_spread + owd_spread / 4);
-    (spread + var * 2 + floor).min(Duration::from_secs(2))
-}
-
-/// The one-way delay the receive worker holds data to (see `equalize`):
-/// the slowest of the connection's paths that are up, not backups, and
-/// either near the fastest in delay or bringing a real share of the data
-/// (`carries`), by the last delay measured on each path that carries
-/// data, and by the lowest over the last 20-40 ms on each that does not
-/// (its sporadic data's, probes' and feedback's, see
-/// `Path::rx_owd_standing`; µs, wrapping, with the clock offset), when it
-/// exceeds the fastest by at least [`crate::dataplane::equalize::MIN_HOLD`]; with
-/// it, how far it lies above the fastest (µs), the longest hold it makes.
-///
-/// Why the two: a path that carries little has few samples, each with the
-/// jitter of both endpoints' threads, and its latest one set the hold of
-/// every flow (ACKs coming back over 2 of 12 like paths were held
-/// 3.6-3.9 ms for it). A path that carries data has a fresh sample every
-/// receive summary, and its latest one is what the resequencer will wait
-/// for anyway: equalising to the lowest of its window instead moved the
-/// wait into the resequencer (WiFi + LTE with BBR: hold p99 38-59 ms in 5
-/// of 6 runs against 8-14 ms in 5 of 6 with the latest).
-///
-/// A path whose RTT is within [`EQUALIZE_NEAR`] of the fastest counts
-/// whether it carries data at the moment or not (unless `random_loss`), so that a flow meets one
-/// delay from its first packet to its last. When only the paths in use
-/// counted, a BBR flow measured the fast path's RTT while it was slow
-/// enough to fit there, sized its window by it and, once the slow path
-/// joined and everything was held to its delay, was held to a fraction of
-/// the summed capacity: bimodal between 0.44 and 0.98 of the sum over
-/// WiFi + LTE in runs of the same build, 0.91-0.95 with near paths always
-/// counted. A far path (a satellite beside DSL) counts, unless `bulk`,
-/// only while it brings at least [`EQUALIZE_MIN_SHARE`] of the data
-/// (payload of data and repair messages; see [`SHARE_IDLE`]): holding
-/// every datagram to its delay would cost interactive traffic hundreds of
-/// milliseconds. (An older build measured CUBIC over GEO + DSL at 0.88 of
-/// the best path held always, 1.42 held only while the satellite carried
-/// data; but it counted keepalives as data, so an idle satellite "carried"
-/// half of it and every flow began held, as `bulk` now makes sure.)
-///
-/// `bulk`: the target of full-size datagrams and TCP SYNs, for which a
-/// far path counts whenever it is up, carrying data or not (unless
-/// `random_loss`). A bulk flow thus meets the far path's delay from its
-/// handshake on, whether the sender has put any of it there yet or not,
-/// while short datagrams (pings, keystrokes, DNS, voice, ACKs) see the near
-/// path's. Measured over GEO + DSL: with the far path counted for every
-/// datagram only while it carried data, a flow that began on DSL alone
-/// met a 25 ms RTT, then 313 ms once the satellite joined; CUBIC left
-/// slow start on DSL's queue and took 15 s to grow into the satellite
-/// (0.58 and 0.64 of the best path in two first runs, against 1.47 and
-/// 1.48 in runs that began held), and BBR, sizing its window by the
-/// 25 ms, fell to 2.6 Mbit/s until its minimum RTT expired.
-///
-/// `random_loss`: the receiver asked for repairs within the last
-/// [`RANDOM_LOSS_HOLD`]. Then only paths carrying data count: the losses
-/// repair does not catch make a loss-based sender (CUBIC) back off, and
-/// its rate after that is its window over the RTT, so the tunnel had
-/// better show the fast path's RTT while the flow fits there (CUBIC over
-/// WiFi with 1 % loss + LTE: 0.68-1.33 of the best path with near paths
-/// always counted, 1.57-2.06 without).
-pub fn equalize_target(
-    session: &Session,
-    now: Instant,
-    carries: impl Fn(usize) -> bool,
-    random_loss: bool,
-    bulk: bool,
-) -> Option<(u32, u32)> {
-    let primary = |p: &mpt_proto::path::Path| {
-        p.liveness() == Liveness::Up && p.params().admin == AdminStatus::Up
-    };
-    let fastest = session
-        .paths()
-        .filter(|(_, p)| primary(p))
-        .filter_map(|(_, p)| p.rtt().min())
-        .min();
-    let near = |p: &mpt_proto::path::Path| match (fastest, p.rtt().min()) {
-        (Some(f), Some(r)) => !random_loss && r.saturating_sub(f) <= EQUALIZE_NEAR,
-        _ => false,
-    };
-    let (lo, hi, _) = owd_bounds(
-        session
-            .paths()
-            .filter(|(id, p)| primary(p) && (near(p) || carries(*id) || (bulk && !random_loss)))
-            .filter_map(|(id, p)| match carries(id) {
-                true => p.rx_owd(),
-                false => p.rx_owd_standing(now),
-            })
-            .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
-            .map(|(owd, _)| owd),
-    )?;
-    let spread = u64::from(hi.wrapping_sub(lo));
-    (spread >= crate::dataplane::equalize::MIN_HOLD.as_micros() as u64 && below_half(spread as u32))
-        .then_some((hi, spread as u32))
-}
-
-/// The spread (slowest − fastest) of the last one-way delays measured on
-/// the up paths that bring data (`carries`), queueing included: what the
-/// resequencer must at least wait for data that overtook on a faster path.
-/// `None` with fewer than two such paths. Reported in `mpt status`
-/// (`reorder.spread_ms`) so a benchmark can set the holds it measured
-/// against the delays the paths really had.
-pub fn rx_delay_spread(
-    session: &Session,
-    now: Instant,
-    carries: impl Fn(usize) -> bool,
-) -> Option<Duration> {
-    let (lo, hi, n) = owd_bounds(
-        session
-            .paths()
-            .filter(|(id, p)| p.liveness() == Liveness::Up && carries(*id))
-            .filter_map(|(_, p)| p.rx_owd())
-            .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
-            .map(|(owd, _)| owd),
-    )?;
-    let spread = hi.wrapping_sub(lo);
-    (n >= 2 && below_half(spread)).then(|| Duration::from_micros(u64::from(spread)))
-}
-
-/// Per path id, for the resequencer's loss proof (see
-/// `Resequencer::set_path_wait`): how much later than on the fastest path
-/// a datagram sent on a usable path arrives (the last one-way delays
-/// measured on each, or half the difference of minimum RTTs where no
-/// delay was measured lately), plus twice its RTT variation and
-/// [`PATH_WAIT_MARGIN`] for jitter, at most the gap timeout; `None` for
-/// paths that cannot carry data now.
-pub fn path_waits(
-    session: &Session,
-    now: Instant,
-    timeout: Duration,
-) -> [Option<Duration>; mpt_proto::sched::MAX_PATHS] {
-    let mut waits = [None; mpt_proto::sched::MAX_PATHS];
-    let recent = |p: &mpt_proto::path::Path| {
-        p.rx_owd()
-            .filter(|(_, at)| now.saturating_duration_since(*at) < OWD_HORIZON)
-            .map(|(owd, _)| owd)
-    };
-    let usable = || session.paths().filter(|(_, p)| p.usable());
-    let owd_lo = owd_bounds(usable().filter_map(|(_, p)| recent(p))).map(|(lo, _, _)| lo);
-    let rtt_lo = usable().filter_map(|(_, p)| p.rtt().min()).min();
-    for (id, p) in usable() {
-        let extra = match (recent(p), owd_lo) {
-            (Some(o), Some(lo)) if !seq_before(o, lo) => {
-                Duration::from_micros(u64::from(o.wrapping_sub(lo)).min(u64::from(u32::MAX / 2)))
-            }
-            _ => match (p.rtt().min(), rtt_lo) {
-                (Some(r), Some(lo)) => r.saturating_sub(lo) / 2,
-                _ => Duration::ZERO,
-            },
-        };
-        if let Some(w) = waits.get_mut(id) {
-            *w = Some((extra + p.rtt().variation() * 2 + PATH_WAIT_MARGIN).min(timeout));
-        }
-    }
-    waits
-}
-
-/// Smallest share of the received data (smoothed) that counts a path in
-/// the measured delay spread ([`rx_delay_spread`]).
-pub const SPREAD_MIN_SHARE: f64 = 0.005;
-
-/// Jitter margin of [`path_waits`].
-pub const PATH_WAIT_MARGIN: Duration = Duration::from_millis(2);
-
-/// RTT above the fastest path's within which a path sets the delay to
-/// equalise to whether or not it carries data (see [`equalize_target`]).
-pub const EQUALIZE_NEAR: Duration = Duration::from_millis(100);
-
-/// How long after the last repair request a connection counts as having
-/// random loss (see [`equalize_target`]).
-pub const RANDOM_LOSS_HOLD: Duration = Duration::from_secs(10);
-
-/// Smallest share of the received data (smoothed) that lets a path farther
-/// than [`EQUALIZE_NEAR`] set the delay the receiver equalises to.
-pub const EQUALIZE_MIN_SHARE: f64 = 0.05;
-
-/// Oldest one-way delay sample a path's delay is taken from (idle paths
-/// are probed every `keepalive`, 2 s by default).
-pub const OWD_HORIZON: Duration = Duration::from_secs(10);
-
-/// Time constant of the smoothed shares of sent and received data.
-pub const SHARE_TAU: Duration = Duration::from_millis(500);
-
-/// A path that brought no data for this long has no share of the
-/// received data (the smoothed share only moves when data arrives, so
-/// after a bulk flow over a satellite path it stood still, and held every
-/// packet of the next interactive flow to the satellite's delay until
-/// enough of its data had come). Longer than a BBR flow's pause of the
-/// satellite path while it probes its minimum RTT (about one RTT, 600 ms
-/// over GEO), so a bulk flow's hold stays steady.
-pub const SHARE_IDLE: Duration = Duration::from_secs(2);
 
 /// The control loop.
 pub struct ControlLoop {
@@ -806,21 +572,17 @@ impl ControlLoop {
                     shared.model.publish(*model, *phase);
                 }
             }
-            let timeout = reorder_timeout(session, now);
-            conn.reseq_timeout_us
-                .store(timeout.as_micros() as u64, Relaxed);
-            conn.publish_path_waits(&path_waits(session, now, timeout));
-            let rx_share = |id: usize| {
-                table.get(id).map_or(0.0, |p| match p.view.lock() {
-                    Ok(g) => g.rx_share,
-                    Err(poisoned) => poisoned.into_inner().rx_share,
-                })
-            };
-            let carries = |id: usize| rx_share(id) >= EQUALIZE_MIN_SHARE;
-            // Any path bringing data, however little, makes the fast
-            // paths' packets wait for it in the resequencer.
-            let brings = |id: usize| rx_share(id) >= SPREAD_MIN_SHARE;
-            let random_loss = {
+            // The receiver's waits and holds (see `mpt_proto::session::timing`).
+            let mut timing = TimingInput::default();
+            for (id, _) in session.paths() {
+                if let (Some(p), Some(share)) = (table.get(id), timing.rx_share.get_mut(id)) {
+                    *share = match p.view.lock() {
+                        Ok(g) => g.rx_share,
+                        Err(poisoned) => poisoned.into_inner().rx_share,
+                    };
+                }
+            }
+            timing.last_repair_request = {
                 let requested = conn.repairs.requested_datagrams.get();
                 let mut seen = match conn.random_loss_seen.lock() {
                     Ok(g) => g,
@@ -830,24 +592,28 @@ impl ControlLoop {
                     *seen = (requested, Some(now));
                 }
                 seen.1
-                    .is_some_and(|t| now.saturating_duration_since(t) < RANDOM_LOSS_HOLD)
             };
+            let plan = session.timing_plan(now, &timing);
+            conn.reseq_timeout_us
+                .store(plan.reorder_timeout.as_micros() as u64, Relaxed);
+            conn.publish_path_waits(&plan.path_waits);
             conn.rx_spread_us.store(
-                rx_delay_spread(session, now, brings).map_or(u64::MAX, |d| d.as_micros() as u64),
+                plan.rx_delay_spread
+                    .map_or(u64::MAX, |d| d.as_micros() as u64),
                 Relaxed,
             );
-            let equalize = equalize_target(session, now, carries, random_loss, false);
+            let equalize = plan.equalize;
             conn.equalize_owd_us.store(
-                equalize.map_or(0, |(d, _)| (1 << 32) | u64::from(d)),
+                equalize.map_or(0, |t| (1 << 32) | u64::from(t.owd_us)),
                 Relaxed,
             );
             conn.equalize_spread_us
-                .store(equalize.map_or(0, |(_, s)| u64::from(s)), Relaxed);
-            let bulk = equalize_target(session, now, carries, random_loss, true);
+                .store(equalize.map_or(0, |t| u64::from(t.spread_us)), Relaxed);
+            let bulk = plan.equalize_bulk;
             conn.equalize_bulk_owd_us
-                .store(bulk.map_or(0, |(d, _)| (1 << 32) | u64::from(d)), Relaxed);
+                .store(bulk.map_or(0, |t| (1 << 32) | u64::from(t.owd_us)), Relaxed);
             conn.equalize_bulk_spread_us
-                .store(bulk.map_or(0, |(_, s)| u64::from(s)), Relaxed);
+                .store(bulk.map_or(0, |t| u64::from(t.spread_us)), Relaxed);
             // Each path's share of the data sent since the last round.
             let mut sent = [0u64; mpt_proto::sched::MAX_PATHS];
             for (id, _) in session.paths() {
@@ -894,13 +660,10 @@ impl ControlLoop {
                 };
                 // Smoothed over time: the weight of this round's sample
                 // grows with the time it covers.
-                let alpha = share_at.map_or(1.0, |t| {
-                    let dt = now.saturating_duration_since(t).as_secs_f64();
-                    1.0 - (-dt / SHARE_TAU.as_secs_f64()).exp()
-                });
+                let alpha = share_weight(share_at, now);
                 let (rx_share, share_rx_bytes) = if got_total > 0 {
                     (
-                        old_rx.0 * (1.0 - alpha) + alpha * got[id] as f64 / got_total as f64,
+                        smoothed_share(old_rx.0, got[id], got_total, alpha),
                         old_rx.1 + got[id],
                     )
                 } else {
@@ -909,16 +672,14 @@ impl ControlLoop {
                 // A path that brought no data lately carries nothing,
                 // whatever its share was when data last came.
                 let last_data_ns = shared.rx_summary_last_ns.load(Relaxed);
-                let rx_share = if last_data_ns == 0
-                    || conn_ns.saturating_sub(last_data_ns) > SHARE_IDLE.as_nanos() as u64
-                {
+                let rx_share = if share_idle(last_data_ns, conn_ns) {
                     0.0
                 } else {
                     rx_share
                 };
                 let (share, share_tx_bytes) = if total > 0 {
                     (
-                        old.0 * (1.0 - alpha) + alpha * sent[id] as f64 / total as f64,
+                        smoothed_share(old.0, sent[id], total, alpha),
                         old.1 + sent[id],
                     )
                 } else {

@@ -10,7 +10,7 @@
 //! one-way delay of the slowest primary path that is up and either near
 //! the fastest or carrying data (a far path counts for full-size datagrams
 //! and TCP SYNs whether it carries data or not; see
-//! `control_loop::equalize_target` for which and why): every packet leaves
+//! `mpt_proto::session::timing::equalize_target` for which and why): every packet leaves
 //! about `timestamp + slowest delay`, and the tunnel looks like one path of
 //! the summed capacity and the slowest path's delay. (On like paths the
 //! holds are below a millisecond and skipped.)
@@ -27,8 +27,9 @@
 
 use std::time::{Duration, Instant};
 
-/// Holds shorter than this are not worth it (like paths, jitter).
-pub const MIN_HOLD: Duration = Duration::from_millis(1);
+/// Holds shorter than this are not worth it (like paths, jitter); the
+/// timing policy sets no target below it.
+pub use mpt_proto::session::timing::MIN_HOLD;
 
 /// Longest hold.
 pub const MAX_HOLD: Duration = Duration::from_secs(1);

@@ -20,7 +20,7 @@ use mpt_proto::crypto::{SessionKeys, TAG_LEN};
 use mpt_proto::flow::{flow_hash, is_tcp_syn, FlowTable};
 use mpt_proto::repair::RepairHistory;
 use mpt_proto::sched::{
-    Adaptive, Flowlets, PathModel, RealtimeFlows, Redundancy, SchedPath, Scheduler, Weighted,
+    AnyScheduler, Flowlets, PathModel, PickInput, RealtimeFlows, Redundancy, SchedPath, Scheduler,
 };
 use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN, HEADER_LEN};
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
@@ -212,8 +212,8 @@ impl TxWorker {
         let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65535];
         let mut bufs: Vec<Vec<u8>> = (0..TX_BATCH).map(|_| vec![0u8; seg_len]).collect();
         let mut sizes = vec![0usize; TX_BATCH];
-        let mut scheds: Vec<Weighted> = self.conns.iter().map(|_| Weighted::new()).collect();
-        let mut adaptive: Vec<Adaptive> = self.conns.iter().map(|_| Adaptive::new()).collect();
+        let mut scheds: Vec<AnyScheduler> =
+            self.conns.iter().map(|_| AnyScheduler::default()).collect();
         let mut models: Vec<Vec<PathModel>> = self
             .conns
             .iter()
@@ -311,8 +311,7 @@ impl TxWorker {
                 set_generation = set_now;
                 (self.conns, self.router) = self.set.load();
                 let n = self.conns.len();
-                scheds.resize_with(n, Weighted::new);
-                adaptive.resize_with(n, Adaptive::new);
+                scheds.resize_with(n, AnyScheduler::default);
                 let slots = mpt_proto::sched::MAX_PATHS;
                 models.resize_with(n, || Vec::with_capacity(slots));
                 charged.resize_with(n, || Vec::with_capacity(slots));
@@ -370,42 +369,53 @@ impl TxWorker {
                     redundancy[c] = conn.redundancy();
                     models[c].clear();
                     charged[c].clear();
-                    if conn.adaptive.load(Relaxed) {
+                    let adaptive = conn.adaptive.load(Relaxed);
+                    scheds[c].select(adaptive);
+                    if adaptive {
                         let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
                         models[c].resize(tables[c].slots(), PathModel::default());
                         charged[c].resize(tables[c].slots(), 0);
                         for p in tables[c].iter() {
                             models[c][p.id] = p.model.load(p.id, conn_ns);
-                            adaptive[c].set_busy_until(p.id, p.model.busy_until());
+                            scheds[c].set_busy_until(p.id, p.model.busy_until());
                         }
                         flowlet_gaps[c] = Flowlets::gap_for(models[c].iter().map(|m| m.owd_ns));
                     }
                 }
                 hashes[i] = flow_hash(packet);
                 let conn = &self.conns[c];
-                let pick = if models[c].is_empty() {
-                    scheds[c].pick(&sched_params[c], masks[c])
-                } else {
-                    let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
-                    let hold_ns = conn.reseq_timeout_us.load(Relaxed).saturating_mul(1000);
-                    let tag = if conn.crypto.is_some() { TAG_LEN } else { 0 };
-                    let bytes = PACKET_OFFSET + size + tag;
-                    let syn = is_tcp_syn(packet);
-                    let flowlets = &mut FlowState::of(&mut flow_states, c).flowlets;
-                    let flowlet = flowlets.current(hashes[i], conn_ns, flowlet_gaps[c]);
-                    let picked = adaptive[c].pick_in_flowlet(
-                        &models[c], masks[c], bytes, syn, conn_ns, hold_ns, flowlet,
-                    );
-                    if let Some(p) = picked {
-                        charged[c][p] +=
-                            (bytes as u64).saturating_mul(models[c][p].ps_per_byte) / 1000;
+                let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+                let tag = if conn.crypto.is_some() { TAG_LEN } else { 0 };
+                let bytes = PACKET_OFFSET + size + tag;
+                let follows = scheds[c].follows_flowlets();
+                let flowlet = follows
+                    .then(|| {
+                        let flowlets = &FlowState::of(&mut flow_states, c).flowlets;
+                        flowlets.current(hashes[i], conn_ns, flowlet_gaps[c])
+                    })
+                    .flatten();
+                let pick = scheds[c].pick(&PickInput {
+                    mask: masks[c],
+                    weights: &sched_params[c],
+                    models: &models[c],
+                    bytes,
+                    bulk: is_tcp_syn(packet),
+                    now_ns: conn_ns,
+                    hold_ns: conn.reseq_timeout_us.load(Relaxed).saturating_mul(1000),
+                    flowlet,
+                });
+                if let Some(p) = pick {
+                    // Only a scheduler with path models charges their clocks.
+                    if let (Some(m), Some(ns)) = (models[c].get(p), charged[c].get_mut(p)) {
+                        *ns += (bytes as u64).saturating_mul(m.ps_per_byte) / 1000;
+                    }
+                    if follows {
+                        let flowlets = &mut FlowState::of(&mut flow_states, c).flowlets;
                         flowlets.record(hashes[i], p, conn_ns);
                     }
-                    picked
-                };
+                }
                 copy_to[i] = NO_COPY;
                 if let Some(p) = pick {
-                    let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
                     let realtime = &mut FlowState::of(&mut flow_states, c).realtime;
                     if realtime.wants_copy(redundancy[c], hashes[i], packet, conn_ns) {
                         copy_to[i] = second_path(&models[c], masks[c], p);

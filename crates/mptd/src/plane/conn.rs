@@ -88,17 +88,17 @@ pub struct ConnShared {
     pub equalize_spread_us: AtomicU64,
     /// The same as `equalize_owd_us` with every usable far path counted,
     /// whether it brings data or not: what full-size datagrams and TCP
-    /// SYNs are held to (see `control_loop::equalize_target`).
+    /// SYNs are held to (see `mpt_proto::session::timing::equalize_target`).
     pub equalize_bulk_owd_us: AtomicU64,
     /// How far `equalize_bulk_owd_us` lies above the fastest path's delay.
     pub equalize_bulk_spread_us: AtomicU64,
     /// Spread of the one-way delays measured on the paths that bring data
     /// (slowest − fastest, µs; `u64::MAX` = fewer than two such paths):
     /// how long resequencing must at least hold data that overtook, set by
-    /// the control loop (see `control_loop::rx_delay_spread`).
+    /// the control loop (see `mpt_proto::session::timing::rx_delay_spread`).
     pub rx_spread_us: AtomicU64,
     /// Per path id: the resequencer's wait for it in µs (see
-    /// `control_loop::path_waits`), `u32::MAX` = none; set by the control
+    /// `mpt_proto::session::timing::path_waits`), `u32::MAX` = none; set by the control
     /// loop, taken by the receive worker when `path_waits_gen` moved.
     pub path_waits_us: [AtomicU32; mpt_proto::sched::MAX_PATHS],
     /// Bumped when `path_waits_us` changed.
@@ -403,9 +403,5 @@ impl ConnSet {
 pub const REORDER_SLOTS: usize = 4096;
 
 /// Gap timeout until the control loop has RTT samples to adapt it, and its
-/// floor. Losses are normally detected without it (see
-/// `mpt_proto::reorder`); it only matters when a path falls silent, and
-/// must exceed how long a busy 2-core machine can stall a sender between
-/// two paths' sends (10-20 ms seen under load), or reordered packets would
-/// be mistaken for losses.
-pub const DEFAULT_REORDER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(25);
+/// floor (the timing policy's, see `mpt_proto::session::timing`).
+pub use mpt_proto::session::timing::DEFAULT_REORDER_TIMEOUT;

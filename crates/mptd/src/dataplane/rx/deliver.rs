@@ -45,7 +45,7 @@ impl EqualizeTargets {
     /// The delay a data datagram (`plain_len` bytes of plaintext, carrying
     /// `packet`) is held to. Full-size datagrams and TCP SYNs are held
     /// with far paths counted whether they carry data or not; short ones
-    /// only with those that do (see `control_loop::equalize_target`).
+    /// only with those that do (see `mpt_proto::session::timing::equalize_target`).
     #[inline]
     pub fn for_data(&self, plain_len: usize, packet: &[u8]) -> Option<u32> {
         if plain_len >= mpt_proto::sched::SMALL_PACKET || is_tcp_syn(packet) {
