@@ -19,4 +19,5 @@ pub mod links;
 pub mod noise;
 pub mod pathset;
 pub mod peer;
+mod publish;
 mod transmit;
