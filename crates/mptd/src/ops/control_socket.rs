@@ -526,7 +526,7 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
                     "rekeys": c.crypto.as_ref().map_or(0, |k| k.rekeys.get()),
                     "key_age_s": c.crypto.as_ref().and_then(|k| k.current_ids()).map(|i| now.saturating_duration_since(i.born).as_secs_f64()),
                     "noise": c.crypto.as_ref().filter(|k| k.noise).map(|k| {
-                        handshake_json(&k.noise_counters.lock().unwrap_or_else(|p| p.into_inner()))
+                        handshake_json(&crate::sync::lock_unpoisoned(&k.noise_counters))
                     }),
                 },
                 "paths": paths,
@@ -544,7 +544,7 @@ pub fn status_of(source: &StatusSource, only: Option<&str>) -> Value {
             "errors": n.errors.get(),
         })),
         "noise": source.noise.as_ref().map(|n| {
-            let mut v = handshake_json(&n.responder.lock().unwrap_or_else(|p| p.into_inner()));
+            let mut v = handshake_json(&crate::sync::lock_unpoisoned(&n.responder));
             v["refused"]["wrong_connection"] = json!(n.refusals.wrong_connection.get());
             v["refused"]["lost_race"] = json!(n.refusals.lost_race.get());
             v["refused"]["entropy"] = json!(n.refusals.entropy.get());

@@ -17,6 +17,7 @@ use crate::ops::cmd_port::envelope::{
 };
 use crate::ops::cmd_port::stats::Stats;
 use crate::ops::control_socket::{self, StatusSource, CONTROL_VERSION};
+use crate::sync::lock_unpoisoned;
 
 /// A connection the port knows, with its command key.
 pub(super) struct Conn {
@@ -105,10 +106,7 @@ impl Shared {
         };
         let now = unix_ms();
         let (key, checked) = {
-            let mut v = match verifier.lock() {
-                Ok(v) => v,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut v = lock_unpoisoned(verifier);
             (v.key().clone(), v.accept(&fields, &mac, now))
         };
         let signed = |text: String, answer: bool| match seal_response(&key, &nonce, &text) {
