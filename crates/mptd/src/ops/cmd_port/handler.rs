@@ -16,7 +16,8 @@ use crate::ops::cmd_port::envelope::{
     b64, decode_fixed, seal_response, unix_ms, RequestEnvelope, ENVELOPE_VERSION, MAX_REQUEST,
 };
 use crate::ops::cmd_port::stats::Stats;
-use crate::ops::control_socket::{self, StatusSource, CONTROL_VERSION};
+use crate::ops::control_socket::{self, CONTROL_VERSION};
+use crate::ops::source::StatusSource;
 use crate::sync::lock_unpoisoned;
 
 /// A connection the port knows, with its command key.
@@ -164,7 +165,7 @@ impl Shared {
                 if let Some(Value::Array(conns)) = status.get_mut("connections") {
                     conns.retain(|c| c.get("name").and_then(Value::as_str) == Some(&conn.name));
                 }
-                status.insert("cmd_port".into(), s.to_json());
+                status.insert("cmd_port".into(), json!(s.to_status()));
             }
         }
         let reply = signed(response.to_string(), true);
