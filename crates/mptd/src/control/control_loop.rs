@@ -19,18 +19,18 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mpt_api::Response;
 use mpt_proto::crypto::TAG_LEN;
 use mpt_proto::path::{AdminStatus, Liveness};
 use mpt_proto::seq::{below_half, seq_before};
 use mpt_proto::wire::{Flags, Header, HeaderViewMut, MsgType, HEADER_LEN};
 use mpt_proto::{DataSummary, DropReason, Event, Session};
-use serde_json::{json, Value};
 
 use super::conn_keys::ConnKeys;
 use super::initiate::{index_in_use, initiate, noise_initiate};
 use super::transmit::send;
 use crate::config::Prefix;
-use crate::control::command::{Outcome, Request, PEER_ANSWER_WAIT};
+use crate::control::command::{Answer, Outcome, Request, PEER_ANSWER_WAIT};
 use crate::control::noise::NoiseDaemon;
 use crate::control::pathset::{self, ConnSetup, Draining};
 use crate::plane::ControlDatagram;
@@ -375,8 +375,8 @@ impl SharedPort {
 pub struct PendingAnswer {
     conn: usize,
     msg_id: u64,
-    answer: Value,
-    reply: SyncSender<Result<Value, String>>,
+    answer: Response,
+    reply: SyncSender<Answer>,
     deadline: Instant,
 }
 
@@ -514,7 +514,7 @@ impl ControlLoop {
             if self.pending[i].deadline <= now {
                 let p = self.pending.swap_remove(i);
                 let mut answer = p.answer;
-                answer["peer"] = json!("no answer yet (still trying)");
+                answer.peer = Some("no answer yet (still trying)".into());
                 let _ = p.reply.try_send(Ok(answer));
             } else {
                 i += 1;
@@ -532,7 +532,7 @@ impl ControlLoop {
             let reply = match result {
                 Ok(()) => {
                     let mut answer = p.answer;
-                    answer["peer"] = json!("confirmed");
+                    answer.peer = Some("confirmed".into());
                     Ok(answer)
                 }
                 Err(e) => Err(e),

@@ -6,9 +6,14 @@
 //! `{"version":1,"ok":false,"error":"…"}`. A malformed, unknown or
 //! oversized request gets an error and never touches the data plane. The
 //! socket is created with mode 0600: it controls the tunnel.
+//!
+//! Requests and answers are mpt-api's types, which the CLI uses too:
+//! [`Request::parse`] reads a line with the daemon's checks and messages,
+//! [`answer`] runs it (the status document from [`crate::ops::status`],
+//! changes through the control loop as a [`Command`]), and the
+//! [`Response`] is written as one line.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -17,10 +22,11 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mpt_api::{PathState, Request, Response};
 use mpt_proto::path::AdminStatus;
-use serde_json::{json, Value};
+use mpt_proto::wire::MAX_NAME_LEN;
 
-use crate::control::command::{Command, Request};
+use crate::control::command::{self, Answer, Command};
 use crate::ops::status::status_of;
 
 /// Version of the request/response protocol.
@@ -91,11 +97,12 @@ fn handle_client(stream: UnixStream, source: &StatusSource) {
             Ok(_) => {}
         }
         if line.len() > MAX_REQUEST {
-            let _ = writeln!(out, "{}", error("request longer than 64 KiB"));
+            let refusal = Response::error("request longer than 64 KiB");
+            let _ = writeln!(out, "{}", refusal.to_line());
             let _ = out.flush();
             return;
         }
-        let response = respond(&line, source);
+        let response = respond(&line, source).to_line();
         if writeln!(out, "{response}")
             .and_then(|_| out.flush())
             .is_err()
@@ -105,162 +112,80 @@ fn handle_client(stream: UnixStream, source: &StatusSource) {
     }
 }
 
-fn error(msg: &str) -> Value {
-    json!({"version": CONTROL_VERSION, "ok": false, "error": msg})
+/// Answers one request line.
+pub fn respond(line: &[u8], source: &StatusSource) -> Response {
+    match Request::parse(line, MAX_NAME_LEN) {
+        Ok(request) => answer(request, source),
+        Err(e) => Response::error(e.to_string()),
+    }
 }
 
-/// Answers one request line.
-pub fn respond(line: &[u8], source: &StatusSource) -> Value {
-    let req: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
-        Err(e) => return error(&format!("request is not valid JSON: {e}")),
+/// Answers one request: the status document here, changes by the control
+/// loop.
+pub fn answer(request: Request, source: &StatusSource) -> Response {
+    let command = match request {
+        Request::Status => return Response::status(status_of(source, None)),
+        Request::StatusOf { conn } => return status_of_one(source, &conn),
+        Request::PathState { conn, path, state } => Command::PathState {
+            conn,
+            path,
+            state: admin_status(state),
+        },
+        Request::PathWeight {
+            conn,
+            path,
+            weight_out,
+            weight_in,
+        } => Command::PathWeight {
+            conn,
+            path,
+            weight_out,
+            weight_in,
+        },
+        Request::PathAdd {
+            conn,
+            name,
+            local,
+            remote,
+            interface,
+            weight_out,
+        } => Command::PathAdd {
+            conn,
+            name,
+            local,
+            remote,
+            interface,
+            weight: weight_out,
+        },
+        Request::PathRemove { conn, path, force } => Command::PathRemove { conn, path, force },
+        Request::Reload => Command::Reload,
     };
-    match req.get("version").and_then(Value::as_u64) {
-        Some(CONTROL_VERSION) => {}
-        Some(v) => {
-            return error(&format!(
-                "unsupported version {v}, this daemon speaks {CONTROL_VERSION}"
-            ))
-        }
-        None => return error("missing \"version\""),
+    execute(&source.commands, command).unwrap_or_else(Response::error)
+}
+
+/// The status document with connection `name` alone, or an error naming
+/// the connections whose names are close.
+fn status_of_one(source: &StatusSource, name: &str) -> Response {
+    let conns = source.conns.list();
+    let live = || conns.iter().filter(|c| !c.removed.load(Relaxed));
+    if !live().any(|c| c.name == name) {
+        let names: Vec<&str> = live().map(|c| c.name.as_str()).collect();
+        return Response::error(unknown_connection(name, &names));
     }
-    let text = |key: &str| req.get(key).and_then(Value::as_str).map(str::to_string);
-    let conn_path = || match (text("conn"), text("path")) {
-        (Some(c), Some(p)) => Ok((c, p)),
-        _ => Err(error("needs \"conn\" and \"path\"")),
-    };
-    let command = match req.get("request").and_then(Value::as_str) {
-        Some("status") => {
-            // `"conn"`: that connection only (absent or null: all).
-            let only = match req.get("conn") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(c)) => Some(c.as_str()),
-                Some(_) => return error("\"conn\" must be a connection name"),
-            };
-            if let Some(name) = only {
-                let conns = source.conns.list();
-                let live = || conns.iter().filter(|c| !c.removed.load(Relaxed));
-                if !live().any(|c| c.name == name) {
-                    let names: Vec<&str> = live().map(|c| c.name.as_str()).collect();
-                    return error(&unknown_connection(name, &names));
-                }
-            }
-            return json!({"version": CONTROL_VERSION, "ok": true, "status": status_of(source, only)});
-        }
-        Some("path_state") => {
-            let (conn, path) = match conn_path() {
-                Ok(cp) => cp,
-                Err(e) => return e,
-            };
-            let state = match text("state").as_deref() {
-                Some("up") => AdminStatus::Up,
-                Some("down") => AdminStatus::Down,
-                Some("backup") => AdminStatus::Backup,
-                _ => return error("\"state\" must be \"up\", \"down\" or \"backup\""),
-            };
-            Command::PathState { conn, path, state }
-        }
-        Some("path_weight") => {
-            let (conn, path) = match conn_path() {
-                Ok(cp) => cp,
-                Err(e) => return e,
-            };
-            let Some(weight_out) = req
-                .get("weight_out")
-                .and_then(Value::as_u64)
-                .and_then(|w| u32::try_from(w).ok())
-            else {
-                return error("\"weight_out\" must be a positive integer");
-            };
-            let weight_in = match req.get("weight_in") {
-                None | Some(Value::Null) => None,
-                Some(v) => match v.as_u64().and_then(|w| u16::try_from(w).ok()) {
-                    Some(w) => Some(w),
-                    None => return error("\"weight_in\" must be an integer in 1..=65535"),
-                },
-            };
-            Command::PathWeight {
-                conn,
-                path,
-                weight_out,
-                weight_in,
-            }
-        }
-        Some("reload") => Command::Reload,
-        Some("path_add") => {
-            let (Some(conn), Some(name)) = (text("conn"), text("name")) else {
-                return error("needs \"conn\" and \"name\"");
-            };
-            if name.is_empty() || name.len() > mpt_proto::wire::MAX_NAME_LEN {
-                return error(&format!(
-                    "\"name\" must be 1 to {} bytes",
-                    mpt_proto::wire::MAX_NAME_LEN
-                ));
-            }
-            let ip = |key: &str| -> Result<Option<IpAddr>, Value> {
-                match req.get(key) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(v) => v
-                        .as_str()
-                        .and_then(|t| t.parse::<IpAddr>().ok())
-                        .map(Some)
-                        .ok_or_else(|| error(&format!("\"{key}\" must be an IP address"))),
-                }
-            };
-            let local = match ip("local") {
-                Ok(Some(a)) => a,
-                Ok(None) => return error("needs \"local\""),
-                Err(e) => return e,
-            };
-            let remote = match ip("remote") {
-                Ok(a) => a,
-                Err(e) => return e,
-            };
-            let interface = match req.get("interface") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(i)) if !i.is_empty() && i.len() <= 15 => Some(i.clone()),
-                Some(_) => return error("\"interface\" must be an interface name"),
-            };
-            let weight = match req.get("weight_out").or_else(|| req.get("weight")) {
-                None | Some(Value::Null) => None,
-                Some(v) => match v.as_u64().and_then(|w| u32::try_from(w).ok()) {
-                    Some(w) => Some(w),
-                    None => return error("\"weight_out\" must be a positive integer"),
-                },
-            };
-            Command::PathAdd {
-                conn,
-                name,
-                local,
-                remote,
-                interface,
-                weight,
-            }
-        }
-        Some("path_remove") => {
-            let (conn, path) = match conn_path() {
-                Ok(cp) => cp,
-                Err(e) => return e,
-            };
-            let force = req.get("force").and_then(Value::as_bool).unwrap_or(false);
-            Command::PathRemove { conn, path, force }
-        }
-        Some(other) => return error(&format!("unknown request \"{other}\"")),
-        None => return error("missing \"request\""),
-    };
-    match execute(&source.commands, command) {
-        Ok(Value::Object(mut fields)) => {
-            fields.insert("version".into(), json!(CONTROL_VERSION));
-            fields.insert("ok".into(), json!(true));
-            Value::Object(fields)
-        }
-        Ok(_) => json!({"version": CONTROL_VERSION, "ok": true}),
-        Err(e) => error(&e),
+    Response::status(status_of(source, Some(name)))
+}
+
+/// The configured status a request sets.
+fn admin_status(state: PathState) -> AdminStatus {
+    match state {
+        PathState::Up => AdminStatus::Up,
+        PathState::Down => AdminStatus::Down,
+        PathState::Backup => AdminStatus::Backup,
     }
 }
 
 /// Hands a command to the control loop and waits for its answer.
-pub fn execute(commands: &SyncSender<Request>, command: Command) -> Result<Value, String> {
+pub fn execute(commands: &SyncSender<command::Request>, command: Command) -> Answer {
     let (tx, rx) = sync_channel(1);
     commands
         .try_send((command, tx))
@@ -324,26 +249,4 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn near_names_find_typos_and_parts_not_everything() {
-        let names = ["client-001", "client-002", "client-010", "site-b", "Office"];
-        let near = near_names("client-01", &names);
-        assert!(near.contains(&"`client-010`".to_string()), "{near:?}");
-        assert!(near.contains(&"`client-001`".to_string()), "{near:?}");
-        assert!(near_names("client-01", &names).len() <= 5);
-        assert_eq!(near_names("site-c", &names), ["`site-b`"]);
-        assert_eq!(near_names("office", &names), ["`Office`"]);
-        assert!(near_names("zzzzzz", &names).is_empty());
-        let msg = unknown_connection("zzzzzz", &names);
-        assert!(msg.contains("none of the 5"), "{msg}");
-        assert!(!msg.contains("client-001"), "{msg}");
-        let msg = unknown_connection("site-c", &names);
-        assert!(msg.contains("did you mean `site-b`?"), "{msg}");
-        assert!(unknown_connection("x", &[]).contains("no connections"));
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-    }
-}
+mod tests;
