@@ -3,8 +3,8 @@
 //! metrics page share.
 //!
 //! It lives apart from the servers so that each of them, and the status
-//! document's builder ([`crate::ops::status`]), can use it without
-//! importing one another.
+//! document's builder (`ops::status`), can use it without importing one
+//! another.
 
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
