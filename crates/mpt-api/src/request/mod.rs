@@ -109,6 +109,17 @@ pub enum Request {
 }
 
 impl Request {
+    /// Every `request` name the daemon answers (what [`Request::name`]
+    /// gives; any other is refused as unknown).
+    pub const NAMES: [&'static str; 6] = [
+        "status",
+        "path_state",
+        "path_weight",
+        "path_add",
+        "path_remove",
+        "reload",
+    ];
+
     /// The `request` field.
     pub fn name(&self) -> &'static str {
         match self {

@@ -222,3 +222,20 @@ fn path_states_by_name() {
     }
     assert_eq!(PathState::from_name("probing"), None);
 }
+
+#[test]
+fn the_names_are_those_of_the_requests_and_no_other() {
+    let mut named: Vec<&str> = every_request().iter().map(Request::name).collect();
+    named.sort_unstable();
+    named.dedup();
+    let mut names = Request::NAMES.to_vec();
+    names.sort_unstable();
+    assert_eq!(named, names);
+    for name in Request::NAMES {
+        let err = Request::from_value(&json!({"version": 1, "request": name}), MAX_NAME);
+        assert!(
+            !matches!(err, Err(RequestError::UnknownRequest(_))),
+            "{name}"
+        );
+    }
+}

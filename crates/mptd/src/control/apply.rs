@@ -5,9 +5,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
+use mpt_api::Response;
 use mpt_proto::path::{AdminStatus, PathParams};
 use mpt_proto::wire::{ControlBody, PathAdd, PathName};
-use serde_json::{json, Value};
 
 use super::command::*;
 use crate::config::{self, MAX_WEIGHT};
@@ -49,7 +49,7 @@ impl ControlLoop {
                 params.admin = state;
                 self.set_params(ci, id, params, now)?;
                 tracing::info!(conn = %conn, path = %path, status = status_name(state), "path status set by operator");
-                Ok(json!({}))
+                Ok(Response::ok())
             })(),
             Command::PathWeight {
                 conn,
@@ -73,7 +73,7 @@ impl ControlLoop {
                 }
                 self.set_params(ci, id, params, now)?;
                 tracing::info!(conn = %conn, path = %path, weight_out, weight_in = params.weight_in, "path weights set by operator");
-                Ok(json!({}))
+                Ok(Response::ok())
             })(),
             Command::PathAdd {
                 conn,
@@ -157,7 +157,7 @@ impl ControlLoop {
         match self.add_and_announce(ci, new, now) {
             Ok((id, msg_id)) => {
                 tracing::info!(conn = %conn, path = %name, id, local = %local, "path added by operator");
-                awaiting_peer(ci, msg_id, json!({"path": name, "id": id}))
+                awaiting_peer(ci, msg_id, path_answer(name, id))
             }
             Err(e) => Outcome::Done(Err(e)),
         }
@@ -183,7 +183,7 @@ impl ControlLoop {
         match self.remove_and_announce(ci, id, now) {
             Ok(msg_id) => {
                 tracing::info!(conn = %conn, path = %path, id, "path removed by operator");
-                awaiting_peer(ci, msg_id, json!({"path": path, "id": id}))
+                awaiting_peer(ci, msg_id, path_answer(path.to_string(), id))
             }
             Err(e) => Outcome::Done(Err(e)),
         }
@@ -267,7 +267,7 @@ impl ControlLoop {
         Ok(msg_id)
     }
 
-    fn reload(&mut self, now: Instant) -> Result<Value, String> {
+    fn reload(&mut self, now: Instant) -> Answer {
         let new = config::load(&self.config_path).map_err(|e| e.to_string())?;
         let mut changes = Vec::new();
         let mut not_applied = Vec::new();
@@ -456,14 +456,18 @@ impl ControlLoop {
         for n in &not_applied {
             tracing::warn!(change = %n, "reload could not apply");
         }
-        Ok(json!({"changes": changes, "not_applied": not_applied}))
+        Ok(Response {
+            changes: Some(changes),
+            not_applied: Some(not_applied),
+            ..Response::ok()
+        })
     }
 }
 
 /// How to answer a path change announced as control message `msg_id`:
 /// when the peer answers; or at once, saying the peer was not told, on a
 /// connection without a key (`msg_id` is `None`).
-fn awaiting_peer(conn: usize, msg_id: Option<u64>, mut answer: Value) -> Outcome {
+fn awaiting_peer(conn: usize, msg_id: Option<u64>, mut answer: Response) -> Outcome {
     match msg_id {
         Some(msg_id) => Outcome::AwaitPeer {
             conn,
@@ -471,11 +475,22 @@ fn awaiting_peer(conn: usize, msg_id: Option<u64>, mut answer: Value) -> Outcome
             answer,
         },
         None => {
-            answer["peer"] = json!(
+            answer.peer = Some(
                 "not told (no key_file: the peer accepts no control messages); make the same change there"
+                    .into(),
             );
             Outcome::Done(Ok(answer))
         }
+    }
+}
+
+/// The answer to a path added or removed: its name and id (the peer's
+/// verdict is added when known).
+fn path_answer(path: String, id: usize) -> Response {
+    Response {
+        path: Some(path),
+        id: Some(id as u64),
+        ..Response::ok()
     }
 }
 

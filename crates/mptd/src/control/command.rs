@@ -13,12 +13,17 @@
 //! without a key takes no control messages (nothing would tell its peer
 //! from an impostor), so there a change applies to this side only and the
 //! answer says so: the operator makes the same change on the peer.
+//!
+//! The wire format of requests and answers is mpt-api's: the control
+//! socket reads a [`mpt_api::Request`] and turns the changes into a
+//! [`Command`]; the answer comes back as the [`mpt_api::Response`] the
+//! socket writes.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
+use mpt_api::Response;
 use mpt_proto::path::AdminStatus;
-use serde_json::Value;
 
 /// How long `path add` and `path remove` wait for the peer's answer before
 /// answering the operator anyway (the control socket client waits 5 s).
@@ -75,14 +80,18 @@ pub enum Command {
     Reload,
 }
 
+/// What a command answers: the response to send (`ok`, with what the
+/// request reports), or why it failed.
+pub type Answer = Result<Response, String>;
+
 /// A command with the channel its answer goes back on.
-pub type Request = (Command, std::sync::mpsc::SyncSender<Result<Value, String>>);
+pub type Request = (Command, std::sync::mpsc::SyncSender<Answer>);
 
 /// How a command was handled.
 #[derive(Debug)]
 pub enum Outcome {
     /// Answer now.
-    Done(Result<Value, String>),
+    Done(Answer),
     /// Answer when the peer answers control message `msg_id` of connection
     /// `conn` (or after [`PEER_ANSWER_WAIT`]) with `answer` plus the peer's
     /// verdict.
@@ -92,7 +101,7 @@ pub enum Outcome {
         /// The control message.
         msg_id: u64,
         /// The answer so far.
-        answer: Value,
+        answer: Response,
     },
 }
 

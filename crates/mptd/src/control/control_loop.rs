@@ -19,14 +19,14 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mpt_api::Response;
 use mpt_proto::wire::{Header, MsgType};
 use mpt_proto::{DataSummary, DropReason, Event, Session};
-use serde_json::{json, Value};
 
 use super::conn_keys::ConnKeys;
 use super::publish::{poll_keys, publish_liveness, publish_timing, publish_views, transmit};
 use crate::config::Prefix;
-use crate::control::command::{Outcome, Request, PEER_ANSWER_WAIT};
+use crate::control::command::{Answer, Outcome, Request, PEER_ANSWER_WAIT};
 use crate::control::noise::NoiseDaemon;
 use crate::control::pathset::{self, ConnSetup, Draining};
 use crate::plane::ControlDatagram;
@@ -134,8 +134,8 @@ impl SharedPort {
 pub struct PendingAnswer {
     conn: usize,
     msg_id: u64,
-    answer: Value,
-    reply: SyncSender<Result<Value, String>>,
+    answer: Response,
+    reply: SyncSender<Answer>,
     deadline: Instant,
 }
 
@@ -273,7 +273,7 @@ impl ControlLoop {
             if self.pending[i].deadline <= now {
                 let p = self.pending.swap_remove(i);
                 let mut answer = p.answer;
-                answer["peer"] = json!("no answer yet (still trying)");
+                answer.peer = Some("no answer yet (still trying)".into());
                 let _ = p.reply.try_send(Ok(answer));
             } else {
                 i += 1;
@@ -291,7 +291,7 @@ impl ControlLoop {
             let reply = match result {
                 Ok(()) => {
                     let mut answer = p.answer;
-                    answer["peer"] = json!("confirmed");
+                    answer.peer = Some("confirmed".into());
                     Ok(answer)
                 }
                 Err(e) => Err(e),

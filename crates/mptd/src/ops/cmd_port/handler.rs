@@ -8,15 +8,18 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use base64::Engine;
+use mpt_api::{Request, Response};
 use mpt_proto::crypto::cmdauth::{CmdAuthError, CmdVerifier, RequestFields, MAC_LEN, NONCE_LEN};
 use mpt_proto::crypto::RateLimiter;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::ops::cmd_port::envelope::{
     b64, decode_fixed, seal_response, unix_ms, RequestEnvelope, ENVELOPE_VERSION, MAX_REQUEST,
 };
 use crate::ops::cmd_port::stats::Stats;
-use crate::ops::control_socket::{self, StatusSource, CONTROL_VERSION};
+use crate::ops::control_socket;
+use crate::ops::source::StatusSource;
+use crate::sync::lock_unpoisoned;
 
 /// A connection the port knows, with its command key.
 pub(super) struct Conn {
@@ -51,7 +54,7 @@ pub(super) enum Reply {
 
 /// A plain (unsigned) refusal.
 fn plain(msg: &str) -> Reply {
-    Reply::Plain(json!({"version": CONTROL_VERSION, "ok": false, "error": msg}).to_string())
+    Reply::Plain(Response::error(msg).to_line())
 }
 
 /// Counts one event.
@@ -105,10 +108,7 @@ impl Shared {
         };
         let now = unix_ms();
         let (key, checked) = {
-            let mut v = match verifier.lock() {
-                Ok(v) => v,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut v = lock_unpoisoned(verifier);
             (v.key().clone(), v.accept(&fields, &mac, now))
         };
         let signed = |text: String, answer: bool| match seal_response(&key, &nonce, &text) {
@@ -116,8 +116,7 @@ impl Shared {
             Some(text) => Reply::Refusal(text),
             None => plain("internal error signing the answer"),
         };
-        let error =
-            |msg: &str| json!({"version": CONTROL_VERSION, "ok": false, "error": msg}).to_string();
+        let error = |msg: &str| Response::error(msg).to_line();
         match checked {
             Ok(()) => {}
             Err(CmdAuthError::BadMac) | Err(CmdAuthError::WrongConnection) => {
@@ -161,15 +160,15 @@ impl Shared {
             tracing::info!(%peer, conn = %conn.name, request = name, "remote command");
         }
         let mut response = control_socket::respond(env.request.as_bytes(), &self.source);
-        if name == "status" {
-            if let Some(status) = response.get_mut("status").and_then(Value::as_object_mut) {
-                if let Some(Value::Array(conns)) = status.get_mut("connections") {
-                    conns.retain(|c| c.get("name").and_then(Value::as_str) == Some(&conn.name));
-                }
-                status.insert("cmd_port".into(), s.to_json());
+        // Only the answer to `status` has the document: the key's own
+        // connection, and this port's counters.
+        if let Some(status) = &mut response.status {
+            if let Some(conns) = &mut status.connections {
+                conns.retain(|c| c.name.as_deref() == Some(conn.name.as_str()));
             }
+            status.cmd_port = Some(s.to_status());
         }
-        let reply = signed(response.to_string(), true);
+        let reply = signed(response.to_line(), true);
         match (reply, max_answer) {
             (Reply::Answer(text), Some(max)) if text.len() > max => {
                 count(&s.udp_too_large);
@@ -187,6 +186,11 @@ impl Shared {
 }
 
 /// Whether a key for connection `conn` may make request `inner`.
+///
+/// Checked on the request object as sent, before it is parsed: a request
+/// that names anything but the key's own connection in `conn` (another
+/// name, `null`, a number) or asks for something the port does not offer
+/// is refused as out of scope, whatever else is wrong with it.
 fn scope(conn: &str, inner: &Value) -> Result<(), String> {
     let name = inner.get("request").and_then(Value::as_str).unwrap_or("");
     match inner.get("conn") {
@@ -199,9 +203,9 @@ fn scope(conn: &str, inner: &Value) -> Result<(), String> {
         }
     }
     match name {
-        // Anything else the control socket understands goes through
-        // `respond`, which answers malformed or unknown requests.
-        "status" | "reload" | "path_state" | "path_weight" | "path_add" | "path_remove" => Ok(()),
+        // Every request the control socket understands goes through
+        // `respond`, which answers malformed ones.
+        name if Request::NAMES.contains(&name) => Ok(()),
         // Not JSON, no "request": let `respond` say what is wrong.
         "" => Ok(()),
         other => Err(format!(
@@ -213,6 +217,7 @@ fn scope(conn: &str, inner: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn scope_is_the_key_s_connection() {

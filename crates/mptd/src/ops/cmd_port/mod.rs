@@ -54,7 +54,7 @@ use mpt_proto::crypto::cmdauth::{CmdKey, CmdVerifier};
 use mpt_proto::crypto::{Psk, RateLimiter};
 
 use crate::config::Config;
-use crate::ops::control_socket::StatusSource;
+use crate::ops::source::StatusSource;
 
 mod envelope;
 mod handler;

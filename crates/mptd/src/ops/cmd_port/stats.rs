@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use serde_json::{json, Value};
+use mpt_api::status::{CmdPortRefusals, CmdPortStats};
 
 /// What the port has seen since start.
 #[derive(Debug, Default)]
@@ -38,26 +38,28 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// The counters as JSON.
-    pub fn to_json(&self) -> Value {
-        let g = |c: &AtomicU64| c.load(Relaxed);
-        json!({
-            "accepted": g(&self.accepted),
-            "refused": {
-                "malformed": g(&self.malformed),
-                "oversized": g(&self.oversized),
-                "unknown_connection": g(&self.unknown_connection),
-                "no_key": g(&self.no_key),
-                "auth": g(&self.auth),
-                "stale": g(&self.stale),
-                "replay": g(&self.replay),
-                "replay_full": g(&self.replay_full),
-                "forbidden": g(&self.forbidden),
-            },
-            "udp_too_large": g(&self.udp_too_large),
-            "unanswered": g(&self.unanswered),
-            "tcp_busy": g(&self.tcp_busy),
-        })
+    /// The counters as the status document shows them (`cmd_port`).
+    pub fn to_status(&self) -> CmdPortStats {
+        let g = |c: &AtomicU64| Some(c.load(Relaxed));
+        CmdPortStats {
+            accepted: g(&self.accepted),
+            refused: Some(CmdPortRefusals {
+                auth: g(&self.auth),
+                forbidden: g(&self.forbidden),
+                malformed: g(&self.malformed),
+                no_key: g(&self.no_key),
+                oversized: g(&self.oversized),
+                replay: g(&self.replay),
+                replay_full: g(&self.replay_full),
+                stale: g(&self.stale),
+                unknown_connection: g(&self.unknown_connection),
+                other: Default::default(),
+            }),
+            tcp_busy: g(&self.tcp_busy),
+            udp_too_large: g(&self.udp_too_large),
+            unanswered: g(&self.unanswered),
+            other: Default::default(),
+        }
     }
 
     /// Logs the counters with `what` as the message.

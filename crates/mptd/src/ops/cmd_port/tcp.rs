@@ -11,12 +11,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use mpt_api::Response;
 
 use crate::ops::cmd_port::envelope::MAX_REQUEST;
 use crate::ops::cmd_port::handler::{count, Reply, Shared};
 use crate::ops::cmd_port::sockets::POLL;
-use crate::ops::control_socket::CONTROL_VERSION;
 
 /// TCP clients served at once; more are refused.
 pub const MAX_TCP_CLIENTS: usize = 8;
@@ -47,11 +46,8 @@ pub(super) fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, shutdown: Ar
         if clients.len() >= MAX_TCP_CLIENTS {
             count(&shared.stats.tcp_busy);
             let _ = stream.set_nonblocking(true);
-            let _ = writeln!(
-                stream,
-                "{}",
-                json!({"version": CONTROL_VERSION, "ok": false, "error": "too many clients; try again"})
-            );
+            let busy = Response::error("too many clients; try again");
+            let _ = writeln!(stream, "{}", busy.to_line());
             continue;
         }
         let (sh, stop) = (shared.clone(), shutdown.clone());

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::ops::cmd_port::handler::{count, Reply, Shared};
+use crate::sync::lock_unpoisoned;
 
 /// Largest answer sent in one UDP datagram; a larger one (a big status
 /// document) is replaced by an error that says to use TCP.
@@ -49,11 +50,7 @@ pub(super) fn serve_udp(socket: UdpSocket, shared: &Shared, shutdown: &AtomicBoo
             // and shares the rate.)
             Some(plain) => {
                 let allowed = (!plain || text.len() <= n) && {
-                    let mut limiter = match shared.refusals.lock() {
-                        Ok(l) => l,
-                        Err(p) => p.into_inner(),
-                    };
-                    limiter.allow(Instant::now())
+                    lock_unpoisoned(&shared.refusals).allow(Instant::now())
                 };
                 if !allowed {
                     count(&shared.stats.unanswered);

@@ -35,7 +35,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
-use crate::ops::control_socket::StatusSource;
+use crate::ops::source::StatusSource;
 use crate::plane::ConnShared;
 
 /// Reads a [`StatusSource`] when scraped and encodes every family.

@@ -5,6 +5,7 @@ use std::time::Duration;
 use mpt_proto::reorder::HoldHistogram;
 
 use super::*;
+use crate::ops::testing::one_connection;
 
 /// The families of the page as the Prometheus text format named them
 /// (sample names), with their type.
@@ -210,7 +211,7 @@ fn the_page_has_every_family_typed_and_every_sample_labelled_by_connection() {
     assert_eq!(value(&page, "mpt_path_up{conn=\"c\",path=\"p0\"}"), 0.0);
     assert_eq!(value(&page, "mpt_reorder_held_packets{conn=\"c\"}"), 0.0);
     // Every drop reason of the status document, and no other.
-    let status = crate::ops::control_socket::status(&one_connection("c"));
+    let status = serde_json::to_value(crate::ops::status::status(&one_connection("c"))).unwrap();
     let reasons = status["connections"][0]["drops"].as_object().unwrap();
     for reason in reasons.keys() {
         let series = format!("mpt_drops_total{{conn=\"c\",reason=\"{reason}\"}}");
@@ -331,101 +332,10 @@ fn stop(addr: std::net::SocketAddr, shutdown: &AtomicBool, thread: std::thread::
     thread.join().unwrap();
 }
 
-/// A status source with one connection `conn` and one path `p0`, every
-/// counter of the groups set to a distinct value.
-fn one_connection(conn: &str) -> StatusSource {
-    use crate::plane::{ConnSet, ConnShared, PathShared, PathTable, TxStats, TxWakes};
-    use mpt_proto::reorder::Resequencer;
-    use mpt_proto::sched::SchedPath;
-    #[allow(clippy::disallowed_methods)]
-    let now = Instant::now();
-    let socket = crate::io::udp::PathSocket::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
-    let remote = Some("127.0.0.2:5000".parse().unwrap());
-    let sched = SchedPath {
-        weight: 3,
-        window: 1,
-    };
-    let path = PathShared::new(0, "p0".into(), socket, remote, sched, 1, now);
-    path.tx_bytes.add(1234);
-    let c = ConnShared::new(
-        0,
-        conn.into(),
-        1,
-        now,
-        PathTable::new([path]),
-        None,
-        crate::plane::route::SourceFilter::default(),
-        Resequencer::new(16, 1500, Duration::from_millis(25)),
-        Duration::from_millis(25),
-        crate::io::udp::Waker::new().unwrap(),
-        TxWakes(Arc::new(Vec::new())),
-    );
-    let mut n = 100;
-    let mut next = || {
-        n += 1;
-        n
-    };
-    macro_rules! fill {
-        ($group:expr, $($field:ident),*) => { $( $group.$field.add(next()); )* };
-    }
-    fill!(
-        c.drops,
-        too_short,
-        bad_version,
-        malformed,
-        unknown_connection,
-        auth,
-        replay,
-        unsupported,
-        no_path,
-        no_remote,
-        send_error,
-        control_queue_full,
-        no_session,
-        handshake_rate_limited,
-        tun_write,
-        wrong_source,
-        unauthenticated_control,
-        inner_source,
-        handshake_reflected,
-        handshake_challenged
-    );
-    fill!(
-        c.repairs,
-        requested,
-        requested_datagrams,
-        congestion_holes,
-        unrequested,
-        reordered_holes,
-        needless,
-        peer_requests,
-        sent,
-        missed,
-        received,
-        duplicates
-    );
-    fill!(c.copies, sent, sent_bytes, first, duplicates);
-    fill!(c.equalized, held, held_us);
-    let tx = TxStats::default();
-    fill!(tx, no_route, tun_errors);
-    let conns = Arc::new(vec![Arc::new(c)]);
-    let (commands, _) = std::sync::mpsc::sync_channel(1);
-    StatusSource {
-        conns: Arc::new(ConnSet::new(conns, Arc::default())),
-        tx: Arc::new(tx),
-        tun_name: "mpt0".into(),
-        started: now,
-        commands,
-        netlink: None,
-        noise: None,
-        shared: None,
-    }
-}
-
 #[test]
 fn status_lists_every_counter_of_the_groups_under_its_name() {
     let source = one_connection("c");
-    let status = crate::ops::control_socket::status(&source);
+    let status = serde_json::to_value(crate::ops::status::status(&source)).unwrap();
     let conn = &source.conns.list()[0];
     let json = &status["connections"][0];
     for (group, counters) in [
