@@ -14,7 +14,7 @@ use tun_rs::{InterruptEvent, SyncDevice};
 use crate::control::links::{Links, WAKE_CONN};
 use crate::dataplane::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
 use crate::dataplane::rx::{RxWorker, SharedRxWorker};
-use crate::dataplane::tx::TxWorker;
+use crate::dataplane::tx::{TxStages, TxWorker};
 use crate::io::netlink::NetlinkStats;
 use crate::io::udp::PathSocket;
 use crate::plane::route::Router;
@@ -137,13 +137,15 @@ impl DataPlane {
         for (qi, queue) in self.queues.iter().enumerate() {
             let w = TxWorker {
                 tun: queue.clone(),
-                conns: self.conns.clone(),
+                stages: TxStages {
+                    conns: self.conns.clone(),
+                    router: self.router.clone(),
+                    stats: self.tx_stats.clone(),
+                    mtu: self.mtu,
+                },
                 set: self.conn_set.clone(),
-                router: self.router.clone(),
-                stats: self.tx_stats.clone(),
                 shutdown: self.shutdown.clone(),
                 wake: self.tx_wakes[qi].clone(),
-                mtu: self.mtu,
                 crypto_pool: self.crypto_pool.clone(),
             };
             threads.spawn(format!("tx{qi}"), move || w.run())?;

@@ -13,10 +13,10 @@ use mpt_proto::wire::{emit_flow_prefix, Flags, Header, MsgType, FLOW_PREFIX_LEN,
 use super::batch::{Prepared, TxBatch, NO_COPY, PACKET_OFFSET};
 use super::conn::TxConn;
 use super::seal::SealItem;
-use super::TxWorker;
+use super::stages::TxStages;
 use crate::sync::lock_unpoisoned;
 
-impl TxWorker {
+impl TxStages {
     /// Heads every group of the sorted plan into `batch.prepared` and
     /// `batch.seals`.
     pub(super) fn head_batch(&self, batch: &mut TxBatch, txc: &[TxConn], now: Instant) {

@@ -14,8 +14,10 @@
 
 //!
 //! The stages, each in its file: [`plan`] (route, pick, copy, number),
-//! [`head`], [`seal`] and [`send`]; what the worker keeps per connection is
-//! one [`conn::TxConn`], and the batch's buffers one [`batch::TxBatch`].
+//! [`head`], [`seal`] and [`send`], methods of [`TxStages`] (what they
+//! read, apart from the tun queue, so that tests drive them without one);
+//! what the worker keeps per connection is one [`conn::TxConn`], and the
+//! batch's buffers one [`batch::TxBatch`].
 
 mod batch;
 mod conn;
@@ -23,6 +25,11 @@ mod head;
 mod plan;
 mod seal;
 mod send;
+mod stages;
+#[cfg(test)]
+mod tests;
+
+pub use stages::TxStages;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -32,8 +39,6 @@ use std::time::Instant;
 use tun_rs::{InterruptEvent, SyncDevice, IDEAL_BATCH_SIZE};
 
 use crate::dataplane::crypto_pool::CryptoPool;
-use crate::plane::route::Router;
-use crate::plane::{ConnShared, TxStats};
 use batch::{TxBatch, MAX_READ_ERRORS, PACKET_OFFSET};
 use conn::TxConn;
 
@@ -41,22 +46,16 @@ use conn::TxConn;
 pub struct TxWorker {
     /// The tun queue this worker reads.
     pub tun: Arc<SyncDevice>,
-    /// All connections, by index.
-    pub conns: Arc<Vec<Arc<ConnShared>>>,
-    /// Where `conns` and `router` come from: replaced when a reload adds
-    /// or removes a client connection (checked once per batch).
+    /// The connections, router, counters and MTU the stages read.
+    pub stages: TxStages,
+    /// Where the stages' `conns` and `router` come from: replaced when a
+    /// reload adds or removes a client connection (checked once per batch).
     pub set: Arc<crate::plane::ConnSet>,
-    /// Destination → connection.
-    pub router: Arc<Router>,
-    /// Daemon-wide counters.
-    pub stats: Arc<TxStats>,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
     /// Triggered on shutdown and when a path table changes, to wake the
     /// blocking read (this worker's own event).
     pub wake: Arc<InterruptEvent>,
-    /// Tun MTU, to size buffers.
-    pub mtu: usize,
     /// The crypto stage, shared with every other worker.
     pub crypto_pool: Arc<CryptoPool>,
 }
@@ -74,8 +73,8 @@ enum Read {
 impl TxWorker {
     /// Runs until shutdown.
     pub fn run(mut self) {
-        let mut batch = TxBatch::new(self.mtu, self.conns.len());
-        let mut txc: Vec<TxConn> = self.conns.iter().map(|c| TxConn::new(c)).collect();
+        let mut batch = TxBatch::new(self.stages.mtu, self.stages.conns.len());
+        let mut txc: Vec<TxConn> = self.stages.conns.iter().map(|c| TxConn::new(c)).collect();
         let mut submitter = self.crypto_pool.submitter();
         let mut consecutive_errors = 0u32;
         let mut set_generation = self.set.generation();
@@ -90,23 +89,25 @@ impl TxWorker {
             if set_now != set_generation {
                 // Connections added (or removed: they keep their slot).
                 set_generation = set_now;
-                (self.conns, self.router) = self.set.load();
+                let stages = &mut self.stages;
+                (stages.conns, stages.router) = self.set.load();
                 let from = txc.len();
-                txc.extend(self.conns.iter().skip(from).map(|c| TxConn::new(c)));
-                txc.truncate(self.conns.len());
+                txc.extend(stages.conns.iter().skip(from).map(|c| TxConn::new(c)));
+                txc.truncate(stages.conns.len());
             }
             let now = Instant::now();
-            self.plan_batch(&mut batch, &mut txc, n, now);
-            self.number(&mut batch, &mut txc);
-            self.charge(&batch, &txc, now);
+            let stages = &self.stages;
+            stages.plan_batch(&mut batch, &mut txc, n, now);
+            stages.number(&mut batch, &mut txc);
+            stages.charge(&batch, &txc, now);
             batch.plan.sort_unstable();
             // Head every group, then seal the whole batch at once (in
             // parallel when it is large enough), then send group by group:
             // the batch, not a path's share of it, is what the crypto
             // stage splits.
-            self.head_batch(&mut batch, &txc, now);
+            stages.head_batch(&mut batch, &txc, now);
             seal::seal_batch(&mut batch, &mut submitter);
-            self.send_batch(&mut batch, &txc);
+            stages.send_batch(&mut batch, &txc);
         }
     }
 
@@ -132,14 +133,14 @@ impl TxWorker {
                 // Reset first: a change after this point interrupts the
                 // next read.
                 let _ = self.wake.reset();
-                for (t, conn) in txc.iter_mut().zip(self.conns.iter()) {
+                for (t, conn) in txc.iter_mut().zip(self.stages.conns.iter()) {
                     conn.refresh_paths(&mut t.table, &mut t.generation);
                 }
                 Read::Again
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Read::Again,
             Err(e) => {
-                self.stats.tun_errors.add(1);
+                self.stages.stats.tun_errors.add(1);
                 *errors += 1;
                 if crate::io::fatal::tun_is_gone(&e) || *errors >= MAX_READ_ERRORS {
                     crate::io::fatal::fatal(format!(
@@ -172,7 +173,7 @@ impl TxWorker {
                 Ok(k) => filled += k,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
-                    self.stats.tun_errors.add(1);
+                    self.stages.stats.tun_errors.add(1);
                     tracing::debug!(error = %e, "tun read failed");
                     break;
                 }

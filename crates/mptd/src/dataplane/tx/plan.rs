@@ -13,9 +13,9 @@ use mpt_proto::sched::PathModel;
 
 use super::batch::{PlanEntry, TxBatch, NO_COPY, PACKET_OFFSET};
 use super::conn::TxConn;
-use super::TxWorker;
+use super::stages::TxStages;
 
-impl TxWorker {
+impl TxStages {
     /// Routes and schedules the batch's `n` packets into `batch.plan`
     /// (dropped and counted: no route, no path).
     pub(super) fn plan_batch(

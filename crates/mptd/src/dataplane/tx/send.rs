@@ -9,9 +9,9 @@ use mpt_proto::crypto::TAG_LEN;
 
 use super::batch::{PlanEntry, Prepared, TxBatch, MAX_GSO_BYTES, MAX_GSO_SEGMENTS, PACKET_OFFSET};
 use super::conn::TxConn;
-use super::TxWorker;
+use super::stages::TxStages;
 
-impl TxWorker {
+impl TxStages {
     /// Sends, connection by connection in ascending order, each when its
     /// turn has come to this batch's ticket; every ticket taken is ended,
     /// whether anything was sent or not.
