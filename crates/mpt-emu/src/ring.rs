@@ -2,10 +2,10 @@
 //! sockets: the kernel copies each frame into memory shared with the wire
 //! thread, which then makes no system call per received frame.
 //!
-//! Why: with `recvmmsg` batches of 32 the wire carried about 3.0 Gbit/s of
-//! MTU-sized TCP on the 2-core CI VM, and its thread spent about 1.3 us per
-//! frame reading (`packet_recvmsg`, msghdr copies, timestamp control
-//! messages); from the ring it spends about 0.3 us.
+//! Why: reading from the ring costs the wire thread about a quarter of what
+//! `recvmmsg` does per frame (msghdr copies, timestamp control messages),
+//! and that cost capped the wire near 3 Gbit/s of MTU-sized TCP (measured:
+//! docs/results/2026-11-26-link-emulator.md).
 //!
 //! How: the kernel's receive path (`tpacket_rcv`) copies each frame into
 //! the next free slot, with the vnet header right before the Ethernet

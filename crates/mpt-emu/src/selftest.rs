@@ -19,10 +19,9 @@
 //! the kernel's real-time throttling (95 % of each second by default) can
 //! stop it for up to 50 ms a second, and the far end's receive path runs on
 //! its CPU too; the absolute timeline catches up only as fast as the spare
-//! capacity allows. Measured on the 2-core CI VM shared with other builds:
-//! -2.0 to -2.2 % at 1 Gbit/s (hence the 3 % bound), -2.2 to -10.7 % at
-//! 3 Gbit/s, where the wire is near its limit (about 2.7-2.9 Gbit/s of
-//! full-size UDP frames there) and the case fails.
+//! capacity allows. On a machine shared with other builds 1 Gbit/s falls
+//! about 2 % short (hence the 3 % bound), and 3 Gbit/s, near the wire's
+//! limit there, can fail (measured: docs/results/2026-11-26-link-emulator.md).
 //! The receiver may fall behind at these rates; the socket's drop counter
 //! (`SO_RXQ_OVFL`) tells how many datagrams arrived between two it read.
 //!

@@ -10,10 +10,10 @@
 //! `recvmsg`), or with `recvmmsg` batches if the kernel refuses the ring,
 //! and go out with `sendmmsg` (up to [`RX_BATCH`] frames read and
 //! [`TX_BATCH`] sent at a time), so that the per-call cost is shared when
-//! the packet rate is high: with one system call per frame the wire topped
-//! out near 1.7 Gbit/s of MTU-sized frames on the 2-core CI VM, with
-//! `recvmmsg` near 3 Gbit/s of TCP. Batching never sends a frame early: a
-//! send batch holds only frames whose departure has passed.
+//! the packet rate is high (one system call per frame caps the wire near
+//! 1.7 Gbit/s of MTU-sized frames; batched against one frame per call:
+//! docs/results/2026-11-26-link-emulator.md). Batching never sends a frame
+//! early: a send batch holds only frames whose departure has passed.
 //!
 //! Timing, after paper 001 (section 3.7): a plain sleep overshoots by tens of
 //! microseconds and the error would pile up packet after packet. Here
@@ -610,13 +610,11 @@ impl Ingress {
 /// Hands `due` to the kernel in order with `sendmmsg`, accounting each
 /// frame as sent at `actual` or dropped (`send_error`); never blocks.
 ///
-/// A TPACKET_V2 transmit ring (one `send` kick per batch) was measured
-/// against this on the 2-core CI VM, 5 Gbit/s of MTU-sized TCP, receive
-/// ring in both: 2.6-3.0 us of wire thread per frame sent either way
-/// (most of it the receiving side's stack, run in this thread's softirq
-/// on a veth), and no throughput gain; on a veth the kernel also copies
-/// every frame out of a transmit ring again (`skb_copy_ubufs`). Not worth
-/// a second socket for large frames and a ring that can stall.
+/// `sendmmsg` rather than a TPACKET_V2 transmit ring: on a veth the kernel
+/// copies every frame out of a transmit ring again (`skb_copy_ubufs`), so
+/// the ring gains no throughput (measured:
+/// docs/results/2026-11-26-link-emulator.md) and is not worth a second
+/// socket for large frames and a ring that can stall.
 fn send(
     dir: &'static str,
     tx: &PacketSocket,

@@ -6,8 +6,8 @@
 //! choice at all: on a CPU with AES-NI and carry-less multiply (every
 //! x86-64 server of the last decade, ARMv8 with the crypto extension)
 //! AES-256-GCM seals a 1400-byte packet in well under half the time of
-//! ChaCha20-Poly1305 (`cargo bench -p mpt-benches --bench crypto --
-//! cipher`: 0.43 vs 1.0 us here), and sealing and opening are most of what
+//! ChaCha20-Poly1305 (measured: docs/results/2026-11-25-per-packet-cost.md),
+//! and sealing and opening are most of what
 //! an encrypted tunnel costs per packet. Without those instructions
 //! ChaCha20-Poly1305 is the faster one (ring's AES then falls back to a
 //! slower constant-time implementation).

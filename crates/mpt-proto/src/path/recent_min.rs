@@ -21,9 +21,9 @@ pub const CONTROL_OWD_WINDOW: Duration = Duration::from_secs(1);
 /// How long any sample counts towards the delay a path stands at (see
 /// `Path::rx_owd_standing`): long enough to span a few feedbacks (a
 /// thread's late wake-up lasts a few milliseconds), short enough that a
-/// growing queue is followed within 20-40 ms. (100 ms was tried, on every
-/// path: over GEO + DSL with BBR a satellite queue growing by a quarter
-/// of a second per second was then under-estimated by up to 50 ms.)
+/// growing queue is followed within 20-40 ms (a 100 ms window
+/// under-estimates a fast-growing satellite queue by up to 50 ms; measured:
+/// docs/results/2026-11-26-bbr-rtt-captures.md).
 pub const STANDING_OWD_WINDOW: Duration = Duration::from_millis(20);
 
 /// The lowest sample of the current window (with when the window began

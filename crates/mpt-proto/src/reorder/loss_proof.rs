@@ -19,10 +19,9 @@ impl Resequencer {
     /// fast path delivers beyond them. So a gap is proven lost through such
     /// an idle path only once a packet above the gap has waited this long:
     /// the missing one was sent before it and would have arrived by then.
-    /// Without this, a satellite path joining a DSL path made the receiver
-    /// give up hundreds of packets still in flight (measured: 334 gaps
-    /// skipped in one start of a CUBIC flow over GEO + DSL, which then
-    /// crawled at 0.45 of the best path).
+    /// Without this, a satellite path joining a DSL path makes the receiver
+    /// give up hundreds of packets still in flight, which TCP takes as loss
+    /// (measured: docs/results/2026-11-25-unlike-paths.md).
     pub fn set_path_wait(&mut self, path: usize, wait: Option<Duration>) {
         if let Some(w) = self.waits.get_mut(path) {
             *w = wait;

@@ -206,10 +206,10 @@ pub const STORAGE_IDLE_RELEASE: Duration = Duration::from_secs(2);
 /// on the wire, but not always on its way into the receiver: datagrams
 /// that two CPUs put on one veth or NIC queue are taken in by the two
 /// CPUs' backlogs in parallel and may swap places by some tens to hundreds
-/// of microseconds. Without a grace such a swap read as a loss: measured
-/// with 4 TCP streams over 12 paths of 100 Mbit/s, 47 k datagrams in 20 s
-/// arrived after their gap had been given up (TCP saw them as losses and
-/// retransmitted). A real loss costs this much more hold. This is the
+/// of microseconds. Without a grace such a swap reads as a loss, which TCP
+/// answers with a retransmission (measured:
+/// docs/results/2026-11-26-like-paths-transmit-order.md). A real loss
+/// costs this much more hold. This is the
 /// default and the floor: on a loaded host swaps last milliseconds, so the
 /// daemon raises the grace to the longest reorder window its loss
 /// detectors measure (see [`crate::repair::LossDetector::reorder_window`]).

@@ -9,10 +9,10 @@
 //! taken in by the two CPUs' backlogs in parallel and may swap places, by
 //! tens of microseconds on a quiet machine and by milliseconds on a loaded
 //! one (a backlog waits for its CPU's softirq). Asking at once for every
-//! hole then asks again for datagrams that are merely late: measured with
-//! 4 TCP streams over 12 paths of 100 Mbit/s on the 2-core CI VM, 35-48 k
-//! datagrams asked for in 20 s against a few hundred real drops, each copy
-//! sent and delivered twice, and the gaps given up under them.
+//! hole then asks again for datagrams that are merely late, many times more
+//! than the real drops, each copy sent and delivered twice, and the gaps
+//! given up under them (measured:
+//! docs/results/2026-11-26-like-paths-transmit-order.md).
 //!
 //! So a hole is not asked for at once. It is tracked ([`MAX_OPEN_HOLES`] at
 //! a time) and decided when it has been open for the path's reorder

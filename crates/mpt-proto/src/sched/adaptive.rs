@@ -53,11 +53,10 @@
 //! instead to a clean path whose rate is only a lower bound
 //! (`lower_bound`), which may well carry more. Over a fresh GEO satellite
 //! beside DSL, the satellite's estimate starts low and grows by its own
-//! deliveries, about doubling per 600 ms round trip; a TCP slow start
-//! outgrew it, its overflow went to DSL, whose 64 kB buffer dropped it,
-//! and CUBIC then crawled back at the satellite's RTT (the first flow
-//! through a fresh tunnel at 0.80-0.94 of the best path alone, those after
-//! it 1.3-1.5).
+//! deliveries, about doubling per 600 ms round trip, so a TCP slow start
+//! outgrows it; its overflow then goes to the satellite, not into DSL's
+//! full 64 kB buffer, where CUBIC would read it as loss (measured:
+//! docs/results/2026-11-27-unlike-paths-far-path-overflow.md).
 //!
 //! The rates come from the receiver's feedback
 //! ([`crate::path::DeliveryEstimator`]). To find capacity it does not know
@@ -131,10 +130,8 @@ impl Adaptive {
     }
 
     /// The pick of [`Scheduler::pick`], with the input's fields as
-    /// arguments. Kept out of line on purpose: so compiled it runs the
-    /// same instructions as before the trait took a [`PickInput`], where
-    /// inlined into the trait method it ran 3-4 % more (cachegrind, 2 to
-    /// 32 paths).
+    /// arguments. Kept out of line on purpose: inlined into the trait
+    /// method it runs 3-4 % more instructions (cachegrind, 2 to 32 paths).
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn place(
@@ -245,11 +242,10 @@ impl Adaptive {
             let busy = self.busy_until[q];
             // With the full slack only while its path has nothing queued
             // in the model: a flow that loads a slow path is striped
-            // packet by packet, like one without flowlets. Kept in runs, big flows left the paths'
-            // queues a run apart; the resequencer held each flow for the
-            // deepest, and four BBR flows over 12 like paths reached
-            // 0.80-0.91 of the capacity where packet-by-packet striping
-            // reached 0.89-0.92 (5 interleaved runs each).
+            // packet by packet, like one without flowlets. Kept in runs, big
+            // flows leave the paths' queues a run apart and the resequencer
+            // holds each flow for the deepest (measured:
+            // docs/results/2026-11-26-like-paths-level-queues.md).
             // A path with something queued keeps it only within the much
             // shorter run slack, and only if a run holds more than one
             // packet there (see `RUN_SLACK_NS`).

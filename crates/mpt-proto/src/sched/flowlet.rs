@@ -16,11 +16,9 @@
 //! GSO send on fast paths, single packets on slow ones). A flow that pauses for longer than the paths' delay
 //! spread starts a new flowlet: it can change path without overtaking
 //! itself. A flow that loads its path is striped packet by packet, as
-//! without flowlets. (Big flows used to stay while their path ranked
-//! within the slack, striped in runs of about a millisecond of capacity;
-//! the paths' queues then stood a run apart, and four BBR flows over 12
-//! like 100 Mbit/s paths lost several percent of the capacity to the
-//! resequencing.)
+//! without flowlets. (Kept in runs, big flows leave the paths' queues a run
+//! apart and lose several percent of the capacity to the resequencing;
+//! measured: docs/results/2026-11-26-like-paths-level-queues.md.)
 //!
 //! Memory is fixed: one entry per flow bucket of [`FLOW_BUCKETS`].
 

@@ -58,10 +58,9 @@ impl Scheduler for Weighted {
 
 impl Weighted {
     /// The pick of [`Scheduler::pick`], with the input's fields as
-    /// arguments. Kept out of line on purpose, as `Adaptive`'s: so
-    /// compiled it runs the same instructions as before the trait took a
-    /// [`PickInput`], where the pick read through the input ran up to 8 %
-    /// more (cachegrind, 2 to 32 paths).
+    /// arguments. Kept out of line on purpose, as `Adaptive`'s: reading
+    /// through the [`PickInput`] the pick runs up to 8 % more instructions
+    /// (cachegrind, 2 to 32 paths).
     #[inline(never)]
     fn pick_among(&mut self, paths: &[SchedPath], mask: u64) -> Option<usize> {
         let mut total: i64 = 0;

@@ -32,11 +32,10 @@ const SPREAD_CAP_MAX: Duration = Duration::from_millis(50);
 /// the path's minimum RTT within this and [`PROBE_PHASE_MAX`]: a probe
 /// offers a quarter more for one phase, so it queues up to a quarter of
 /// a phase at the bottleneck, and the resequencer holds every flow of the
-/// connection for it. With a 20 ms floor, probes on LAN-like paths (RTT
-/// 0.1 ms) stood 5 ms queues on one path after another (12 x 100 Mbit/s,
-/// 4 streams, interleaved runs: CUBIC 0.943 and 0.951 of raw with that
-/// floor, 0.951 and 0.962 with this one; BBR 0.857-0.899 and
-/// 0.909-0.917).
+/// connection for it. A floor far above LAN-like RTTs (0.1 ms) would make
+/// probes stand queues of milliseconds on one path after another; 4 ms keeps
+/// a probe's queue near 1 ms (measured:
+/// docs/results/2026-11-26-like-paths-overflow-probes.md).
 pub const PROBE_PHASE_MIN: Duration = Duration::from_millis(4);
 
 /// Longest probing phase.

@@ -36,9 +36,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Items per chunk below which a batch is not split (see the measurements
-/// in docs/ARCHITECTURE.md): 16 full-size datagrams are about 10-20 µs of
-/// ChaCha20-Poly1305, the order of a helper's wake-up.
+/// Items per chunk below which a batch is not split: 16 full-size
+/// datagrams are about 10-20 µs of ChaCha20-Poly1305, the order of a
+/// helper's wake-up (measured: docs/results/2026-11-25-per-packet-cost.md).
 pub const DEFAULT_MIN_CHUNK: usize = 16;
 
 /// How long an idle helper keeps looking for work before it sleeps: a

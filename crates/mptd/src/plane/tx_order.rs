@@ -11,9 +11,8 @@
 //! A and still reach a path's socket first: the peer then saw numbers
 //! going backwards on one path, took A's datagrams for lost (skipped the
 //! gap, asked for repairs of datagrams still on their way) and delivered
-//! them late, which TCP reads as loss. Measured with 4 TCP streams over
-//! 12 paths (two tun queues busy): 2 % of the datagrams asked for again,
-//! 15 k late deliveries in 20 s.
+//! them late, which TCP reads as loss (measured:
+//! docs/results/2026-11-26-like-paths-transmit-order.md).
 //!
 //! The fix keeps numbering and sending in one order without putting the
 //! sealing under a lock: numbers are handed out together with a *ticket*

@@ -56,48 +56,39 @@ pub struct EqualizeTarget {
 /// every flow (ACKs coming back over 2 of 12 like paths were held
 /// 3.6-3.9 ms for it). A path that carries data has a fresh sample every
 /// receive summary, and its latest one is what the resequencer will wait
-/// for anyway: equalising to the lowest of its window instead moved the
-/// wait into the resequencer (WiFi + LTE with BBR: hold p99 38-59 ms in 5
-/// of 6 runs against 8-14 ms in 5 of 6 with the latest).
+/// for anyway: equalising to the lowest of its window instead moves the
+/// wait into the resequencer (measured:
+/// docs/results/2026-11-26-bbr-rtt-captures.md).
 ///
 /// A path whose minimum RTT is within [`EQUALIZE_NEAR`] of the fastest
 /// counts whether it carries data at the moment or not (unless
 /// `random_loss`), so that a flow meets one delay from its first packet to
-/// its last. When only the paths in use counted, a BBR flow measured the
-/// fast path's RTT while it was slow enough to fit there, sized its window
-/// by it and, once the slow path joined and everything was held to its
-/// delay, was held to a fraction of the summed capacity: bimodal between
-/// 0.44 and 0.98 of the sum over WiFi + LTE in runs of the same build,
-/// 0.91-0.95 with near paths always counted. A far path (a satellite
+/// its last: counting only the paths in use lets a BBR flow size its
+/// window by the fast path's RTT and then be held to a fraction of the
+/// summed capacity once the slow path joins (measured:
+/// docs/results/2026-11-25-unlike-paths.md). A far path (a satellite
 /// beside DSL) counts, unless `bulk`, only while it brings at least
 /// [`EQUALIZE_MIN_SHARE`] of the data (payload of data and repair
 /// messages; see [`crate::session::timing::SHARE_IDLE`]): holding every
 /// datagram to its delay would cost interactive traffic hundreds of
-/// milliseconds. (An older build measured CUBIC over GEO + DSL at 0.88 of
-/// the best path held always, 1.42 held only while the satellite carried
-/// data; but it counted keepalives as data, so an idle satellite "carried"
-/// half of it and every flow began held, as `bulk` now makes sure.)
+/// milliseconds; bulk flows are held to it from their start by `bulk`.
 ///
 /// `bulk`: the target of full-size datagrams and TCP SYNs, for which a
 /// far path counts whenever it is up, carrying data or not (unless
 /// `random_loss`). A bulk flow thus meets the far path's delay from its
 /// handshake on, whether the sender has put any of it there yet or not,
 /// while short datagrams (pings, keystrokes, DNS, voice, ACKs) see the near
-/// path's. Measured over GEO + DSL: with the far path counted for every
-/// datagram only while it carried data, a flow that began on DSL alone
-/// met a 25 ms RTT, then 313 ms once the satellite joined; CUBIC left
-/// slow start on DSL's queue and took 15 s to grow into the satellite
-/// (0.58 and 0.64 of the best path in two first runs, against 1.47 and
-/// 1.48 in runs that began held), and BBR, sizing its window by the
-/// 25 ms, fell to 2.6 Mbit/s until its minimum RTT expired.
+/// path's. Otherwise a flow that begins on DSL alone meets a 25 ms RTT,
+/// then 313 ms once the satellite joins, and both CUBIC and BBR size
+/// themselves by the short one (measured:
+/// docs/results/2026-11-27-unlike-paths-far-path-overflow.md).
 ///
 /// `random_loss`: the receiver asked for repairs within the last
 /// [`RANDOM_LOSS_HOLD`]. Then only paths carrying data count: the losses
 /// repair does not catch make a loss-based sender (CUBIC) back off, and
 /// its rate after that is its window over the RTT, so the tunnel had
-/// better show the fast path's RTT while the flow fits there (CUBIC over
-/// WiFi with 1 % loss + LTE: 0.68-1.33 of the best path with near paths
-/// always counted, 1.57-2.06 without).
+/// better show the fast path's RTT while the flow fits there (measured:
+/// docs/results/2026-11-25-unlike-paths.md).
 pub fn equalize_target(
     session: &Session,
     now: Instant,

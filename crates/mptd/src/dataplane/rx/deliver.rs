@@ -60,8 +60,9 @@ impl EqualizeTargets {
 /// `owd_us` to reach `target`: nothing without a target, or for real-time
 /// packets sent twice (`copied`): they are there for their delay, and
 /// leave at once unless the path holds data ahead of them. (TCP ACKs are
-/// held too: let through at once, a BBR flow over WiFi + LTE fell from
-/// 0.95 to 0.36 of the sum.) Not yet capped at [`MAX_HOLD`].
+/// held too: let through at once, they cost a BBR flow over WiFi + LTE
+/// most of its rate; measured: docs/results/2026-11-26-four-paths-vs-one.md.)
+/// Not yet capped at [`MAX_HOLD`].
 #[inline]
 pub fn hold(target: Option<u32>, owd_us: u32, copied: bool) -> Duration {
     let hold_us = match target {
