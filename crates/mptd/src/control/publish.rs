@@ -164,26 +164,7 @@ pub(super) fn publish_timing(
         seen.1
     };
     let plan = session.timing_plan(now, &timing);
-    conn.reseq_timeout_us
-        .store(plan.reorder_timeout.as_micros() as u64, Relaxed);
-    conn.publish_path_waits(&plan.path_waits);
-    conn.rx_spread_us.store(
-        plan.rx_delay_spread
-            .map_or(u64::MAX, |d| d.as_micros() as u64),
-        Relaxed,
-    );
-    let equalize = plan.equalize;
-    conn.equalize_owd_us.store(
-        equalize.map_or(0, |t| (1 << 32) | u64::from(t.owd_us)),
-        Relaxed,
-    );
-    conn.equalize_spread_us
-        .store(equalize.map_or(0, |t| u64::from(t.spread_us)), Relaxed);
-    let bulk = plan.equalize_bulk;
-    conn.equalize_bulk_owd_us
-        .store(bulk.map_or(0, |t| (1 << 32) | u64::from(t.owd_us)), Relaxed);
-    conn.equalize_bulk_spread_us
-        .store(bulk.map_or(0, |t| u64::from(t.spread_us)), Relaxed);
+    conn.timing.publish(plan);
 }
 
 /// Publishes each path's view for status and metrics, with its smoothed

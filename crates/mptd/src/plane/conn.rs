@@ -16,12 +16,13 @@
 use super::counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters};
 use super::crypto::ConnCrypto;
 use super::path::PathTable;
+use super::plan::PublishedPlan;
 use crate::io::udp::Waker;
 use crate::plane::route::SourceFilter;
 use crate::sync::Counter;
 use mpt_proto::reorder::Resequencer;
 use mpt_proto::sched::Redundancy;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 /// The transmit workers' wake-up events (one per worker).
@@ -75,36 +76,12 @@ pub struct ConnShared {
     /// When the resequencer's oldest gap times out, in ns since `epoch`
     /// (0 = nothing held). Lets idle receive workers sleep exactly so long.
     pub reseq_deadline_ns: AtomicU64,
-    /// Gap timeout in µs, set by the control loop from the paths' RTTs.
-    pub reseq_timeout_us: AtomicU64,
+    /// The receive side's timing (gap timeout, path waits, delay spread,
+    /// equalisation targets), published by the control loop each round
+    /// (see [`crate::plane::plan`]).
+    pub timing: PublishedPlan,
     /// Transmit workers schedule with `adaptive` (else `weighted`).
     pub adaptive: AtomicBool,
-    /// The one-way delay (µs, wrapping, receive clock − sender timestamp)
-    /// of the slowest path carrying data, to which the receive worker
-    /// holds faster paths' data; 0 = none (see `equalize`).
-    pub equalize_owd_us: AtomicU64,
-    /// How far `equalize_owd_us` lies above the fastest path's delay (µs;
-    /// 0 = no hold), for `mpt status`.
-    pub equalize_spread_us: AtomicU64,
-    /// The same as `equalize_owd_us` with every usable far path counted,
-    /// whether it brings data or not: what full-size datagrams and TCP
-    /// SYNs are held to (see `mpt_proto::session::timing::equalize_target`).
-    pub equalize_bulk_owd_us: AtomicU64,
-    /// How far `equalize_bulk_owd_us` lies above the fastest path's delay.
-    pub equalize_bulk_spread_us: AtomicU64,
-    /// Spread of the one-way delays measured on the paths that bring data
-    /// (slowest − fastest, µs; `u64::MAX` = fewer than two such paths):
-    /// how long resequencing must at least hold data that overtook, set by
-    /// the control loop (see `mpt_proto::session::timing::rx_delay_spread`).
-    pub rx_spread_us: AtomicU64,
-    /// Per path id: the resequencer's wait for it in µs (see
-    /// `mpt_proto::session::timing::path_waits`), `u32::MAX` = none; set by the control
-    /// loop, taken by the receive worker when `path_waits_gen` moved.
-    pub path_waits_us: [AtomicU32; mpt_proto::sched::MAX_PATHS],
-    /// Bumped when `path_waits_us` changed.
-    pub path_waits_gen: AtomicU64,
-    /// `path_waits_gen` the resequencer last took (under its lock).
-    pub path_waits_applied: AtomicU64,
     /// Control loop only: `repairs.requested_datagrams` as last seen, and
     /// when it last grew (random loss on a path we receive on).
     pub random_loss_seen: Mutex<(u64, Option<Instant>)>,
@@ -228,16 +205,8 @@ impl ConnShared {
             allowed_sources,
             reseq: Mutex::new(reseq),
             reseq_deadline_ns: AtomicU64::new(0),
-            reseq_timeout_us: AtomicU64::new(reseq_timeout.as_micros() as u64),
+            timing: PublishedPlan::new(reseq_timeout),
             adaptive: AtomicBool::new(true),
-            equalize_owd_us: AtomicU64::new(0),
-            equalize_spread_us: AtomicU64::new(0),
-            equalize_bulk_owd_us: AtomicU64::new(0),
-            equalize_bulk_spread_us: AtomicU64::new(0),
-            rx_spread_us: AtomicU64::new(u64::MAX),
-            path_waits_us: std::array::from_fn(|_| AtomicU32::new(u32::MAX)),
-            path_waits_gen: AtomicU64::new(0),
-            path_waits_applied: AtomicU64::new(0),
             random_loss_seen: Mutex::new((0, None)),
             repair: AtomicBool::new(true),
             silent_paths: AtomicU64::new(0),
@@ -288,39 +257,6 @@ impl ConnShared {
         self.rx_wake.wake();
         for w in self.tx_wake.0.iter() {
             let _ = w.trigger();
-        }
-    }
-
-    /// Publishes the resequencer's per-path waits (control loop).
-    pub fn publish_path_waits(&self, waits: &[Option<std::time::Duration>]) {
-        let mut changed = false;
-        for (slot, w) in self.path_waits_us.iter().zip(waits) {
-            let us = w.map_or(u32::MAX, |d| {
-                d.as_micros().min(u128::from(u32::MAX - 1)) as u32
-            });
-            if slot.swap(us, Relaxed) != us {
-                changed = true;
-            }
-        }
-        if changed {
-            self.path_waits_gen.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// Gives the resequencer (locked by the caller) the waits published
-    /// last, if they changed since it got them (receive worker, once per
-    /// batch).
-    pub fn apply_path_waits(&self, reseq: &mut Resequencer) {
-        let gen = self.path_waits_gen.load(Relaxed);
-        if self.path_waits_applied.swap(gen, Relaxed) == gen {
-            return;
-        }
-        for (id, slot) in self.path_waits_us.iter().enumerate() {
-            let wait = match slot.load(Relaxed) {
-                u32::MAX => None,
-                us => Some(std::time::Duration::from_micros(u64::from(us))),
-            };
-            reseq.set_path_wait(id, wait);
         }
     }
 

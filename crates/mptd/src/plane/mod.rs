@@ -16,6 +16,7 @@ pub mod counters;
 pub mod crypto;
 pub mod model;
 pub mod path;
+pub mod plan;
 pub mod queue;
 pub mod route;
 pub mod shared_port;
@@ -32,4 +33,5 @@ pub use conn::{
 pub use counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters, TxStats};
 pub use crypto::{ConnCrypto, KeySet, NoiseIds, OLD_KEYS_GRACE, OLD_KEYS_MAX};
 pub use path::{PathShared, PathTable, PathView, Remote, NO_OWD};
+pub use plan::{PlanSnapshot, PublishedPlan};
 pub use queue::{ControlDatagram, CONTROL_DATAGRAM_MAX, CONTROL_QUEUE, SHARED_INITIATION};

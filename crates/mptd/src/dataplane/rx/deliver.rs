@@ -10,7 +10,6 @@
 //! rest passes at once unless its path holds something.
 
 use mpt_proto::seq::seq_excess;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use mpt_proto::flow::is_tcp_syn;
@@ -18,7 +17,7 @@ use mpt_proto::reorder::Resequencer;
 
 use crate::dataplane::equalize::{DelayLine, Kind, Meta, MAX_HOLD, MIN_HOLD};
 use crate::dataplane::rx::sink::{PacketSink, Staging};
-use crate::plane::{ConnShared, Counter};
+use crate::plane::{Counter, PlanSnapshot};
 
 /// The one-way delays (µs, wrapping, receive clock − sender timestamp) a
 /// batch's data is held to, as the control loop last published them
@@ -33,12 +32,11 @@ pub struct EqualizeTargets {
 }
 
 impl EqualizeTargets {
-    /// The targets `conn` holds to now.
-    pub fn read(conn: &ConnShared) -> EqualizeTargets {
-        let target = |v: u64| (v != 0).then_some(v as u32);
+    /// The targets of a published plan.
+    pub fn of(timing: &PlanSnapshot) -> EqualizeTargets {
         EqualizeTargets {
-            to: target(conn.equalize_owd_us.load(Relaxed)),
-            bulk_to: target(conn.equalize_bulk_owd_us.load(Relaxed)),
+            to: timing.plan.equalize.map(|t| t.owd_us),
+            bulk_to: timing.plan.equalize_bulk.map(|t| t.owd_us),
         }
     }
 

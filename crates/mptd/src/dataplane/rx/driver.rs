@@ -20,6 +20,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpt_proto::reorder::Resequencer;
@@ -39,7 +40,7 @@ use crate::dataplane::rx::state::ConnStages;
 use crate::dataplane::rx::summary::Tally;
 use crate::io::source::Source;
 use crate::io::udp::RecvMeta;
-use crate::plane::{ConnShared, ControlDatagram, PathShared, PathTable};
+use crate::plane::{ConnShared, ControlDatagram, PathShared, PathTable, PlanSnapshot};
 
 /// What the stages of one connection's receive path need: the connection,
 /// where its data goes, where its control messages go.
@@ -80,7 +81,7 @@ impl WorkerStages {
 
 /// What a batch reads once, before its first datagram: the clock, and
 /// what the control loop published about the connection and the path.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Plan {
     /// When the batch is handled.
     pub now: Instant,
@@ -95,6 +96,9 @@ pub struct Plan {
     /// it comes from: only the path's configured remote address and port
     /// count (none: nothing does), and nothing is ever learnt.
     pub cleartext_peer: Option<Option<SocketAddr>>,
+    /// The timing the control loop published last (gap timeout, path
+    /// waits, equalisation targets).
+    pub timing: Arc<PlanSnapshot>,
     /// The delays data is held to.
     pub targets: EqualizeTargets,
 }
@@ -114,13 +118,15 @@ impl Plan {
             None => Some(path.and_then(|p| p.remote()).map(|(a, _)| a)),
             Some(_) => None,
         };
+        let timing = conn.timing.load_full();
         Plan {
             now,
             now_us,
             wall_now: crate::io::udp::wall_clock_ns(),
             repair_wait,
             cleartext_peer,
-            targets: EqualizeTargets::read(conn),
+            targets: EqualizeTargets::of(&timing),
+            timing,
         }
     }
 }
@@ -148,7 +154,7 @@ impl<S: PacketSink> Rx<'_, S> {
         } = w;
         opener.open_batch(conn, bufs, meta);
         let mut reseq = conn.lock_reseq();
-        self.apply_timeout(&mut reseq);
+        self.apply_timeout(&plan.timing, &mut reseq);
         let mut pass = Pass {
             conn,
             check: Check {
@@ -220,12 +226,12 @@ impl<S: PacketSink> Rx<'_, S> {
 
     /// Gives the resequencer the gap timeout and path waits the control
     /// loop last published.
-    fn apply_timeout(&self, reseq: &mut Resequencer) {
-        let t = Duration::from_micros(self.conn.reseq_timeout_us.load(Relaxed));
+    fn apply_timeout(&self, timing: &PlanSnapshot, reseq: &mut Resequencer) {
+        let t = timing.plan.reorder_timeout;
         if reseq.timeout() != t {
             reseq.set_timeout(t);
         }
-        self.conn.apply_path_waits(reseq);
+        self.conn.timing.apply_path_waits(timing, reseq);
     }
 
     /// Publishes when the resequencer's oldest gap times out.

@@ -142,7 +142,8 @@ remote = "10.0.0.2"
         ));
         // Long enough that no gap times out while a test runs, unless
         // the test moves the clock on.
-        conn.reseq_timeout_us.store(10_000_000, Relaxed);
+        conn.timing
+            .update(|plan| plan.reorder_timeout = Duration::from_secs(10));
         let pool = Arc::new(CryptoPool::start(0, 4, Duration::ZERO).unwrap());
         let sink = VecSink::default();
         let (control, to_control) = sync_channel(16);
@@ -422,7 +423,9 @@ fn cleartext_from_anywhere_but_the_configured_remote_is_dropped() {
 #[test]
 fn a_gap_is_given_up_after_the_timeout() {
     let mut h = Harness::sealed();
-    h.conn.reseq_timeout_us.store(2_000_000, Relaxed);
+    h.conn
+        .timing
+        .update(|plan| plan.reorder_timeout = Duration::from_secs(2));
     let first = vec![h.data(1, 1)];
     h.receive(1, first);
     let early = vec![h.data(0, 3)];

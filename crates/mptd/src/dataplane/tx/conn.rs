@@ -48,6 +48,8 @@ pub(super) struct TxConn {
     pub generation: u64,
     /// The paths the schedulers may use.
     pub mask: u64,
+    /// How long the receiver holds a gap (the published gap timeout, ns).
+    pub hold_ns: u64,
     /// Packets of this batch for the connection.
     pub count: u32,
     /// The batch that last routed to it (`TxBatch::batch_no`).
@@ -80,6 +82,7 @@ impl TxConn {
             table: conn.paths(),
             generation: 0,
             mask: 0,
+            hold_ns: 0,
             count: 0,
             stamp: 0,
             base: 0,
@@ -122,6 +125,7 @@ impl TxConn {
             self.sched_params[p.id] = p.sched();
         }
         self.mask = conn.eligible.load(Relaxed);
+        self.hold_ns = conn.timing.load().reorder_timeout_us().saturating_mul(1000);
         self.path_counts.clear();
         self.path_counts.resize(self.table.slots(), 0);
         self.redundancy = conn.redundancy();
@@ -166,7 +170,7 @@ impl TxConn {
             bytes,
             bulk: is_tcp_syn(packet),
             now_ns: conn_ns,
-            hold_ns: conn.reseq_timeout_us.load(Relaxed).saturating_mul(1000),
+            hold_ns: self.hold_ns,
             flowlet,
         });
         if let Some(p) = pick {

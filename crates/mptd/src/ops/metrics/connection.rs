@@ -4,7 +4,6 @@
 //! their label values are the status document's keys.
 
 use std::fmt;
-use std::sync::atomic::Ordering::Relaxed;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
@@ -86,7 +85,7 @@ fn equalize(encoder: &mut DescriptorEncoder, live: &[&ConnShared]) -> fmt::Resul
         "mpt_equalize_hold_seconds",
         "How long delay equalisation holds data from the fastest path now: the slowest counted path's delay above the fastest's (0: no hold).",
         live.iter().map(|c| {
-            let hold = c.equalize_spread_us.load(Relaxed) as f64 / 1e6;
+            let hold = c.timing.load().equalize_spread_us() as f64 / 1e6;
             (Labels::conn(&c.name), hold)
         }),
     )?;

@@ -40,11 +40,12 @@ pub(super) fn connection(c: &ConnShared, now: Instant) -> Connection {
 
 /// Delay equalisation: what data is held to now, and what it held.
 fn equalize(c: &ConnShared) -> Equalize {
+    let timing = c.timing.load();
     Equalize {
-        bulk_hold_ms: Some(us_as_ms(c.equalize_bulk_spread_us.load(Relaxed))),
+        bulk_hold_ms: Some(us_as_ms(timing.equalize_bulk_spread_us())),
         held: Some(c.equalized.held.get()),
         held_ms: Some(us_as_ms(c.equalized.held_us.get())),
-        hold_ms: Some(us_as_ms(c.equalize_spread_us.load(Relaxed))),
+        hold_ms: Some(us_as_ms(timing.equalize_spread_us())),
         other: Default::default(),
     }
 }

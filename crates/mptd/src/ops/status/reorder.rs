@@ -1,7 +1,6 @@
 //! The resequencer's part of a connection's status: its counters, what it
 //! holds now, its timings and the histogram of how long it held packets.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use mpt_api::status::{HoldTimes, Reorder};
@@ -16,6 +15,7 @@ pub(super) fn reorder(c: &ConnShared, now: Instant) -> Reorder {
         let g = c.lock_reseq();
         (g.stats(), g.held(), g.longest_hold(now), g.reorder_grace())
     };
+    let timing = c.timing.load();
     Reorder {
         duplicates: Some(r.duplicates),
         flow_bypass: Some(r.flow_bypass),
@@ -29,11 +29,8 @@ pub(super) fn reorder(c: &ConnShared, now: Instant) -> Reorder {
         longest_hold_ms: Some(longest.map_or(0.0, ms)),
         resets: Some(r.resets),
         // Fewer than two paths bring data: no spread.
-        spread_ms: Some(match c.rx_spread_us.load(Relaxed) {
-            u64::MAX => None,
-            us => Some(us_as_ms(us)),
-        }),
-        timeout_ms: Some(us_as_ms(c.reseq_timeout_us.load(Relaxed))),
+        spread_ms: Some(timing.rx_spread_us().map(us_as_ms)),
+        timeout_ms: Some(us_as_ms(timing.reorder_timeout_us())),
         other: Default::default(),
     }
 }

@@ -12,6 +12,7 @@ use mpt_api::Status;
 use mpt_proto::crypto::{Cipher, Psk, Role};
 use mpt_proto::noise::{HandshakeCounters, RefusedCounters};
 use mpt_proto::sched::{Redundancy, SchedPath};
+use mpt_proto::session::timing::EqualizeTarget;
 use serde_json::{Map, Value};
 
 use super::fields::counters_as;
@@ -117,9 +118,17 @@ fn busy() -> (StatusSource, Instant) {
         table.insert(Arc::new(p));
     }
     site.set_paths(table);
-    site.rx_spread_us.store(3_750, Relaxed);
-    site.equalize_spread_us.store(3_600, Relaxed);
-    site.equalize_bulk_spread_us.store(287_000, Relaxed);
+    site.timing.update(|plan| {
+        plan.rx_delay_spread = Some(Duration::from_micros(3_750));
+        plan.equalize = Some(EqualizeTarget {
+            owd_us: 41_000,
+            spread_us: 3_600,
+        });
+        plan.equalize_bulk = Some(EqualizeTarget {
+            owd_us: 324_000,
+            spread_us: 287_000,
+        });
+    });
     site.repair.store(false, Relaxed);
     site.set_redundancy(Redundancy::All);
     site.handovers.count.add(1);

@@ -140,16 +140,16 @@ pub(super) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
                     "longest_hold_ms": longest.map_or(0.0, ms),
                     "flow_bypass": r.flow_bypass,
                     "grace_ms": ms(grace),
-                    "timeout_ms": c.reseq_timeout_us.load(Relaxed) as f64 / 1e3,
-                    "spread_ms": match c.rx_spread_us.load(Relaxed) {
-                        u64::MAX => Value::Null,
-                        us => json!(us as f64 / 1e3),
+                    "timeout_ms": c.timing.load().reorder_timeout_us() as f64 / 1e3,
+                    "spread_ms": match c.timing.load().rx_spread_us() {
+                        None => Value::Null,
+                        Some(us) => json!(us as f64 / 1e3),
                     },
                     "hold": hold_json(&r.hold),
                 },
                 "equalize": {
-                    "hold_ms": c.equalize_spread_us.load(Relaxed) as f64 / 1e3,
-                    "bulk_hold_ms": c.equalize_bulk_spread_us.load(Relaxed) as f64 / 1e3,
+                    "hold_ms": c.timing.load().equalize_spread_us() as f64 / 1e3,
+                    "bulk_hold_ms": c.timing.load().equalize_bulk_spread_us() as f64 / 1e3,
                     "held": c.equalized.held.get(),
                     "held_ms": c.equalized.held_us.get() as f64 / 1e3,
                 },
