@@ -14,6 +14,7 @@
 //! (any datagram can fail its MAC), so its refusals stay counted only
 //! (`drops.auth`).
 
+use crate::sync::lock_unpoisoned;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,10 +27,7 @@ static LAST: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// Whether a warning may be logged at `now` (and, if so, records it).
 fn due(last: &Mutex<Option<Instant>>, now: Instant) -> bool {
-    let mut last = match last.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let mut last = lock_unpoisoned(last);
     if last.is_some_and(|t| now.saturating_duration_since(t) < WARN_EVERY) {
         return false;
     }

@@ -54,6 +54,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::plane::NoiseIds;
 use crate::plane::{ConnCrypto, Counter};
+use crate::sync::lock_unpoisoned;
 
 /// Initiations per second (daemon-wide) above which the responder counts
 /// as under load and answers initiations without a valid mac2 with a
@@ -273,11 +274,7 @@ impl NoiseDaemon {
 
     /// Copies the responder's counters where the status reads them.
     pub fn publish(&self) {
-        let mut g = self
-            .stats
-            .responder
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut g = lock_unpoisoned(&self.stats.responder);
         *g = *self.responder.counters();
     }
 }
@@ -601,10 +598,7 @@ impl NoiseConn {
         c.completed = crypto.handshakes.get();
         c.rekeys = crypto.rekeys.get();
         c.expired += self.stats.expired;
-        let mut g = crypto
-            .noise_counters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut g = lock_unpoisoned(&crypto.noise_counters);
         *g = c;
     }
 

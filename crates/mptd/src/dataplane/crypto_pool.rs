@@ -28,6 +28,7 @@
 //! every helper is done with the batch (also when a chunk panics), which is
 //! what makes lending the caller's buffers to other threads sound.
 
+use crate::sync::lock_unpoisoned;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -168,10 +169,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
-        match self.queue.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        lock_unpoisoned(&self.queue)
     }
 
     fn helper(&self) {
@@ -326,10 +324,7 @@ impl CryptoPool {
         );
         self.shared.lock().shutdown = true;
         self.shared.wake.notify_all();
-        let handles = match self.handles.lock() {
-            Ok(mut g) => std::mem::take(&mut *g),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-        };
+        let handles = std::mem::take(&mut *lock_unpoisoned(&self.handles));
         for h in handles {
             if h.join().is_err() {
                 tracing::error!("a crypto helper panicked");

@@ -20,6 +20,7 @@ use super::plan::PublishedPlan;
 use crate::io::udp::Waker;
 use crate::plane::route::SourceFilter;
 use crate::sync::Counter;
+use crate::sync::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 use mpt_proto::reorder::Resequencer;
 use mpt_proto::sched::Redundancy;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -141,13 +142,13 @@ impl HandoverRecord {
     /// Records a completed handover.
     pub fn record(&self, last: LastHandover) {
         self.count.add(1);
-        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock_unpoisoned(&self.last);
         *g = Some(last);
     }
 
     /// The latest handover, if any.
     pub fn last(&self) -> Option<LastHandover> {
-        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        lock_unpoisoned(&self.last).clone()
     }
 }
 
@@ -223,10 +224,7 @@ impl ConnShared {
 
     /// The current paths.
     pub fn paths(&self) -> Arc<PathTable> {
-        match self.paths.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        read_unpoisoned(&self.paths).clone()
     }
 
     /// Generation of the path table: changes whenever it is replaced.
@@ -249,10 +247,7 @@ impl ConnShared {
     /// Replaces the path table (control loop only).
     pub fn set_paths(&self, table: PathTable) {
         let table = Arc::new(table);
-        match self.paths.write() {
-            Ok(mut g) => *g = table,
-            Err(poisoned) => *poisoned.into_inner() = table,
-        }
+        *write_unpoisoned(&self.paths) = table;
         self.paths_generation.fetch_add(1, Relaxed);
         self.rx_wake.wake();
         for w in self.tx_wake.0.iter() {
@@ -262,10 +257,7 @@ impl ConnShared {
 
     /// Locks the resequencer (a panicked holder leaves it usable).
     pub fn lock_reseq(&self) -> std::sync::MutexGuard<'_, Resequencer> {
-        match self.reseq.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        lock_unpoisoned(&self.reseq)
     }
 }
 
@@ -298,10 +290,7 @@ impl ConnSet {
 
     /// The connections and the router.
     pub fn load(&self) -> ConnsAndRouter {
-        match self.current.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        read_unpoisoned(&self.current).clone()
     }
 
     /// The connections (removed ones included; see [`ConnShared::removed`]).
@@ -322,10 +311,7 @@ impl ConnSet {
         router: Arc<crate::plane::route::Router>,
     ) {
         let wakes = list.first().map(|c| c.tx_wake.0.clone());
-        match self.current.write() {
-            Ok(mut g) => *g = (list, router),
-            Err(poisoned) => *poisoned.into_inner() = (list, router),
-        }
+        *write_unpoisoned(&self.current) = (list, router);
         self.generation.fetch_add(1, Relaxed);
         for w in wakes.iter().flat_map(|w| w.iter()) {
             let _ = w.trigger();

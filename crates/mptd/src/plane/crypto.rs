@@ -4,6 +4,7 @@
 
 use super::conn::ConnShared;
 use crate::sync::Counter;
+use crate::sync::{read_unpoisoned, write_unpoisoned};
 use mpt_proto::crypto::Role;
 use mpt_proto::crypto::{Psk, SessionKeys};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -129,10 +130,7 @@ impl ConnCrypto {
     }
 
     fn write(&self, f: impl FnOnce(&mut KeySet) -> bool) -> bool {
-        let mut g = match self.keys.write() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut g = write_unpoisoned(&self.keys);
         let changed = f(&mut g);
         if changed {
             let before: [u32; 3] = std::array::from_fn(|i| self.local_indexes[i].load(Relaxed));
@@ -200,26 +198,17 @@ impl ConnCrypto {
             let id = g.ids[0].map_or(conn_id, |i| i.remote);
             g.current.clone().map(|k| (k, id))
         };
-        match self.keys.read() {
-            Ok(g) => read(&g),
-            Err(poisoned) => read(&poisoned.into_inner()),
-        }
+        read(&read_unpoisoned(&self.keys))
     }
 
     /// Noise: indexes and age of the current keys.
     pub fn current_ids(&self) -> Option<NoiseIds> {
-        match self.keys.read() {
-            Ok(g) => g.ids[0],
-            Err(poisoned) => poisoned.into_inner().ids[0],
-        }
+        read_unpoisoned(&self.keys).ids[0]
     }
 
     /// Noise: indexes of the pending keys.
     pub fn pending_ids(&self) -> Option<NoiseIds> {
-        match self.keys.read() {
-            Ok(g) => g.ids[1],
-            Err(poisoned) => poisoned.into_inner().ids[1],
-        }
+        read_unpoisoned(&self.keys).ids[1]
     }
 
     /// Noise: gives up the current keys (hard limit reached): nothing seals
@@ -263,18 +252,12 @@ impl ConnCrypto {
     /// The current session keys (those that seal), if a handshake
     /// completed.
     pub fn keys(&self) -> Option<Arc<SessionKeys>> {
-        match self.keys.read() {
-            Ok(g) => g.current.clone(),
-            Err(poisoned) => poisoned.into_inner().current.clone(),
-        }
+        read_unpoisoned(&self.keys).current.clone()
     }
 
     /// All key sets, for the receive worker.
     pub fn key_set(&self) -> KeySet {
-        match self.keys.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        read_unpoisoned(&self.keys).clone()
     }
 
     /// Changes whenever the key sets change.

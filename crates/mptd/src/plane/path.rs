@@ -5,6 +5,7 @@
 use crate::io::source::Source;
 use crate::io::udp::PathSocket;
 use crate::sync::Counter;
+use crate::sync::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 use mpt_proto::sched::SchedPath;
 use mpt_proto::seq::seq_before;
 use socket2::SockAddr;
@@ -267,10 +268,7 @@ impl PathShared {
         ] {
             new.add(old.get());
         }
-        *match p.view.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        } = self.view();
+        *lock_unpoisoned(&p.view) = self.view();
         p
     }
 
@@ -307,10 +305,7 @@ impl PathShared {
 
     /// The remote address with the local one to send from, if known.
     pub fn remote_via(&self) -> Option<Remote> {
-        match self.remote.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        read_unpoisoned(&self.remote).clone()
     }
 
     /// The local address sends on this path leave from, if pinned (a
@@ -327,10 +322,7 @@ impl PathShared {
         if self.remote_fixed {
             return false;
         }
-        let mut g = match self.remote.write() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut g = write_unpoisoned(&self.remote);
         match g.as_mut() {
             Some(r) if r.addr == from => {
                 if to.is_some() && r.via != to {
@@ -359,10 +351,7 @@ impl PathShared {
 
     /// The published view.
     pub fn view(&self) -> PathView {
-        match self.view.lock() {
-            Ok(g) => *g,
-            Err(poisoned) => *poisoned.into_inner(),
-        }
+        *lock_unpoisoned(&self.view)
     }
 }
 

@@ -54,6 +54,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 
 use crate::plane::{ConnShared, Counter};
+use crate::sync::{read_unpoisoned, write_unpoisoned};
 
 /// Session index → client connection, for the shared ports' workers.
 #[derive(Debug, Default)]
@@ -64,10 +65,7 @@ pub struct SessionMap {
 impl SessionMap {
     /// The map for a batch's lookups (one read lock per batch).
     pub fn read(&self) -> RwLockReadGuard<'_, HashMap<u32, Arc<ConnShared>>> {
-        match self.map.read() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        read_unpoisoned(&self.map)
     }
 
     /// The connection whose session index is `index` (tests, control loop).
@@ -87,10 +85,7 @@ impl SessionMap {
 
     /// `conn`'s indexes changed from `before` to `after` (0: none).
     pub fn replace(&self, conn: &Weak<ConnShared>, before: &[u32], after: &[u32]) {
-        let mut g = match self.map.write() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut g = write_unpoisoned(&self.map);
         for &i in before {
             if i != 0 && !after.contains(&i) {
                 // Only if it is still ours (indexes are unique, but a

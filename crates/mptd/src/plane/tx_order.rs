@@ -24,6 +24,7 @@
 //! several connections in ascending connection order, so no two wait for
 //! each other.
 
+use crate::sync::lock_unpoisoned;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -49,10 +50,7 @@ impl TxOrder {
     /// Runs `number` (which hands out the batch's sequence numbers) and
     /// takes a ticket, both under one lock, so tickets follow the numbers.
     pub fn allocate<R>(&self, number: impl FnOnce() -> R) -> (u64, R) {
-        let mut next = match self.next_ticket.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut next = lock_unpoisoned(&self.next_ticket);
         let numbered = number();
         let ticket = *next;
         *next = next.wrapping_add(1);
