@@ -25,10 +25,12 @@ impl Flags {
     pub const KNOWN: Flags = Flags(0x07);
 
     /// The raw bits.
+    #[inline]
     pub const fn bits(self) -> u8 {
         self.0
     }
     /// Flags from raw bits, or `None` when an unknown bit is set.
+    #[inline]
     pub const fn from_bits(bits: u8) -> Option<Flags> {
         if bits & !Self::KNOWN.0 == 0 {
             Some(Flags(bits))
@@ -37,10 +39,12 @@ impl Flags {
         }
     }
     /// Whether every bit of `other` is set here.
+    #[inline]
     pub const fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
     }
     /// These flags with every bit of `other` set as well.
+    #[inline]
     pub const fn with(self, other: Flags) -> Flags {
         Flags(self.0 | other.0)
     }

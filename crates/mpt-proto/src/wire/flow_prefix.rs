@@ -19,6 +19,7 @@ pub const FLOW_PREFIX_LEN: usize = 4;
 /// number to wait for with [`flow_predecessor`]. The packet is returned
 /// unchecked: run [`check_ip_packet`](super::check_ip_packet) on it as on
 /// any data payload. A payload shorter than the prefix is `BadBodyLength`.
+#[inline]
 pub fn split_flow_prefix(payload: &[u8]) -> Result<(u32, &[u8]), DecodeError> {
     match payload.split_first_chunk::<FLOW_PREFIX_LEN>() {
         Some((gap, packet)) => Ok((u32::from_be_bytes(*gap), packet)),
@@ -31,6 +32,7 @@ pub fn split_flow_prefix(payload: &[u8]) -> Result<(u32, &[u8]), DecodeError> {
 
 /// Writes the flow prefix carrying `flow_gap` into the first
 /// [`FLOW_PREFIX_LEN`] bytes of `buf` (the IP packet goes right after it).
+#[inline]
 pub fn emit_flow_prefix(flow_gap: u32, buf: &mut [u8]) -> Result<(), EncodeError> {
     let have = buf.len();
     let Some(out) = buf.first_chunk_mut::<FLOW_PREFIX_LEN>() else {
@@ -47,6 +49,7 @@ pub fn emit_flow_prefix(flow_gap: u32, buf: &mut [u8]) -> Result<(), EncodeError
 /// when `flow_gap` is 0 (it depends on nothing) or points below 0 (a
 /// broken or hostile sender; it then waits for nothing either, which is no
 /// worse than a gap of 0).
+#[inline]
 pub fn flow_predecessor(seq: u64, flow_gap: u32) -> Option<u64> {
     if flow_gap == 0 {
         return None;

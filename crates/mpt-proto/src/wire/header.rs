@@ -36,6 +36,7 @@ pub struct Header {
 impl Header {
     /// Writes the header into the first [`HEADER_LEN`](super::HEADER_LEN)
     /// bytes of `buf`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<(), EncodeError> {
         let mut out = HeaderViewMut::check_len(buf)?;
         out.set_msg_type(self.msg_type);
@@ -50,13 +51,14 @@ impl Header {
 
     /// Parses the header at the start of `datagram` and returns it with the
     /// payload that follows. Never panics, never allocates.
+    #[inline]
     pub fn parse(datagram: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
-        let (h, payload) = HeaderView::split(datagram)?;
         if datagram.len() > MAX_DATAGRAM {
             return Err(DecodeError::TooLong {
                 len: datagram.len(),
             });
         }
+        let (h, payload) = HeaderView::split(datagram)?;
         let version = h.version();
         if version != VERSION {
             return Err(DecodeError::BadVersion { version });

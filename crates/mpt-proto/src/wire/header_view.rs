@@ -54,6 +54,7 @@ const _: () = assert!(TIMESTAMP_AT + 4 == HEADER_LEN);
 
 /// The `N` bytes at offset `AT`. An offset that does not fit fails to
 /// compile, so this never panics.
+#[inline]
 fn field<const AT: usize, const N: usize>(h: &[u8; HEADER_LEN]) -> [u8; N] {
     const { assert!(AT + N <= HEADER_LEN) };
     let mut out = [0u8; N];
@@ -62,6 +63,7 @@ fn field<const AT: usize, const N: usize>(h: &[u8; HEADER_LEN]) -> [u8; N] {
 }
 
 /// Writes `value` at offset `AT` (checked when compiling, as [`field`]).
+#[inline]
 fn set_field<const AT: usize, const N: usize>(h: &mut [u8; HEADER_LEN], value: [u8; N]) {
     const { assert!(AT + N <= HEADER_LEN) };
     h[AT..AT + N].copy_from_slice(&value);
@@ -78,6 +80,7 @@ pub struct HeaderView<'a> {
 
 impl<'a> HeaderView<'a> {
     /// A view of exactly the header's bytes.
+    #[inline]
     pub const fn new(bytes: &'a [u8; HEADER_LEN]) -> HeaderView<'a> {
         HeaderView { bytes }
     }
@@ -85,12 +88,14 @@ impl<'a> HeaderView<'a> {
     /// A view of the first [`HEADER_LEN`] bytes of `datagram`, or
     /// [`DecodeError::TooShort`]. The only check made: the fields are not
     /// validated (see the module docs).
+    #[inline]
     pub fn check_len(datagram: &'a [u8]) -> Result<HeaderView<'a>, DecodeError> {
         HeaderView::split(datagram).map(|(view, _)| view)
     }
 
     /// As [`HeaderView::check_len`], also returning the payload after the
     /// header.
+    #[inline]
     pub fn split(datagram: &'a [u8]) -> Result<(HeaderView<'a>, &'a [u8]), DecodeError> {
         match datagram.split_first_chunk::<HEADER_LEN>() {
             Some((bytes, payload)) => Ok((HeaderView { bytes }, payload)),
@@ -101,59 +106,70 @@ impl<'a> HeaderView<'a> {
     }
 
     /// The raw header bytes (e.g. as AEAD associated data).
+    #[inline]
     pub const fn bytes(self) -> &'a [u8; HEADER_LEN] {
         self.bytes
     }
 
     /// The version nibble (valid: [`VERSION`]).
+    #[inline]
     pub fn version(self) -> u8 {
         self.bytes[VERSION_TYPE_AT] >> 4
     }
 
     /// The 4-bit message type code, whether known or not.
+    #[inline]
     pub fn type_code(self) -> u8 {
         self.bytes[VERSION_TYPE_AT] & 0x0f
     }
 
     /// The message type, if the code is one this version knows (the
     /// version nibble is not looked at).
+    #[inline]
     pub fn msg_type(self) -> Option<MsgType> {
         MsgType::from_code(self.type_code())
     }
 
     /// The raw flag byte, unknown bits included.
+    #[inline]
     pub fn flag_bits(self) -> u8 {
         self.bytes[FLAGS_AT]
     }
 
     /// Whether every bit of `flags` is set (other bits, known or not, do
     /// not matter).
+    #[inline]
     pub fn has_flags(self, flags: Flags) -> bool {
         self.flag_bits() & flags.bits() == flags.bits()
     }
 
     /// The sender's index of the path.
+    #[inline]
     pub fn path_id(self) -> u16 {
         u16::from_be_bytes(field::<PATH_ID_AT, 2>(self.bytes))
     }
 
     /// The connection id (on public-key connections: the receiver's
     /// session index).
+    #[inline]
     pub fn conn_id(self) -> u32 {
         u32::from_be_bytes(field::<CONN_ID_AT, 4>(self.bytes))
     }
 
     /// The per-connection sequence number (the AEAD nonce).
+    #[inline]
     pub fn seq(self) -> u64 {
         u64::from_be_bytes(field::<SEQ_AT, 8>(self.bytes))
     }
 
     /// The per-path sequence number (wrapping).
+    #[inline]
     pub fn path_seq(self) -> u32 {
         u32::from_be_bytes(field::<PATH_SEQ_AT, 4>(self.bytes))
     }
 
     /// The sender's clock in microseconds when sent (wrapping).
+    #[inline]
     pub fn timestamp_us(self) -> u32 {
         u32::from_be_bytes(field::<TIMESTAMP_AT, 4>(self.bytes))
     }
@@ -170,12 +186,14 @@ pub struct HeaderViewMut<'a> {
 
 impl<'a> HeaderViewMut<'a> {
     /// A view of exactly the header's bytes.
+    #[inline]
     pub fn new(bytes: &'a mut [u8; HEADER_LEN]) -> HeaderViewMut<'a> {
         HeaderViewMut { bytes }
     }
 
     /// A view of the first [`HEADER_LEN`] bytes of `buf`, or
     /// [`EncodeError::BufferTooSmall`]. The only check made.
+    #[inline]
     pub fn check_len(buf: &'a mut [u8]) -> Result<HeaderViewMut<'a>, EncodeError> {
         let have = buf.len();
         match buf.first_chunk_mut::<HEADER_LEN>() {
@@ -188,53 +206,63 @@ impl<'a> HeaderViewMut<'a> {
     }
 
     /// Read access to the same bytes.
+    #[inline]
     pub fn as_view(&self) -> HeaderView<'_> {
         HeaderView::new(self.bytes)
     }
 
     /// Writes byte 0: [`VERSION`] and the code of `msg_type`.
+    #[inline]
     pub fn set_msg_type(&mut self, msg_type: MsgType) {
         self.bytes[VERSION_TYPE_AT] = (VERSION << 4) | msg_type.code();
     }
 
     /// Replaces the whole flag byte with `flags`.
+    #[inline]
     pub fn set_flags(&mut self, flags: Flags) {
         self.bytes[FLAGS_AT] = flags.bits();
     }
 
     /// Sets every bit of `flags`, leaving the others as they are (e.g.
     /// [`Flags::SEALED`] on a datagram about to be sealed).
+    #[inline]
     pub fn insert_flags(&mut self, flags: Flags) {
         self.bytes[FLAGS_AT] |= flags.bits();
     }
 
     /// Clears every bit of `flags`, leaving the others as they are (e.g.
     /// [`Flags::SEALED`] on a datagram opened in place).
+    #[inline]
     pub fn remove_flags(&mut self, flags: Flags) {
         self.bytes[FLAGS_AT] &= !flags.bits();
     }
 
     /// Writes the path id.
+    #[inline]
     pub fn set_path_id(&mut self, path_id: u16) {
         set_field::<PATH_ID_AT, 2>(self.bytes, path_id.to_be_bytes());
     }
 
     /// Writes the connection id (or the peer's session index).
+    #[inline]
     pub fn set_conn_id(&mut self, conn_id: u32) {
         set_field::<CONN_ID_AT, 4>(self.bytes, conn_id.to_be_bytes());
     }
 
     /// Writes the per-connection sequence number.
+    #[inline]
     pub fn set_seq(&mut self, seq: u64) {
         set_field::<SEQ_AT, 8>(self.bytes, seq.to_be_bytes());
     }
 
     /// Writes the per-path sequence number.
+    #[inline]
     pub fn set_path_seq(&mut self, path_seq: u32) {
         set_field::<PATH_SEQ_AT, 4>(self.bytes, path_seq.to_be_bytes());
     }
 
     /// Writes the sender timestamp.
+    #[inline]
     pub fn set_timestamp_us(&mut self, timestamp_us: u32) {
         set_field::<TIMESTAMP_AT, 4>(self.bytes, timestamp_us.to_be_bytes());
     }

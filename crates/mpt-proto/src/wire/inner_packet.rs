@@ -9,6 +9,7 @@ use crate::wire::error::DecodeError;
 /// length field agrees with the buffer. The daemon applies it to data
 /// payloads before writing them to tun, so a peer cannot make the kernel
 /// parse junk.
+#[inline]
 pub fn check_ip_packet(packet: &[u8]) -> Result<(), DecodeError> {
     let Some(&first) = packet.first() else {
         return Err(DecodeError::BadInnerPacket);

@@ -41,6 +41,7 @@ pub enum MsgType {
 
 impl MsgType {
     /// The 4-bit wire code of this type.
+    #[inline]
     pub const fn code(self) -> u8 {
         match self {
             MsgType::Data => 1,
@@ -60,6 +61,7 @@ impl MsgType {
     }
 
     /// The type for a 4-bit wire code, if it is one we know.
+    #[inline]
     pub const fn from_code(code: u8) -> Option<MsgType> {
         match code {
             1 => Some(MsgType::Data),
