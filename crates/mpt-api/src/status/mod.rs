@@ -71,6 +71,9 @@ pub struct Status {
     /// (`null`: no client connection).
     #[serde(deserialize_with = "nullable", skip_serializing_if = "Option::is_none")]
     pub shared_port: Option<Option<SharedPortStats>>,
+    /// How the operator's hook runs ended (absent: no `[daemon] hook`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<HookStats>,
     /// The tun interface's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tunnel: Option<String>,
@@ -109,6 +112,20 @@ pub struct DaemonDrops {
     /// Fields this version does not know.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// The hook's runs (`[daemon] hook`), by how they ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HookStats {
+    /// Runs that exited with status 0.
+    pub ok: u64,
+    /// Runs that exited non-zero, died of a signal or could not start.
+    pub failed: u64,
+    /// Runs killed at `hook_timeout`.
+    pub timed_out: u64,
+    /// Events dropped (queue full, or the daemon stopping).
+    pub dropped: u64,
 }
 
 /// The netlink listener (addresses and links coming and going).

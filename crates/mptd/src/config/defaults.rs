@@ -17,6 +17,10 @@ pub const DEFAULT_CIPHER: Cipher = Cipher::Aes256Gcm;
 pub(super) fn default_control() -> PathBuf {
     PathBuf::from("/run/mpt/mptd.sock")
 }
+/// `[daemon] hook_timeout` when not given.
+pub(super) fn default_hook_timeout() -> Dur {
+    Dur(Duration::from_secs(10))
+}
 pub(super) fn default_log() -> String {
     "info".into()
 }

@@ -89,6 +89,11 @@ pub struct DaemonConfig {
     /// The data cipher of every encrypted connection (both ends must
     /// agree; the handshake fails otherwise).
     pub cipher: Cipher,
+    /// The hook's program and arguments (empty: no hook), run on tunnel,
+    /// connection and path events (see `crate::io::hook`).
+    pub hook: Vec<String>,
+    /// A hook run is killed after this long.
+    pub hook_timeout: Duration,
 }
 
 /// `[tunnel]` section.

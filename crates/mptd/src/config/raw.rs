@@ -10,8 +10,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::defaults::{
-    default_control, default_dead, default_keepalive, default_log, default_mtu, default_one_u16,
-    default_one_u32, default_port, default_repair, default_tun_name,
+    default_control, default_dead, default_hook_timeout, default_keepalive, default_log,
+    default_mtu, default_one_u16, default_one_u32, default_port, default_repair, default_tun_name,
 };
 use super::duration::Dur;
 use super::prefix::Prefix;
@@ -71,6 +71,20 @@ pub(super) struct RawDaemon {
     pub(super) private_key_file: Option<PathBuf>,
     #[serde(default)]
     pub(super) cipher: Option<Spanned<String>>,
+    /// The hook program: a path, or a program and its arguments.
+    #[serde(default)]
+    pub(super) hook: Option<Spanned<RawHook>>,
+    #[serde(default = "default_hook_timeout")]
+    pub(super) hook_timeout: Dur,
+}
+
+/// `[daemon] hook`: `"/path/to/program"` or `["/path/to/program", "arg"]`
+/// (never a shell command line).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawHook {
+    Program(String),
+    Argv(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]

@@ -25,6 +25,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
         ("log", d.0.log != d.1.log),
         ("cipher", d.0.cipher != d.1.cipher),
         (
+            "hook",
+            (&d.0.hook, d.0.hook_timeout) != (&d.1.hook, d.1.hook_timeout),
+        ),
+        (
             "private_key_file",
             (&d.0.private_key_file, d.0.public_key) != (&d.1.private_key_file, d.1.public_key),
         ),

@@ -839,3 +839,37 @@ fn cipher_defaults_to_aes_and_a_wrong_name_is_refused_where_it_is() {
     assert!(e.message.contains("`rot13` is not a cipher"), "{e}");
     assert!(e.message.contains("aes-256-gcm, chacha20-poly1305"), "{e}");
 }
+
+#[test]
+fn hook_is_a_program_or_an_argv_with_a_timeout() {
+    let c = parse(GOOD, "good.toml").expect("valid");
+    assert!(c.daemon.hook.is_empty(), "no hook by default");
+    assert_eq!(c.daemon.hook_timeout, Duration::from_secs(10));
+
+    let with = |keys: &str| {
+        GOOD.replace(
+            "control = \"/tmp/x.sock\"",
+            &format!("control = \"/tmp/x.sock\"\n{keys}"),
+        )
+    };
+    let c = parse(&with("hook = \"/etc/mpt/hook\""), "good.toml").expect("valid");
+    assert_eq!(c.daemon.hook, ["/etc/mpt/hook"]);
+    let c = parse(
+        &with("hook = [\"/usr/bin/logger\", \"-t\", \"mpt\"]\nhook_timeout = \"2s\""),
+        "good.toml",
+    )
+    .expect("valid");
+    assert_eq!(c.daemon.hook, ["/usr/bin/logger", "-t", "mpt"]);
+    assert_eq!(c.daemon.hook_timeout, Duration::from_secs(2));
+
+    for (bad, says) in [
+        ("hook = \"logger\"", "absolute path"),
+        ("hook = []", "empty"),
+        ("hook = 3", "hook"),
+        ("hook = \"/x\"\nhook_timeout = \"0s\"", "hook_timeout"),
+        ("hook = \"/x\"\nhook_timeout = \"11m\"", "hook_timeout"),
+    ] {
+        let e = error_of(&with(bad));
+        assert!(e.message.contains(says), "{bad}: {e}");
+    }
+}

@@ -19,7 +19,8 @@ use toml::Spanned;
 use super::defaults::{default_control, default_log, DEFAULT_CIPHER};
 use super::duration::Dur;
 use super::raw::{
-    RawConfig, RawConnection, RawDaemon, RawPath, RawRedundancy, RawScheduler, RawStatus, RawTunnel,
+    RawConfig, RawConnection, RawDaemon, RawHook, RawPath, RawRedundancy, RawScheduler, RawStatus,
+    RawTunnel,
 };
 use super::{
     Config, ConnectionConfig, DaemonConfig, PathConfig, SchedulerKind, TunnelConfig,
@@ -87,6 +88,8 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
             private_key_file: None,
             public_key: None,
             cipher: DEFAULT_CIPHER,
+            hook: Vec::new(),
+            hook_timeout: super::defaults::default_hook_timeout().0,
         });
     };
     let span = d.span().start;
@@ -134,6 +137,13 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
             )
         })?,
     };
+    let hook = hook(d.hook)?;
+    if d.hook_timeout.0.is_zero() || d.hook_timeout.0 > Duration::from_secs(600) {
+        return Err((
+            span,
+            "[daemon] key `hook_timeout`: must be more than 0 and at most 10m".into(),
+        ));
+    }
     Ok(DaemonConfig {
         control: d.control,
         cmd_port: d.cmd_port,
@@ -144,7 +154,29 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
         private_key_file,
         public_key,
         cipher,
+        hook,
+        hook_timeout: d.hook_timeout.0,
     })
+}
+
+/// `[daemon] hook`: an absolute program path, with its arguments.
+fn hook(raw: Option<Spanned<RawHook>>) -> Result<Vec<String>, Invalid> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let at = raw.span().start;
+    let argv = match raw.into_inner() {
+        RawHook::Program(p) => vec![p],
+        RawHook::Argv(a) => a,
+    };
+    match argv.first() {
+        None => Err((at, "[daemon] key `hook`: empty (give a program, e.g. \"/etc/mpt/hook\")".into())),
+        Some(p) if !p.starts_with('/') => Err((
+            at,
+            format!("[daemon] key `hook`: `{p}` is not an absolute path (the hook runs without a shell and without PATH lookup; e.g. \"/etc/mpt/hook\")"),
+        )),
+        Some(_) => Ok(argv),
+    }
 }
 
 /// `[tunnel]`.

@@ -99,6 +99,11 @@ pub struct ControlLoop {
     pub tx_wakes: crate::plane::TxWakes,
     /// The tun interface (routes of new client connections).
     pub tun_name: String,
+    /// The operator's hook (`[daemon] hook`), told of path and
+    /// connection changes (see `crate::control::hook_events`).
+    pub hooks: Option<crate::io::hook::Hooks>,
+    /// Per connection: whether it had a live path at the last change.
+    pub conn_alive: Vec<bool>,
 }
 
 /// A shared port as the control loop sends through it: answers to
@@ -427,6 +432,7 @@ impl ControlLoop {
                         state = to.as_str(),
                         "path state changed"
                     );
+                    self.hook_path_change(ci, &conn, path, from, to);
                 }
                 Event::PeerControl { via, msg } => self.on_peer_control(ci, via, msg, now),
                 Event::ControlAnswered { msg, result } => {

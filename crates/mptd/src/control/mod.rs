@@ -13,6 +13,7 @@ pub mod command;
 pub mod conn_keys;
 pub mod control_loop;
 pub mod handshake;
+mod hook_events;
 mod initiate;
 pub mod keys;
 pub mod links;

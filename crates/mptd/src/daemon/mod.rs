@@ -34,6 +34,7 @@ use crate::config::Config;
 use crate::control::command::{Command, Request};
 use crate::control::control_loop::{ControlLoop, Readiness};
 use crate::control::pathset::ConnSetup;
+use crate::io::hook::{HookCommand, HookEvent, HookRunner, Hooks};
 use crate::io::routes::add_route;
 use crate::ops::control_socket::{self, StatusSource};
 use crate::plane::route::Router;
@@ -84,6 +85,11 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let mac1 = conns.noise.as_ref().map(|n| n.identity().mac1_check());
     let (command_tx, command_rx) = sync_channel(16);
     let (links, netlink_stats) = workers::start_netlink(&mut workers, &control_tx, &shutdown)?;
+    let hooks = start_hooks(&config, &tun.name)?;
+    if let Some((h, _)) = &hooks {
+        // The tun and its routes exist; the connections come up later.
+        h.send(HookEvent::new("tunnel-up").with("MPT_CONNECTIONS", conns.shared.len()));
+    }
     let control_loop = ControlLoop {
         conns: conns.shared.clone(),
         sessions: std::mem::take(&mut conns.sessions),
@@ -115,6 +121,8 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         session_map: conns.session_map.clone(),
         tx_wakes: TxWakes(tx_wakes.clone()),
         tun_name: tun.name.clone(),
+        hooks: hooks.as_ref().map(|(h, _)| h.clone()),
+        conn_alive: Vec::new(),
     };
     workers.spawn("control".into(), move || control_loop.run())?;
     let crypto_pool = workers::start_crypto_pool(&conns.shared, threads)?;
@@ -150,6 +158,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         netlink: netlink_stats,
         noise: noise_stats,
         shared: (!shared_ports.ports.is_empty()).then(|| shared_stats.clone()),
+        hooks: hooks.as_ref().map(|(h, _)| h.stats.clone()),
     };
     let servers = servers::Servers::start(&config, listener, source, &shutdown)?;
 
@@ -172,12 +181,29 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     // The workers that submitted to the crypto helpers are gone.
     crypto_pool.stop();
     servers.join();
+    // Before the tun goes, as the hook may want to undo what it did.
+    if let Some((h, runner)) = hooks {
+        h.finish(runner, HookEvent::new("tunnel-down"));
+    }
     drop(tun);
     if let Some(cause) = crate::io::fatal::cause() {
         bail!("{cause}");
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the hook's runner when `[daemon] hook` names a program.
+fn start_hooks(config: &Config, tun: &str) -> Result<Option<(Hooks, HookRunner)>> {
+    if config.daemon.hook.is_empty() {
+        return Ok(None);
+    }
+    let command = HookCommand {
+        argv: config.daemon.hook.clone(),
+        timeout: config.daemon.hook_timeout,
+    };
+    let started = Hooks::start(command, tun).context("starting the hook thread")?;
+    Ok(Some(started))
 }
 
 /// Blocks SIGTERM, SIGINT and SIGHUP in every thread (the threads started

@@ -34,4 +34,6 @@ pub struct StatusSource {
     /// What the shared ports refused before knowing the connection
     /// (`None`: no client connection).
     pub shared: Option<Arc<crate::plane::shared_port::SharedStats>>,
+    /// How the hook's runs ended (`None`: no hook).
+    pub hooks: Option<Arc<crate::io::hook::HookStats>>,
 }

@@ -18,7 +18,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use mpt_api::status::{HandshakeStats, NetlinkStats, SharedPortStats};
+use mpt_api::status::{HandshakeStats, HookStats, NetlinkStats, SharedPortStats};
 use mpt_api::Status;
 
 use crate::control::noise::NoiseDaemonStats;
@@ -61,6 +61,12 @@ pub(crate) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
         netlink: Some(source.netlink.as_deref().map(netlink)),
         noise: Some(source.noise.as_deref().map(daemon_noise)),
         shared_port: Some(source.shared.as_deref().map(shared_port)),
+        hooks: source.hooks.as_deref().map(|h| HookStats {
+            ok: h.ok.get(),
+            failed: h.failed.get(),
+            timed_out: h.timed_out.get(),
+            dropped: h.dropped.get(),
+        }),
         tunnel: Some(source.tun_name.clone()),
         uptime_s: Some(now.saturating_duration_since(source.started).as_secs()),
         other: Default::default(),
