@@ -750,3 +750,51 @@ fn a_multihomed_server_answers_from_the_address_its_client_reached() {
     )
     .unwrap_or_else(|e| panic!("{e:#}\n{}", bed.logs()));
 }
+
+/// The server renews a shared-port client's keys itself (`rekey_after` on
+/// the server's side only, so the server initiates: the handshake's index
+/// becomes the new session's). The client's traffic must keep reaching its
+/// connection under the new keys: before the fix the server unmapped that
+/// index as the handshake ended, and every datagram of the client became
+/// `unknown_session` until the server re-initiated (and lost it again).
+#[test]
+fn a_server_initiated_rekey_keeps_the_clients_session() {
+    let mut bed = Bed::new(&[("k0", vec![false])]).expect("test bed");
+    let text = bed.server_config(&[0]).replace(
+        "dead_timer = \"1s\"\n",
+        "dead_timer = \"1s\"\nrekey_after = \"2s\"\n",
+    );
+    let config = bed.write("server", &text).expect("server config");
+    let control = bed.control("server");
+    let log = bed.dir.path().join("server.log");
+    let mut d = Daemon::start(&bed.server_ns, "server", &config, &control, &log).expect("server");
+    d.wait_ready(&bed.server_ns, TUN, Duration::from_secs(10))
+        .expect("server ready");
+    bed.server = Some(d);
+    bed.start_client(0).expect("client");
+    bed.wait_tunnel(0, Duration::from_secs(15))
+        .expect("tunnel up");
+    // The server answered the first handshake: its own rekey comes after
+    // 2 s + the responder's delay (10 s), then every 2 s as initiator.
+    // 16 s of pings every 50 ms cover the first two server-initiated rekeys.
+    let (sent, got, text) = bed.ping(0, 320, "0.05");
+    let conn = bed.server_conn("k0").expect("k0 on the server");
+    let rekeys = num(&conn, &["session", "rekeys"]);
+    let status = bed.server().status().expect("server status");
+    let unknown = num(&status, &["shared_port", "unknown_session"]);
+    assert!(
+        rekeys >= 2,
+        "the server renewed the keys {rekeys} times in 16 s\n{}",
+        bed.logs()
+    );
+    assert!(
+        got * 100 >= sent * 97,
+        "{got} of {sent} pings across {rekeys} server-initiated rekeys ({unknown} unknown_session): {text}\n{}",
+        bed.logs()
+    );
+    assert!(
+        unknown <= 5,
+        "{unknown} datagrams of the client were unknown_session after the server's rekeys\n{}",
+        bed.logs()
+    );
+}

@@ -167,7 +167,15 @@ impl ConnCrypto {
         let before = self.handshake_index.swap(index, Relaxed);
         if before != index {
             if let Some((map, conn)) = self.registry.get() {
-                map.replace(conn, &[before], &[index]);
+                // The handshake's index stays mapped when it has become a
+                // key set's (the response installed its keys under it):
+                // taking it out would orphan the session just made.
+                let gone: &[u32] = if self.knows_index(before) {
+                    &[]
+                } else {
+                    &[before]
+                };
+                map.replace(conn, gone, &[index]);
             }
         }
     }

@@ -217,4 +217,34 @@ mod tests {
         assert_eq!(map.len(), 1);
         assert!(map.get(0).is_none(), "0 is never an index");
     }
+
+    /// A handshake we initiated completes: the control loop installs the
+    /// keys under the handshake's index, then clears the handshake index.
+    /// The index must stay mapped, or everything the client sends under
+    /// the new keys is `unknown_session` (the server-initiated rekey of a
+    /// shared-port client).
+    #[test]
+    fn a_completed_initiation_keeps_its_index() {
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let map = Arc::new(SessionMap::default());
+        let a = client(0, &map);
+        let ka = a.crypto.as_ref().unwrap();
+        let keys = || crate::plane::testing::session_keys().0;
+        ka.install_current(keys(), ids(100, now), now);
+        // We initiate a rekey under index 500; the response arrives.
+        ka.set_handshake_index(500);
+        assert!(is(map.get(500), &a));
+        ka.install_current(keys(), ids(500, now), now);
+        ka.set_handshake_index(0);
+        assert!(is(map.get(500), &a), "the new session's index left the map");
+        assert!(ka.knows_index(500));
+        // The old keys retire; the new index stays.
+        ka.expire(now + Duration::from_secs(31));
+        assert!(map.get(100).is_none() && is(map.get(500), &a));
+        // An abandoned initiation (no keys under it) does leave.
+        ka.set_handshake_index(600);
+        ka.set_handshake_index(0);
+        assert!(map.get(600).is_none() && is(map.get(500), &a));
+    }
 }
