@@ -25,6 +25,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
         ("log", d.0.log != d.1.log),
         ("cipher", d.0.cipher != d.1.cipher),
         (
+            "resolve_interval",
+            d.0.resolve_interval != d.1.resolve_interval,
+        ),
+        (
             "private_key_file",
             (&d.0.private_key_file, d.0.public_key) != (&d.1.private_key_file, d.1.public_key),
         ),

@@ -142,6 +142,7 @@ impl ControlLoop {
             local: SocketAddr::new(local, setup.port),
             remote: remote.map(|r| SocketAddr::new(r, setup.remote_port)),
             remote_fixed: remote.is_some(),
+            remote_name: None,
             interface,
             follow: false,
             from_config: false,
@@ -352,10 +353,16 @@ impl ControlLoop {
                             Some(ip) => SocketAddr::new(ip, setup.port) != s.local || s.follow,
                             None => !s.follow,
                         };
-                        let moved = local_moved
-                            || (p.remote.is_some() || s.remote_fixed)
-                                && remote != s.remote().map(|(a, _)| a)
-                            || p.interface != s.interface;
+                        // A named remote moves with its name, not with
+                        // the address it resolved to.
+                        let remote_moved = match (&p.remote_name, &s.remote_name) {
+                            (None, None) => {
+                                (p.remote.is_some() || s.remote_fixed)
+                                    && remote != s.remote().map(|(a, _)| a)
+                            }
+                            (a, b) => a != b,
+                        };
+                        let moved = local_moved || remote_moved || p.interface != s.interface;
                         if moved {
                             match self.remove_and_announce(ci, s.id, now) {
                                 Ok(_) => to_add.push((p.clone(), "re-added with new addresses")),
@@ -412,7 +419,8 @@ impl ControlLoop {
                                 }
                             },
                             remote: p.remote.map(|r| SocketAddr::new(r, setup.remote_port)),
-                            remote_fixed: p.remote.is_some(),
+                            remote_fixed: p.remote.is_some() || p.remote_name.is_some(),
+                            remote_name: p.remote_name.clone(),
                             interface: p.interface.clone(),
                             follow: p.local.is_none(),
                             from_config: true,

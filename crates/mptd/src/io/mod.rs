@@ -1,12 +1,14 @@
 //! The kernel's interfaces, and nothing about tunnels: path sockets with
 //! batched datagram I/O, the local address a datagram came in on, the tun
 //! device and its coalescing writer, rtnetlink link and address events,
-//! routes through the tunnel, and ending the process when the tun device
+//! routes through the tunnel, host-name lookups off the control loop,
+//! and ending the process when the tun device
 //! is gone. This plane imports no other plane of the daemon.
 
 pub mod fatal;
 pub mod netlink;
 pub mod notify;
+pub mod resolve;
 pub mod routes;
 pub mod source;
 pub mod tun;
