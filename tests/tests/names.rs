@@ -78,7 +78,8 @@ fn a_path_follows_its_servers_name() {
     let mut bed = TestBed::start(spec.clone()).expect("test bed");
     let etc = NetnsEtc::new(&bed.a).expect("A's /etc/netns files");
     let pid = std::process::id();
-    let name = format!("hub-{pid}.test");
+    // Short: the status table shows `name (address)` in its address column.
+    let name = format!("h{pid}.test");
     let old = outer_addr(0, Family::V4, Side::B);
     let b_dev = veth(Side::B, 0);
 
@@ -150,7 +151,7 @@ fn a_path_follows_its_servers_name() {
     let (code, table, _) = mpt_ctl(&bed.control_socket(Side::A), &["status"]).expect("status");
     assert_eq!(code, 0);
     assert!(
-        table.contains(&format!("{name} ({want_old})")),
+        table.contains(&format!("{name} ({old})")),
         "the table shows the name and the address:\n{table}"
     );
 
@@ -162,6 +163,15 @@ fn a_path_follows_its_servers_name() {
         }
         IpAddr::V6(_) => unreachable!("IPv4 outer addresses"),
     };
+    // Without this the kernel removes the new (secondary) address of the
+    // subnet along with the old (primary) one.
+    bed.b
+        .exec(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv4.conf.{b_dev}.promote_secondaries=1"),
+        ])
+        .expect("promote_secondaries");
     bed.b
         .ip(&["addr", "add", &format!("{new}/24"), "dev", &b_dev])
         .expect("B's new address");
@@ -183,8 +193,10 @@ fn a_path_follows_its_servers_name() {
             if seen.last() != Some(&now) {
                 seen.push(now);
             }
-            Ok((p["remote"].as_str() == Some(&want_new) && p["state"] == "up")
-                .then(|| moved.elapsed()))
+            Ok(
+                (p["remote"].as_str() == Some(&want_new) && p["state"] == "up")
+                    .then(|| moved.elapsed()),
+            )
         },
     )
     .unwrap_or_else(|e| panic!("{e:#}; seen {seen:?}"));

@@ -36,8 +36,7 @@ pub fn is_host_name(name: &str) -> bool {
         (1..=63).contains(&l.len())
             && !l.starts_with('-')
             && !l.ends_with('-')
-            && l
-                .bytes()
+            && l.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     });
     let last_numeric = name

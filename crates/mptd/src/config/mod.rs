@@ -34,11 +34,11 @@ use mpt_proto::path::AdminStatus;
 pub use defaults::DEFAULT_CIPHER;
 pub use duration::parse_duration;
 pub use error::ConfigError;
+pub use host::{is_host_name, MAX_HOST_NAME};
 pub use include::IncludedFile;
 #[cfg(test)]
 use load::parse_with;
 pub use load::{load, parse};
-pub use host::{is_host_name, MAX_HOST_NAME};
 pub use prefix::Prefix;
 pub use validate::is_interface_name;
 

@@ -866,8 +866,11 @@ fn remote_takes_a_host_name_and_keeps_ip_literals() {
     );
     // Neither an address nor a name: an error at the value.
     for bad in ["10.0.0.300", "hub..example.net", "hub example"] {
-        let e = parse(&GOOD.replace("\"10.0.0.2\"", &format!("\"{bad}\"")), "bad.toml")
-            .expect_err(bad);
+        let e = parse(
+            &GOOD.replace("\"10.0.0.2\"", &format!("\"{bad}\"")),
+            "bad.toml",
+        )
+        .expect_err(bad);
         assert!(
             e.message.contains("neither an IP address nor a host name"),
             "{bad}: {e}"

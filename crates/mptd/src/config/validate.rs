@@ -17,8 +17,8 @@ use mpt_proto::sched::Redundancy;
 use toml::Spanned;
 
 use super::defaults::{default_control, default_log, DEFAULT_CIPHER, DEFAULT_RESOLVE_INTERVAL};
-use super::host::RawRemote;
 use super::duration::Dur;
+use super::host::RawRemote;
 use super::raw::{
     RawConfig, RawConnection, RawDaemon, RawPath, RawRedundancy, RawScheduler, RawStatus, RawTunnel,
 };

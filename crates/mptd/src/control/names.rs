@@ -263,7 +263,9 @@ fn apply(
         return false;
     }
     match current {
-        None => tracing::info!(conn = %conn.name, path = %path.name, name = %name, remote = %to, "remote name resolved"),
+        None => {
+            tracing::info!(conn = %conn.name, path = %path.name, name = %name, remote = %to, "remote name resolved")
+        }
         Some(old) => {
             tracing::info!(conn = %conn.name, path = %path.name, name = %name, from = %old, to = %to, "remote name has a new address; path follows")
         }
