@@ -301,7 +301,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__config__subcmd__check)
-            opts="-h --log --socket --help"
+            opts="-h --resolve --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

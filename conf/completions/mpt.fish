@@ -154,6 +154,7 @@ complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subc
 complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -l resolve -d 'Also look up every path\'s `remote` host name through the system resolver, as the daemon would at start; a name without an address of its path\'s family is an error (exit 2). Without it, names are not looked up (the daemon starts anyway and retries them)'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

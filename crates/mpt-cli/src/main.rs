@@ -66,8 +66,8 @@ fn main() -> ExitCode {
         Command::Keypair { file, force } => keys::keypair(&file, force).map(keys::print_key),
         Command::Pubkey { file } => keys::pubkey(&file).map(keys::print_key),
         Command::Config {
-            cmd: ConfigCommand::Check { file },
-        } => config::config_check(&file),
+            cmd: ConfigCommand::Check { file, resolve },
+        } => config::config_check(&file, resolve),
     };
     match result {
         Ok(code) => ExitCode::from(code),

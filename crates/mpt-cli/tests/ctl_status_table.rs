@@ -199,6 +199,11 @@ fn shorten_addrs_drops_ports_then_cuts_the_middle() {
     let cut = shorten_addrs("2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff -> ?", 24);
     assert_eq!(cut.chars().count(), 24, "{cut}");
     assert!(cut.ends_with(" -> ?"), "{cut}");
+    // A named remote keeps its name and loses the port in parentheses.
+    assert_eq!(
+        shorten_addrs("10.0.0.1:65022 -> hub.example.net (192.0.2.7:65022)", 40),
+        "10.0.0.1 -> hub.example.net (192.0.2.7)"
+    );
 }
 
 #[test]

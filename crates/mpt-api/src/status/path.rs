@@ -51,6 +51,15 @@ pub struct PathStatus {
     /// Remote address and port (`null`: not learnt yet).
     #[serde(deserialize_with = "nullable", skip_serializing_if = "Option::is_none")]
     pub remote: Option<Option<String>>,
+    /// The host name `remote` was resolved from (absent: an address was
+    /// configured, or learnt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_name: Option<String>,
+    /// Why `remote_name` did not resolve at its last lookup (absent: it
+    /// did). A path whose name never resolved is `down`; one that had an
+    /// address keeps it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolve_error: Option<String>,
     /// Minimum RTT, ms.
     #[serde(deserialize_with = "nullable", skip_serializing_if = "Option::is_none")]
     pub rtt_min_ms: Option<Option<f64>>,

@@ -351,8 +351,17 @@ Example:
 #[derive(Subcommand, Debug)]
 pub(crate) enum ConfigCommand {
     /// Validate an mptd config file without starting anything (exit 0 valid, 2 invalid).
-    #[command(after_help = "Example:\n  mpt config check /etc/mpt/mptd.toml")]
+    #[command(
+        after_help = "Examples:\n  mpt config check /etc/mpt/mptd.toml\n  mpt config check --resolve /etc/mpt/mptd.toml   # also look up remote host names"
+    )]
     Check {
+        /// Also look up every path's `remote` host name through the
+        /// system resolver, as the daemon would at start; a name without
+        /// an address of its path's family is an error (exit 2). Without
+        /// it, names are not looked up (the daemon starts anyway and
+        /// retries them).
+        #[arg(long)]
+        resolve: bool,
         /// The config file.
         file: PathBuf,
     },

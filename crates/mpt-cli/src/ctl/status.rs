@@ -344,13 +344,13 @@ fn render_conn(out: &mut String, conn: &Connection, traffic: Traffic<'_>, width:
         Traffic::Rates { earlier, .. } => earlier.connection(&name).map(Connection::paths),
         Traffic::Totals => None,
     };
+    let mut unresolved = Vec::new();
     for p in paths {
         let pname = cut_end(&or_dash(p.name.as_deref()), MAX_NAME);
-        let remote = match &p.remote {
-            Some(None) => "?".to_string(),
-            Some(Some(r)) => r.clone(),
-            None => "-".to_string(),
-        };
+        let remote = remote_column(p);
+        if let Some(e) = &p.resolve_error {
+            unresolved.push(format!("{:INDENT$}{pname}: {e}\n", ""));
+        }
         links.rows.push(vec![
             pname.clone(),
             or_dash(p.state.as_deref()),
@@ -409,10 +409,29 @@ fn render_conn(out: &mut String, conn: &Connection, traffic: Traffic<'_>, width:
         ]);
     }
     links.render(out, INDENT, width);
+    for line in unresolved {
+        out.push_str(&line);
+    }
     out.push('\n');
     load.render(out, INDENT, width);
     out.push('\n');
     sched.render(out, INDENT, width);
+}
+
+/// A path's remote as the table shows it: the address (`?` not known
+/// yet), or for a host name `name (address)`, `name (unresolved)` before
+/// it ever resolved.
+fn remote_column(p: &PathStatus) -> String {
+    let addr = match &p.remote {
+        Some(None) => "?".to_string(),
+        Some(Some(r)) => r.clone(),
+        None => "-".to_string(),
+    };
+    match (&p.remote_name, &p.remote) {
+        (Some(name), Some(None)) => format!("{name} (unresolved)"),
+        (Some(name), _) => format!("{name} ({addr})"),
+        (None, _) => addr,
+    }
 }
 
 /// A connection's state in one word: `keying` (encrypted, no session
@@ -638,8 +657,24 @@ fn count(v: Option<u64>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::holds_line;
+    use super::{holds_line, remote_column};
     use serde_json::json;
+
+    #[test]
+    fn a_named_remote_shows_its_name_and_address() {
+        let path = |v| serde_json::from_value(v).unwrap();
+        let plain = json!({"remote": "192.0.2.7:65022"});
+        assert_eq!(remote_column(&path(plain)), "192.0.2.7:65022");
+        let named = json!({"remote": "192.0.2.7:65022", "remote_name": "hub.example.net"});
+        assert_eq!(
+            remote_column(&path(named)),
+            "hub.example.net (192.0.2.7:65022)"
+        );
+        let never = json!({"remote": null, "remote_name": "hub.example.net",
+            "resolve_error": "name hub.example.net: no address"});
+        assert_eq!(remote_column(&path(never)), "hub.example.net (unresolved)");
+        assert_eq!(remote_column(&path(json!({"remote": null}))), "?");
+    }
 
     #[test]
     fn the_holds_line_names_a_longer_hold_of_full_size_datagrams() {

@@ -63,6 +63,14 @@ pub(crate) fn without_port(addr: &str) -> &str {
     }
 }
 
+/// A remote without its port: `ip`, or `name (ip)` for a host name.
+fn bare_remote(r: &str) -> String {
+    match r.strip_suffix(')').and_then(|x| x.split_once(" (")) {
+        Some((name, addr)) => format!("{name} ({})", without_port(addr)),
+        None => without_port(r).to_string(),
+    }
+}
+
 /// Shortens `local -> remote` to `max` characters: first without ports,
 /// then each side cut in the middle.
 pub fn shorten_addrs(cell: &str, max: usize) -> String {
@@ -72,7 +80,8 @@ pub fn shorten_addrs(cell: &str, max: usize) -> String {
     let Some((l, r)) = cell.split_once(" -> ") else {
         return cut_middle(cell, max);
     };
-    let (l, r) = (without_port(l), without_port(r));
+    let r = bare_remote(r);
+    let (l, r) = (without_port(l), r.as_str());
     let bare = format!("{l} -> {r}");
     if bare.chars().count() <= max {
         return bare;

@@ -14,6 +14,10 @@ use super::duration::Dur;
 /// `mpt_proto::crypto::Cipher`).
 pub const DEFAULT_CIPHER: Cipher = Cipher::Aes256Gcm;
 
+/// `[daemon] resolve_interval` when not given: a host name's address is
+/// looked up again this often (and at once when its path goes down).
+pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(300);
+
 pub(super) fn default_control() -> PathBuf {
     PathBuf::from("/run/mpt/mptd.sock")
 }

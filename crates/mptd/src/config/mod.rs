@@ -34,6 +34,7 @@ use mpt_proto::path::AdminStatus;
 pub use defaults::DEFAULT_CIPHER;
 pub use duration::parse_duration;
 pub use error::ConfigError;
+pub use host::{is_host_name, MAX_HOST_NAME};
 pub use include::IncludedFile;
 #[cfg(test)]
 use load::parse_with;
@@ -44,6 +45,7 @@ pub use validate::is_interface_name;
 mod defaults;
 mod duration;
 mod error;
+mod host;
 mod include;
 mod load;
 mod position;
@@ -94,6 +96,9 @@ pub struct DaemonConfig {
     pub hook: Vec<String>,
     /// A hook run is killed after this long.
     pub hook_timeout: Duration,
+    /// How often a path's `remote` host name is resolved again
+    /// (`crate::control::names`).
+    pub resolve_interval: Duration,
 }
 
 /// `[tunnel]` section.
@@ -188,8 +193,12 @@ pub struct PathConfig {
     /// Local address; `None`: the interface's current address of the
     /// remote's family, followed as it changes (then `interface` is set).
     pub local: Option<IpAddr>,
-    /// Remote address (learnt if absent).
+    /// Remote address (learnt if absent, and resolved from
+    /// `remote_name` when that is set).
     pub remote: Option<IpAddr>,
+    /// `remote` as a host name: resolved at start and again every
+    /// `resolve_interval` (then `remote` is `None`).
+    pub remote_name: Option<String>,
     /// Outgoing share.
     pub weight_out: u32,
     /// Share asked of the peer.
@@ -219,6 +228,10 @@ pub const MAX_WEIGHT: u32 = 1_000_000;
 /// Most connections one daemon serves (the transmit stage packs the
 /// connection index into 8 bits).
 pub const MAX_CONNECTIONS: usize = 256;
+/// Shortest and longest `[daemon] resolve_interval`.
+pub const RESOLVE_INTERVAL_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(24 * 3600));
+
 /// Largest path window accepted.
 pub const MAX_WINDOW: u32 = 1024;
 

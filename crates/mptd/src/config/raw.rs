@@ -14,6 +14,7 @@ use super::defaults::{
     default_mtu, default_one_u16, default_one_u32, default_port, default_repair, default_tun_name,
 };
 use super::duration::Dur;
+use super::host::RawRemote;
 use super::prefix::Prefix;
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -71,6 +72,8 @@ pub(super) struct RawDaemon {
     pub(super) private_key_file: Option<PathBuf>,
     #[serde(default)]
     pub(super) cipher: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) resolve_interval: Option<Spanned<Dur>>,
     /// The hook program: a path, or a program and its arguments.
     #[serde(default)]
     pub(super) hook: Option<Spanned<RawHook>>,
@@ -137,7 +140,7 @@ pub(super) struct RawPath {
     pub(super) name: String,
     pub(super) interface: Option<String>,
     pub(super) local: Option<IpAddr>,
-    pub(super) remote: Option<IpAddr>,
+    pub(super) remote: Option<RawRemote>,
     #[serde(default = "default_one_u32")]
     pub(super) weight_out: u32,
     #[serde(default = "default_one_u16")]

@@ -29,6 +29,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
             (&d.0.hook, d.0.hook_timeout) != (&d.1.hook, d.1.hook_timeout),
         ),
         (
+            "resolve_interval",
+            d.0.resolve_interval != d.1.resolve_interval,
+        ),
+        (
             "private_key_file",
             (&d.0.private_key_file, d.0.public_key) != (&d.1.private_key_file, d.1.public_key),
         ),

@@ -873,3 +873,60 @@ fn hook_is_a_program_or_an_argv_with_a_timeout() {
         assert!(e.message.contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn remote_takes_a_host_name_and_keeps_ip_literals() {
+    let c = parse(GOOD, "good.toml").expect("valid");
+    let p = &c.connections[0].paths[0];
+    assert_eq!(p.remote, Some("10.0.0.2".parse().unwrap()));
+    assert_eq!(p.remote_name, None);
+    assert_eq!(c.daemon.resolve_interval, Duration::from_secs(300));
+
+    let named = GOOD.replace("\"10.0.0.2\"", "\"Hub.Example.net\"");
+    let c = parse(&named, "named.toml").expect("a host name");
+    let p = &c.connections[0].paths[0];
+    assert_eq!(p.remote, None);
+    assert_eq!(p.remote_name.as_deref(), Some("hub.example.net"));
+    // A name is not held to the local address's family (its addresses
+    // are picked by it at run time).
+    let v6 = GOOD.replace("remote = \"10.0.0.2\"", "").replace(
+        "local = \"fd77::1\"",
+        "local = \"fd77::1\"\nremote = \"hub.example.net\"",
+    );
+    let c = parse(&v6, "v6.toml").expect("a name on an IPv6 path");
+    assert_eq!(
+        c.connections[0].paths[1].remote_name.as_deref(),
+        Some("hub.example.net")
+    );
+    // Neither an address nor a name: an error at the value.
+    for bad in ["10.0.0.300", "hub..example.net", "hub example"] {
+        let e = parse(
+            &GOOD.replace("\"10.0.0.2\"", &format!("\"{bad}\"")),
+            "bad.toml",
+        )
+        .expect_err(bad);
+        assert!(
+            e.message.contains("neither an IP address nor a host name"),
+            "{bad}: {e}"
+        );
+        assert_eq!(e.line, 25, "{e}");
+    }
+}
+
+#[test]
+fn resolve_interval_is_a_bounded_duration() {
+    let with = |v: &str| {
+        GOOD.replace(
+            "control = \"/tmp/x.sock\"",
+            &format!("control = \"/tmp/x.sock\"\nresolve_interval = \"{v}\""),
+        )
+    };
+    let c = parse(&with("2s"), "i.toml").expect("2s");
+    assert_eq!(c.daemon.resolve_interval, Duration::from_secs(2));
+    let c = parse(&with("10m"), "i.toml").expect("10m");
+    assert_eq!(c.daemon.resolve_interval, Duration::from_secs(600));
+    for bad in ["500ms", "2000m"] {
+        let e = parse(&with(bad), "i.toml").expect_err(bad);
+        assert!(e.message.contains("resolve_interval"), "{e}");
+    }
+}

@@ -16,15 +16,16 @@ use mpt_proto::path::AdminStatus;
 use mpt_proto::sched::Redundancy;
 use toml::Spanned;
 
-use super::defaults::{default_control, default_log, DEFAULT_CIPHER};
+use super::defaults::{default_control, default_log, DEFAULT_CIPHER, DEFAULT_RESOLVE_INTERVAL};
 use super::duration::Dur;
+use super::host::RawRemote;
 use super::raw::{
     RawConfig, RawConnection, RawDaemon, RawHook, RawPath, RawRedundancy, RawScheduler, RawStatus,
     RawTunnel,
 };
 use super::{
     Config, ConnectionConfig, DaemonConfig, PathConfig, SchedulerKind, TunnelConfig,
-    ACCEPT_REMOTE_REMOVED, MAX_CONNECTIONS, MAX_WEIGHT, MAX_WINDOW,
+    ACCEPT_REMOTE_REMOVED, MAX_CONNECTIONS, MAX_WEIGHT, MAX_WINDOW, RESOLVE_INTERVAL_RANGE,
 };
 
 /// Whether `name` can name a network interface (what the kernel takes:
@@ -90,6 +91,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
             cipher: DEFAULT_CIPHER,
             hook: Vec::new(),
             hook_timeout: super::defaults::default_hook_timeout().0,
+            resolve_interval: DEFAULT_RESOLVE_INTERVAL,
         });
     };
     let span = d.span().start;
@@ -144,6 +146,20 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
             "[daemon] key `hook_timeout`: must be more than 0 and at most 10m".into(),
         ));
     }
+    let resolve_interval = match &d.resolve_interval {
+        None => DEFAULT_RESOLVE_INTERVAL,
+        Some(v) => {
+            let (lo, hi) = RESOLVE_INTERVAL_RANGE;
+            let Dur(i) = *v.get_ref();
+            if !(lo..=hi).contains(&i) {
+                return Err((
+                    v.span().start,
+                    format!("[daemon] key `resolve_interval`: {i:?} is outside 1s..=24h"),
+                ));
+            }
+            i
+        }
+    };
     Ok(DaemonConfig {
         control: d.control,
         cmd_port: d.cmd_port,
@@ -156,6 +172,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
         cipher,
         hook,
         hook_timeout: d.hook_timeout.0,
+        resolve_interval,
     })
 }
 
@@ -411,10 +428,15 @@ fn path(
             }
         }
     }
+    let (remote, remote_name) = match p.remote.clone() {
+        None => (None, None),
+        Some(RawRemote::Addr(ip)) => (Some(ip), None),
+        Some(RawRemote::Name(name)) => (None, Some(name)),
+    };
     if p.remote.is_none() && !authenticated {
         return Err(at("key `remote` is missing: without `key_file` or `public_key` nothing authenticates the peer, so its address is never learnt from its packets; set `remote`, or give the connection a `key_file` or `public_key`".into()));
     }
-    if let (Some(r), Some(local)) = (p.remote, p.local) {
+    if let (Some(r), Some(local)) = (remote, p.local) {
         if r.is_ipv4() != local.is_ipv4() {
             return Err(at(
                 "key `remote`: address family differs from `local`".into()
@@ -440,7 +462,8 @@ fn path(
         name: p.name,
         interface: p.interface,
         local: p.local,
-        remote: p.remote,
+        remote,
+        remote_name,
         weight_out: p.weight_out,
         weight_in: p.weight_in,
         window: p.window,

@@ -12,7 +12,8 @@ use mpt_proto::wire::{ControlBody, PathAdd, PathName};
 use super::command::*;
 use crate::config::{self, MAX_WEIGHT};
 use crate::control::control_loop::ControlLoop;
-use crate::control::pathset::{self, NewPath};
+use crate::control::pathset::{self, ConnSetup, NewPath};
+use crate::plane::PathShared;
 
 impl ControlLoop {
     fn find_conn(&self, conn: &str) -> Result<usize, String> {
@@ -142,6 +143,7 @@ impl ControlLoop {
             local: SocketAddr::new(local, setup.port),
             remote: remote.map(|r| SocketAddr::new(r, setup.remote_port)),
             remote_fixed: remote.is_some(),
+            remote_name: None,
             interface,
             follow: false,
             from_config: false,
@@ -345,18 +347,7 @@ impl ControlLoop {
                         )),
                     },
                     Some(p) => {
-                        let remote = p.remote.map(|r| SocketAddr::new(r, setup.remote_port));
-                        // An interface-only path is where its interface
-                        // has it: only a change of interface moves it.
-                        let local_moved = match p.local {
-                            Some(ip) => SocketAddr::new(ip, setup.port) != s.local || s.follow,
-                            None => !s.follow,
-                        };
-                        let moved = local_moved
-                            || (p.remote.is_some() || s.remote_fixed)
-                                && remote != s.remote().map(|(a, _)| a)
-                            || p.interface != s.interface;
-                        if moved {
+                        if addresses_moved(p, s, &setup) {
                             match self.remove_and_announce(ci, s.id, now) {
                                 Ok(_) => to_add.push((p.clone(), "re-added with new addresses")),
                                 Err(e) => not_applied.push(format!(
@@ -412,7 +403,8 @@ impl ControlLoop {
                                 }
                             },
                             remote: p.remote.map(|r| SocketAddr::new(r, setup.remote_port)),
-                            remote_fixed: p.remote.is_some(),
+                            remote_fixed: p.remote.is_some() || p.remote_name.is_some(),
+                            remote_name: p.remote_name.clone(),
                             interface: p.interface.clone(),
                             follow: p.local.is_none(),
                             from_config: true,
@@ -528,4 +520,23 @@ fn describe(old: &PathParams, new: &PathParams) -> String {
         ));
     }
     parts.join(", ")
+}
+
+/// Whether the file's path `p` has other addresses than the running `s`
+/// (then it is removed and added again). An interface-only path is where
+/// its interface has it: only a change of interface moves it. A named
+/// remote moves with its name, not with the address it resolved to.
+fn addresses_moved(p: &config::PathConfig, s: &PathShared, setup: &ConnSetup) -> bool {
+    let local_moved = match p.local {
+        Some(ip) => SocketAddr::new(ip, setup.port) != s.local || s.follow,
+        None => !s.follow,
+    };
+    let remote_moved = match (&p.remote_name, &s.remote_name) {
+        (None, None) => {
+            let remote = p.remote.map(|r| SocketAddr::new(r, setup.remote_port));
+            (p.remote.is_some() || s.remote_fixed) && remote != s.remote().map(|(a, _)| a)
+        }
+        (a, b) => a != b,
+    };
+    local_moved || remote_moved || p.interface != s.interface
 }

@@ -239,6 +239,7 @@ impl ControlLoop {
             local: socket.local_addr(),
             remote: Some(from),
             remote_fixed: false,
+            remote_name: None,
             interface: None,
             follow: false,
             from_config: false,

@@ -86,6 +86,9 @@ pub struct ControlLoop {
     pub models: Vec<(mpt_proto::sched::PathModel, Duration)>,
     /// Link and address events (`None`: netlink unavailable).
     pub links: Option<crate::control::links::Links>,
+    /// Host-name remotes and their lookups (`None`: no path has one and
+    /// no resolver thread runs).
+    pub names: Option<crate::control::names::Names>,
     /// The shared ports (client connections): per port, a sending handle
     /// on its IPv4 and IPv6 socket (see `crate::plane::shared_port`).
     pub shared_ports: Vec<SharedPort>,
@@ -242,6 +245,7 @@ impl ControlLoop {
             }
             let now = Instant::now();
             self.finish_drains(now);
+            self.poll_names(now);
             if let Some(links) = &mut self.links {
                 links.poll(&self.conns, &mut self.sessions, &self.setups, now);
             }
@@ -253,6 +257,19 @@ impl ControlLoop {
             }
             self.answer_overdue(now);
             self.notify_when_ready(now);
+        }
+    }
+
+    /// Takes in the resolver's answers and sends the lookups due; a path
+    /// that got its first address is judged again by the links (or, without
+    /// netlink, let go here).
+    fn poll_names(&mut self, now: Instant) {
+        let Some(names) = &mut self.names else { return };
+        let changed = names.poll(&self.conns, &mut self.sessions, &self.setups, now);
+        match &mut self.links {
+            Some(links) if changed => links.recheck(),
+            Some(_) => {}
+            None => crate::control::names::hold_without_links(&self.conns, &mut self.sessions, now),
         }
     }
 
@@ -424,6 +441,12 @@ impl ControlLoop {
                     let name = table.get(path).map_or("?", |p| p.name.as_str());
                     if let Some(p) = table.get(path) {
                         p.state_changes.add(1);
+                        // The server may have moved: look its name up now.
+                        if let (Some(host), Some(names), mpt_proto::path::PathState::Down) =
+                            (&p.remote_name, &mut self.names, to)
+                        {
+                            names.path_down(host, now);
+                        }
                     }
                     tracing::info!(
                         conn = %conn.name,

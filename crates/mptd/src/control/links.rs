@@ -17,6 +17,10 @@
 //!   once; the peer learns the new address from those authenticated
 //!   probes, as from any roaming client.
 //!
+//! - A path whose remote is a host name that has not resolved yet has
+//!   nowhere to send: it is held down the same way until it has an
+//!   address (`crate::control::names`).
+//!
 //! Nothing is judged before the first dump is complete. Transitions are
 //! logged once each, with the path, the connection and the interface.
 
@@ -179,6 +183,9 @@ pub enum LinkVerdict {
     /// Its local address (or, interface-only, any address of the family)
     /// is gone.
     NoAddress,
+    /// Its remote is a host name that has not resolved yet
+    /// (`crate::control::names`).
+    NoRemote,
 }
 
 impl LinkVerdict {
@@ -189,6 +196,7 @@ impl LinkVerdict {
             LinkVerdict::NoLink => "interface gone",
             LinkVerdict::LinkDown => "interface down or without carrier",
             LinkVerdict::NoAddress => "local address gone",
+            LinkVerdict::NoRemote => "remote name not resolved yet",
         }
     }
 }
@@ -305,6 +313,12 @@ impl Links {
         }
     }
 
+    /// Judges every path again at the next [`Links::poll`] (a path's
+    /// remote name resolved: it no longer waits for it).
+    pub fn recheck(&mut self) {
+        self.generations.clear();
+    }
+
     /// Takes in the waiting events, then brings every path in line.
     pub fn poll(
         &mut self,
@@ -371,6 +385,10 @@ impl Links {
         };
         let (verdict, ifname, want) = judge(&self.table, path);
         let ifname = ifname.as_deref().unwrap_or("-");
+        let verdict = match verdict {
+            LinkVerdict::Ok if path.awaits_name() => LinkVerdict::NoRemote,
+            v => v,
+        };
         let mut up = verdict == LinkVerdict::Ok;
         let want = want.filter(|a| *a != path.local.ip());
         if want.is_none() {

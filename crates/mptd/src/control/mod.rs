@@ -17,6 +17,7 @@ mod hook_events;
 mod initiate;
 pub mod keys;
 pub mod links;
+pub mod names;
 pub mod noise;
 pub mod pathset;
 pub mod peer;

@@ -63,6 +63,9 @@ pub struct NewPath {
     /// Whether `remote` is fixed (configured) or a first guess that
     /// authenticated datagrams may replace.
     pub remote_fixed: bool,
+    /// The configured remote is this host name (`remote` is `None` until
+    /// it resolves; see [`crate::control::names`]).
+    pub remote_name: Option<String>,
     /// Device to bind to.
     pub interface: Option<String>,
     /// Interface-only: follows `interface`'s address (see
@@ -184,7 +187,8 @@ pub fn add_socket(
         new.params.weight_in,
         now,
     );
-    shared.remote_fixed = new.remote_fixed && new.remote.is_some();
+    shared.remote_fixed = new.remote_fixed && (new.remote.is_some() || new.remote_name.is_some());
+    shared.remote_name = new.remote_name;
     shared.interface = new.interface;
     shared.follow = new.follow && shared.interface.is_some();
     shared.from_config = new.from_config;

@@ -96,6 +96,7 @@ impl ControlLoop {
                 local,
                 remote: Some(add.sender_local),
                 remote_fixed: false,
+                remote_name: None,
                 interface: None,
                 follow: false,
                 from_config: false,

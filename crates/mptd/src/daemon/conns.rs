@@ -172,6 +172,11 @@ fn bind_paths(c: &Connection, now: Instant) -> Result<(Vec<PathShared>, Vec<Path
         shared.interface = p.interface.clone();
         shared.follow = p.local.is_none();
         shared.from_config = true;
+        if p.remote_name.is_some() {
+            // Resolved by the control loop once it runs.
+            shared.remote_fixed = true;
+            shared.remote_name.clone_from(&p.remote_name);
+        }
         paths.push(shared);
         params.push(PathParams {
             keepalive: c.keepalive,

@@ -10,7 +10,8 @@
 //! receive workers for all client connections when there are any
 //! (`crate::plane::shared_port`), `threads - 1` crypto helpers
 //! shared by all of them when a connection is encrypted
-//! (`crate::dataplane::crypto_pool`), one control loop, one control
+//! (`crate::dataplane::crypto_pool`), one control loop, the netlink
+//! listener and the host-name resolver that feed it, one control
 //! socket server, and when configured the metrics server and the remote
 //! command port (`crate::ops::cmd_port`). The main thread waits for
 //! SIGTERM/SIGINT (shutdown) and SIGHUP. Readiness goes to systemd from the
@@ -90,6 +91,12 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         // The tun and its routes exist; the connections come up later.
         h.send(HookEvent::new("tunnel-up").with("MPT_CONNECTIONS", conns.shared.len()));
     }
+    let names = workers::start_resolver(
+        &mut workers,
+        &control_tx,
+        &shutdown,
+        config.daemon.resolve_interval,
+    )?;
     let control_loop = ControlLoop {
         conns: conns.shared.clone(),
         sessions: std::mem::take(&mut conns.sessions),
@@ -116,6 +123,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         readiness: Some(Readiness::new(now)),
         models: Vec::new(),
         links,
+        names: Some(names),
         shared_ports: shared_ports.send,
         conn_set: conn_set.clone(),
         session_map: conns.session_map.clone(),

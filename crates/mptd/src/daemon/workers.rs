@@ -1,4 +1,4 @@
-//! Starting the daemon's threads: the netlink listener, the crypto
+//! Starting the daemon's threads: the netlink listener, the resolver, the crypto
 //! stage, the transmit workers (one per tun queue) and the receive
 //! workers (one per connection with paths, a pool for the shared ports).
 
@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use tun_rs::{InterruptEvent, SyncDevice};
 
 use crate::control::links::{Links, WAKE_CONN};
+use crate::control::names::Names;
 use crate::dataplane::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
 use crate::dataplane::rx::{RxWorker, SharedRxWorker};
 use crate::dataplane::tx::{TxStages, TxWorker};
@@ -70,24 +71,47 @@ pub(super) fn start_netlink(
     };
     let stats = listener.stats.clone();
     let (net_tx, net_rx) = std::sync::mpsc::channel();
-    let wake_tx = control_tx.clone();
+    let wake = waker(control_tx);
     let stop = shutdown.clone();
-    threads.spawn("netlink".into(), move || {
-        let wake = move || {
-            let _full_queue_wakes_it_anyway = wake_tx.try_send(ControlDatagram {
-                conn: WAKE_CONN,
-                path: 0,
-                at: Instant::now(),
-                from: None,
-                to: None,
-                port: 0,
-                len: 0,
-                bytes: [0; CONTROL_DATAGRAM_MAX],
-            });
-        };
-        listener.run(net_tx, wake, stop)
-    })?;
+    threads.spawn("netlink".into(), move || listener.run(net_tx, wake, stop))?;
     Ok((Some(Links::new(net_rx)), Some(stats)))
+}
+
+/// Wakes the control loop (a datagram for no connection on its queue)
+/// when a helper thread has left something for it.
+fn waker(control_tx: &SyncSender<ControlDatagram>) -> impl Fn() + Send + 'static {
+    let wake_tx = control_tx.clone();
+    move || {
+        let _full_queue_wakes_it_anyway = wake_tx.try_send(ControlDatagram {
+            conn: WAKE_CONN,
+            path: 0,
+            at: Instant::now(),
+            from: None,
+            to: None,
+            port: 0,
+            len: 0,
+            bytes: [0; CONTROL_DATAGRAM_MAX],
+        });
+    }
+}
+
+/// Host-name remotes: the resolver thread does the blocking lookups and
+/// wakes the control loop with each answer (`crate::control::names`). It
+/// runs whether or not a path has a name now: a reload may add one.
+pub(super) fn start_resolver(
+    threads: &mut Threads,
+    control_tx: &SyncSender<ControlDatagram>,
+    shutdown: &Arc<AtomicBool>,
+    interval: Duration,
+) -> Result<Names> {
+    let (req_tx, req_rx) = std::sync::mpsc::channel();
+    let (ans_tx, ans_rx) = std::sync::mpsc::channel();
+    let wake = waker(control_tx);
+    let stop = shutdown.clone();
+    threads.spawn("resolver".into(), move || {
+        crate::io::resolve::run(req_rx, ans_tx, wake, stop)
+    })?;
+    Ok(Names::new(req_tx, ans_rx, interval))
 }
 
 /// The crypto stage: `threads - 1` helpers shared by every worker (the

@@ -93,6 +93,13 @@ pub struct PathShared {
     remote: RwLock<Option<Remote>>,
     /// Whether the remote address came from the config (never relearnt).
     pub remote_fixed: bool,
+    /// The configured remote is this host name: the control loop resolves
+    /// it and sets the address ([`PathShared::set_remote`]; see
+    /// `crate::control::names`).
+    pub remote_name: Option<String>,
+    /// Why `remote_name` did not give an address at its last lookup
+    /// (`None`: it did, or it was not looked up yet). Shown in status.
+    pub resolve_error: Mutex<Option<String>>,
     /// The device the socket is bound to.
     pub interface: Option<String>,
     /// Interface-only path: bound to `interface`'s current address, moved
@@ -184,6 +191,8 @@ impl PathShared {
                 via: None,
             })),
             remote_fixed: remote.is_some(),
+            remote_name: None,
+            resolve_error: Mutex::new(None),
             interface: None,
             follow: false,
             from_config: false,
@@ -251,6 +260,8 @@ impl PathShared {
             Instant::now(),
         );
         p.remote_fixed = self.remote_fixed;
+        p.remote_name.clone_from(&self.remote_name);
+        *lock_unpoisoned(&p.resolve_error) = self.resolve_error();
         p.interface.clone_from(&self.interface);
         p.follow = self.follow;
         p.from_config = self.from_config;
@@ -339,6 +350,33 @@ impl PathShared {
                 true
             }
         }
+    }
+
+    /// Sets the remote address that the path's host name resolved to
+    /// (the workers take it at their next batch, as a learnt one). Returns
+    /// true if it changed.
+    pub fn set_remote(&self, addr: SocketAddr) -> bool {
+        let mut g = write_unpoisoned(&self.remote);
+        if g.as_ref().is_some_and(|r| r.addr == addr) {
+            return false;
+        }
+        *g = Some(Remote {
+            addr,
+            sock: SockAddr::from(addr),
+            via: None,
+        });
+        true
+    }
+
+    /// A named remote that never resolved yet: the path has nowhere to
+    /// send, so it is held down (`crate::control::links`).
+    pub fn awaits_name(&self) -> bool {
+        self.remote_name.is_some() && self.remote().is_none()
+    }
+
+    /// Why the path's host name did not resolve at its last lookup.
+    pub fn resolve_error(&self) -> Option<String> {
+        lock_unpoisoned(&self.resolve_error).clone()
     }
 
     /// Scheduling parameters as of now.

@@ -38,6 +38,8 @@ pub(super) fn path_status(p: &PathShared, now: Instant) -> PathStatus {
         rate_bps: Some(v.rate_bps),
         rate_confirmed: Some(v.rate_confirmed),
         remote: Some(p.remote().map(|(a, _)| a.to_string())),
+        remote_name: p.remote_name.clone(),
+        resolve_error: p.resolve_error(),
         rtt_min_ms: Some(v.rtt_min_ms),
         rtt_ms: Some(v.rtt_ms),
         rx_bytes: Some(p.rx_bytes.get()),
