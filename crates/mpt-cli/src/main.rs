@@ -14,8 +14,8 @@ mod commands;
 mod exit;
 
 use cli::emu::EmuCommand;
-use cli::{Cli, Command, ConfigCommand};
-use commands::{bench, completions, config, ctl, emu, keys};
+use cli::{Cli, Command, ConfigCommand, GenerateCommand};
+use commands::{bench, completions, config, ctl, emu, generate, keys};
 use exit::EXIT_USAGE;
 
 fn main() -> ExitCode {
@@ -26,7 +26,8 @@ fn main() -> ExitCode {
             Command::Status(_)
             | Command::Path(_)
             | Command::Reload
-            | Command::Completions { .. } => "warn",
+            | Command::Completions { .. }
+            | Command::Generate { .. } => "warn",
             Command::Emu { .. }
             | Command::Genkey { .. }
             | Command::Keypair { .. }
@@ -68,6 +69,9 @@ fn main() -> ExitCode {
         Command::Config {
             cmd: ConfigCommand::Check { file },
         } => config::config_check(&file),
+        Command::Generate {
+            cmd: GenerateCommand::Man { dir },
+        } => generate::man(&dir),
     };
     match result {
         Ok(code) => ExitCode::from(code),
