@@ -14,11 +14,16 @@ mod commands;
 mod exit;
 
 use cli::emu::EmuCommand;
-use cli::{Cli, Command, ConfigCommand, GenerateCommand};
+use cli::{Cli, Command, ConfigCommand};
 use commands::{bench, completions, config, ctl, emu, generate, keys};
 use exit::EXIT_USAGE;
 
 fn main() -> ExitCode {
+    // `mpt generate man DIR` is for packaging only: outside the grammar, so
+    // neither the help nor the completion scripts offer it.
+    if let Some(result) = generate::from_args(std::env::args_os()) {
+        return exit_code(result);
+    }
     let cli = Cli::parse();
     let log = cli.log.clone().unwrap_or_else(|| {
         match cli.cmd {
@@ -26,8 +31,7 @@ fn main() -> ExitCode {
             Command::Status(_)
             | Command::Path(_)
             | Command::Reload
-            | Command::Completions { .. }
-            | Command::Generate { .. } => "warn",
+            | Command::Completions { .. } => "warn",
             Command::Emu { .. }
             | Command::Genkey { .. }
             | Command::Keypair { .. }
@@ -69,10 +73,11 @@ fn main() -> ExitCode {
         Command::Config {
             cmd: ConfigCommand::Check { file },
         } => config::config_check(&file),
-        Command::Generate {
-            cmd: GenerateCommand::Man { dir },
-        } => generate::man(&dir),
     };
+    exit_code(result)
+}
+
+fn exit_code(result: Result<u8, exit::Failure>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {

@@ -135,12 +135,6 @@ pub(crate) enum Command {
         #[command(subcommand)]
         cmd: ConfigCommand,
     },
-    /// Files for packaging (hidden: scripts/package.sh runs it).
-    #[command(hide = true)]
-    Generate {
-        #[command(subcommand)]
-        cmd: GenerateCommand,
-    },
 }
 
 const CLI_HELP: &str = "\
@@ -361,14 +355,5 @@ pub(crate) enum ConfigCommand {
     Check {
         /// The config file.
         file: PathBuf,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub(crate) enum GenerateCommand {
-    /// Write the man pages mpt(1), mpt-COMMAND(1) and mptd(8) into DIR.
-    Man {
-        /// The folder (created if missing).
-        dir: PathBuf,
     },
 }

@@ -1,16 +1,30 @@
-//! `mpt generate man DIR` (hidden): the man pages, rendered by
-//! `clap_mangen` from the same clap definitions that parse the command
-//! lines, so a page never tells of a flag the binary lacks. The Debian
-//! package (scripts/package.sh) runs it at build time; people read the
-//! pages with `man`, so the command stays out of `mpt --help`.
+//! `mpt generate man DIR`: the man pages, rendered by `clap_mangen` from
+//! the same clap definitions that parse the command lines, so a page never
+//! tells of a flag the binary lacks. The Debian package
+//! (scripts/package.sh) runs it at build time. It is not part of the
+//! clap grammar: `hide` keeps a subcommand out of the help but not out
+//! of clap_complete's scripts, and people never need it.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::CommandFactory;
 
 use crate::cli::Cli;
 use crate::exit::{runtime, Failure};
+
+/// `Some` (the command's result) when the arguments are exactly
+/// `generate man DIR`; `None` for every other command line.
+pub(crate) fn from_args(args: impl IntoIterator<Item = OsString>) -> Option<Result<u8, Failure>> {
+    let args: Vec<OsString> = args.into_iter().skip(1).collect();
+    match args.as_slice() {
+        [generate, man, dir] if generate == "generate" && man == "man" => {
+            Some(self::man(&PathBuf::from(dir)))
+        }
+        _ => None,
+    }
+}
 
 /// Writes `mpt.1`, one `mpt-COMMAND.1` per visible subcommand (nested
 /// ones too, e.g. `mpt-emu-run.1`) and `mptd.8` into `dir`, then lists

@@ -18,7 +18,9 @@ use super::*;
 const PROMETHEUS_OWN: [&str; 1] = ["up"];
 
 fn repo_file(rel: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -52,11 +54,14 @@ fn exported() -> BTreeSet<String> {
 
 /// The byte after the bracket that closes the one at `open`.
 fn skip_bracketed(b: &[u8], open: usize) -> usize {
-    let (o, c) = (b[open], match b[open] {
-        b'{' => b'}',
-        b'[' => b']',
-        _ => b')',
-    });
+    let (o, c) = (
+        b[open],
+        match b[open] {
+            b'{' => b'}',
+            b'[' => b']',
+            _ => b')',
+        },
+    );
     let mut depth = 0;
     let mut i = open;
     while i < b.len() {
@@ -92,11 +97,34 @@ fn skip_string(b: &[u8], start: usize) -> usize {
 
 /// The series names a PromQL expression selects: identifiers outside
 /// label matchers, ranges, strings and grouping lists that are not
-/// functions, aggregations or keywords. Grafana's `$variables` are not
+/// functions, aggregations or keywords (a metric named like one of those
+/// would be missed; mptd's all start with `mpt_`). Grafana's `$variables` are not
 /// names.
 fn series_names(expr: &str) -> Vec<String> {
-    const GROUPING: [&str; 6] = ["by", "without", "on", "ignoring", "group_left", "group_right"];
+    const GROUPING: [&str; 6] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
     const KEYWORDS: [&str; 5] = ["and", "or", "unless", "bool", "offset"];
+    // Aggregations, which may have their grouping before the `(`.
+    const AGGREGATIONS: [&str; 12] = [
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+    ];
     let b = expr.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
     let mut names = Vec::new();
@@ -128,7 +156,7 @@ fn series_names(expr: &str) -> Vec<String> {
                 if call {
                     i = skip_bracketed(b, next);
                 }
-            } else if !call && !KEYWORDS.contains(&word) {
+            } else if !call && !KEYWORDS.contains(&word) && !AGGREGATIONS.contains(&word) {
                 names.push(word.to_string());
             }
         } else {
@@ -162,7 +190,10 @@ fn dashboard_queries(dash: &serde_json::Value) -> Vec<(String, String)> {
         if v["type"] != "query" {
             continue;
         }
-        let query = v["query"]["query"].as_str().or(v["query"].as_str()).unwrap();
+        let query = v["query"]["query"]
+            .as_str()
+            .or(v["query"].as_str())
+            .unwrap();
         let inner = query
             .strip_prefix("label_values(")
             .and_then(|q| q.strip_suffix(')'))
@@ -187,7 +218,10 @@ fn rule_queries(yaml: &str) -> Vec<(String, String)> {
                 !expr.is_empty() && !expr.starts_with(['|', '>']),
                 "{alert:?}: keep the expression on the `expr:` line"
             );
-            out.push((alert.take().expect("expr before its alert"), expr.to_string()));
+            out.push((
+                alert.take().expect("expr before its alert"),
+                expr.to_string(),
+            ));
         }
     }
     let alerts = yaml.matches("- alert:").count();
@@ -227,7 +261,10 @@ fn the_query_reader_finds_series_and_only_series() {
         ),
         ["mpt_a", "mpt_b", "x_y"]
     );
-    assert_eq!(series_names("8 * rate(mpt_c_total[5m]) > 1e3"), ["mpt_c_total"]);
+    assert_eq!(
+        series_names("8 * rate(mpt_c_total[5m]) > 1e3"),
+        ["mpt_c_total"]
+    );
     assert!(series_names("vector(1)").is_empty());
 }
 
