@@ -23,9 +23,13 @@
 # --perf OUT.data adds one more run of --perf-mode (default enc:2), not
 # counted in the medians, during which `perf record -g` samples both mptd
 # (call graphs by DWARF unwinding; PERF_CALLGRAPH overrides, e.g. fp).
+# With --perf the script builds and runs the `profiling` cargo profile
+# (the release build with line tables; release binaries carry none), for
+# every mode, so the medians and the profile come from one binary.
 # Namespaces, daemons and temp files go on every exit (trap EXIT INT TERM).
 #
-# Environment: MPTD_BIN (default: <target dir>/release/mptd after building),
+# Environment: MPTD_BIN (default: <target dir>/release/mptd after building,
+# <target dir>/profiling/mptd with --perf),
 # CARGO_TARGET_DIR (default: target), MPT_SKIP_BUILD=1 to skip cargo.
 set -euo pipefail
 
@@ -37,7 +41,7 @@ PERF_MODE="enc:2"
 PERF_CALLGRAPH="${PERF_CALLGRAPH:-dwarf,16384}"
 
 usage() {
-    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -138,12 +142,14 @@ for tool in "${NEED[@]}"; do
 done
 
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+PROFILE=release
+[[ -n "$PERF_OUT" ]] && PROFILE=profiling
 if [[ "${MPT_SKIP_BUILD:-0}" != 1 && -z "${MPTD_BIN:-}" ]]; then
-    say "building: cargo build --release -p mptd -p mpt-cli"
-    cargo build --release -p mptd -p mpt-cli
+    say "building: cargo build --profile $PROFILE -p mptd -p mpt-cli"
+    cargo build --profile "$PROFILE" -p mptd -p mpt-cli
 fi
-MPTD="${MPTD_BIN:-$TARGET_DIR/release/mptd}"
-[[ -x "$MPTD" ]] || { echo "mptd not found at $MPTD: build it first: cargo build --release -p mptd" >&2; exit 1; }
+MPTD="${MPTD_BIN:-$TARGET_DIR/$PROFILE/mptd}"
+[[ -x "$MPTD" ]] || { echo "mptd not found at $MPTD: build it first: cargo build --profile $PROFILE -p mptd" >&2; exit 1; }
 MPTD="$(cd "$(dirname "$MPTD")" && pwd)/$(basename "$MPTD")"
 CLK_TCK="$(getconf CLK_TCK)"
 if [[ -n "$PERF_OUT" ]]; then

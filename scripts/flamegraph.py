@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
 """Fold `perf script` call stacks and draw them as a flame graph (SVG).
 
+    cargo build --profile profiling -p mptd    # release code + line tables
+    sudo benches/workers_tunnel.sh --perf perf.data   # or perf record -g
     perf script -i perf.data > stacks.txt
     scripts/flamegraph.py stacks.txt --folded out.folded --svg out.svg \
         --title "mptd, encrypted, threads = 2" --stages
+
+Profile target/profiling/mptd, not target/release/mptd: release binaries
+carry no debug info, so perf still unwinds them (.eh_frame stays) and
+names their functions, but every inlined function (the wire views, the
+replay window, much of the scheduler) vanishes into its caller and the
+STAGES below lose their frames.
 
 Input is the text `perf script` prints for a `perf record -g` profile: a
 header line per sample (command, pid/tid, cpu, time, event) followed by

@@ -15,10 +15,15 @@ mod exit;
 
 use cli::emu::EmuCommand;
 use cli::{Cli, Command, ConfigCommand};
-use commands::{bench, completions, config, ctl, emu, keys};
+use commands::{bench, completions, config, ctl, emu, generate, keys};
 use exit::EXIT_USAGE;
 
 fn main() -> ExitCode {
+    // `mpt generate man DIR` is for packaging only: outside the grammar, so
+    // neither the help nor the completion scripts offer it.
+    if let Some(result) = generate::from_args(std::env::args_os()) {
+        return exit_code(result);
+    }
     let cli = Cli::parse();
     let log = cli.log.clone().unwrap_or_else(|| {
         match cli.cmd {
@@ -69,6 +74,10 @@ fn main() -> ExitCode {
             cmd: ConfigCommand::Check { file, resolve },
         } => config::config_check(&file, resolve),
     };
+    exit_code(result)
+}
+
+fn exit_code(result: Result<u8, exit::Failure>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {

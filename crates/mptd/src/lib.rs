@@ -18,9 +18,10 @@
 //!   metrics, systemd notification. Reads [`plane`] and sends commands to
 //!   [`control`].
 //!
-//! [`config`] turns TOML into a validated [`config::Config`], [`keys`]
+//! [`cli`] is the daemon's command line, [`config`] turns TOML into a validated [`config::Config`], [`keys`]
 //! reads key files, and [`daemon`] wires everything together.
 
+pub mod cli;
 pub mod config;
 pub mod control;
 pub mod daemon;

@@ -1,30 +1,10 @@
 //! `mptd`: the mpt daemon's command line.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use mptd::cli::Args;
 use tracing_subscriber::EnvFilter;
-
-/// mptd: multipath UDP tunnel daemon.
-///
-/// Creates a tun interface and stripes every IP packet read from it over
-/// the UDP paths of its connections, one scheduling decision per packet.
-/// Runs in the foreground; stop it with SIGTERM or Ctrl-C.
-///
-/// Examples:
-///   mptd --config /etc/mpt/mptd.toml
-///   mptd --check /etc/mpt/mptd.toml
-#[derive(Debug, Parser)]
-#[command(version, verbatim_doc_comment)]
-struct Args {
-    /// Run with this configuration file.
-    #[arg(long, short = 'c', value_name = "FILE", conflicts_with = "check")]
-    config: Option<PathBuf>,
-    /// Validate this configuration file and exit (0 valid, 2 invalid).
-    #[arg(long, value_name = "FILE")]
-    check: Option<PathBuf>,
-}
 
 fn main() -> ExitCode {
     let args = Args::parse();

@@ -7,4 +7,5 @@ pub(crate) mod completions;
 pub(crate) mod config;
 pub(crate) mod ctl;
 pub(crate) mod emu;
+pub(crate) mod generate;
 pub(crate) mod keys;

@@ -5,7 +5,9 @@
 //! `{"version":1,"ok":true,"status":{…}}`; failures answer
 //! `{"version":1,"ok":false,"error":"…"}`. A malformed, unknown or
 //! oversized request gets an error and never touches the data plane. The
-//! socket is created with mode 0600: it controls the tunnel.
+//! socket is created with mode 0660: it controls the tunnel, so only the
+//! daemon's user and group may connect (the packaged service runs as user
+//! and group `mpt`; an operator in that group needs no root).
 //!
 //! Requests and answers are mpt-api's types, which the CLI uses too:
 //! [`Request::parse`] reads a line with the daemon's checks and messages,
@@ -38,7 +40,7 @@ const MAX_REQUEST: usize = 64 * 1024;
 /// What the requests read, shared with the other operator servers.
 pub use crate::ops::source::StatusSource;
 
-/// Binds the socket (mode 0600), replacing a stale socket file.
+/// Binds the socket (mode 0660), replacing a stale socket file.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() {
@@ -55,7 +57,7 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         std::fs::remove_file(path)?;
     }
     let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
     Ok(listener)
 }
 

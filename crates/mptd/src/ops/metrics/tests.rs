@@ -356,3 +356,5 @@ fn status_lists_every_counter_of_the_groups_under_its_name() {
     );
     assert_eq!(status["drops"].as_object().map(|o| o.len()), Some(2));
 }
+
+mod dashboards;
