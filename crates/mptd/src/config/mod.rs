@@ -37,7 +37,7 @@ pub use error::ConfigError;
 pub use include::IncludedFile;
 #[cfg(test)]
 use load::parse_with;
-pub use load::{load, parse};
+pub use load::{load, load_without_peers, parse};
 pub use prefix::Prefix;
 pub use validate::is_interface_name;
 
