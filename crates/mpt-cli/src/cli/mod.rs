@@ -12,9 +12,11 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use mpt_cli::ctl::{self, remote::Endpoint};
 
 pub(crate) mod bench;
+pub(crate) mod client;
 pub(crate) mod emu;
 
 use bench::BenchArgs;
+use client::ClientCommand;
 use emu::EmuCommand;
 
 #[derive(Parser, Debug)]
@@ -129,6 +131,11 @@ pub(crate) enum Command {
     Pubkey {
         /// A private key file written by `mpt keypair`.
         file: PathBuf,
+    },
+    /// Branches of a concentrator: add, list, remove (on the server).
+    Client {
+        #[command(subcommand)]
+        cmd: ClientCommand,
     },
     /// Configuration files.
     Config {
