@@ -305,8 +305,10 @@ pub(crate) struct PathAddArgs {
 
 const RELOAD_HELP: &str = "\
 mptd re-reads the config file it was started with and applies what can
-change at run time (path weights, status, timers); it lists what changed
-and what needs a restart. Same as sending SIGHUP, but with the answer.
+change at run time (paths, weights, status, timers, and client connections
+added or removed, e.g. by `mpt client add` and `mpt client remove`); it
+lists what changed and what needs a restart. Same as sending SIGHUP, but
+with the answer.
 
 Example:
   mpt reload";
