@@ -98,22 +98,38 @@ fn mpt_ok(args: &[&str]) -> Result<String> {
     Ok(out)
 }
 
-/// One ping from `ns` to `to` with a 1 s deadline: whether it was answered.
+/// One ping from `ns` to `to`, given 0.3 s: whether it was answered.
 fn ping_once(ns: &Netns, to: &str) -> bool {
     let v6 = if to.contains(':') { "-6" } else { "-4" };
-    ns.exec(&["ping", v6, "-n", "-q", "-c", "1", "-W", "1", to])
+    ns.exec(&["ping", v6, "-n", "-q", "-c", "1", "-W", "0.3", to])
         .is_ok()
 }
 
-/// `n` pings 0.2 s apart: how many were answered.
-fn pings(ns: &Netns, to: &str, n: u32) -> u64 {
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "ping", "-n", "-q", "-W", "1", "-i", "0.2"])
+/// Starts `n` pings 0.2 s apart from `ns` to `to`; [`answered`] counts the
+/// answers. Several run at once.
+fn start_pings(ns: &Netns, to: &str, n: u32) -> Child {
+    Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            "ping",
+            "-n",
+            "-q",
+            "-W",
+            "1",
+            "-i",
+            "0.2",
+        ])
         .args(["-c", &n.to_string(), to])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start ping (iputils-ping installed?)");
+        .expect("start ping (iputils-ping installed?)")
+}
+
+/// How many of a ping's echoes were answered.
+fn answered(child: Child) -> u64 {
     ping_result(child).1
 }
 
@@ -172,7 +188,18 @@ fn branches_from_client_add_output() -> Result<()> {
     for (k, ns) in b.iter().enumerate() {
         let link = k + 1;
         let (s, u) = (format!("s{link}"), format!("u{link}"));
-        cc.ip(&["link", "add", &s, "type", "veth", "peer", "name", &u, "netns", ns.name()])?;
+        cc.ip(&[
+            "link",
+            "add",
+            &s,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &u,
+            "netns",
+            ns.name(),
+        ])?;
         cc.ip(&["addr", "add", &format!("10.77.{link}.1/24"), "dev", &s])?;
         ns.ip(&["addr", "add", &format!("10.77.{link}.2/24"), "dev", &u])?;
         cc.set_link(&s, true)?;
@@ -199,7 +226,13 @@ fn branches_from_client_add_output() -> Result<()> {
     // The first branch: add, start the server, start the branch.
     let t0 = Instant::now();
     let b1_conf = client_add(dir.path(), &server, "b1", 1)?;
-    let mut hub = Daemon::start(&cc, "concentrator", &server, &control, &dir.path().join("hub.log"))?;
+    let mut hub = Daemon::start(
+        &cc,
+        "concentrator",
+        &server,
+        &control,
+        &dir.path().join("hub.log"),
+    )?;
     hub.wait_ready(&cc, TUN, Duration::from_secs(5))?;
     let mut b1 = BranchDaemon::start(&b[0], &b1_conf, &dir.path().join("b1.log"))?;
     first_answer(&b[0], SERVER_V4, &mut b1)?;
@@ -221,13 +254,18 @@ fn branches_from_client_add_output() -> Result<()> {
     );
 
     // Both tunnels, IPv6 too, and branch to branch through the hub.
-    for (ns, to) in [
+    let checks = [
         (&b[0], SERVER_V6),
         (&b[1], SERVER_V6),
         (&b[0], "10.98.0.3"),
         (&b[1], "10.98.0.2"),
-    ] {
-        let got = pings(ns, to, 3);
+    ];
+    let running: Vec<Child> = checks
+        .iter()
+        .map(|(ns, to)| start_pings(ns, to, 3))
+        .collect();
+    for ((ns, to), child) in checks.iter().zip(running) {
+        let got = answered(child);
         ensure!(got >= 2, "{} -> {to}: {got} of 3 pings answered", ns.name());
     }
     let list = mpt_ok(&["client", "list", "--config", server_s])?;
@@ -243,10 +281,22 @@ fn branches_from_client_add_output() -> Result<()> {
     }
     // A name in use is refused, and nothing is written.
     let (code, _, err) = mpt(&[
-        "client", "add", "b2", "--config", server_s, "--endpoint", "10.77.2.1", "--key-out",
-        dir.path().join("again.key").to_str().context("temp path")?, "--uplink", "u2",
+        "client",
+        "add",
+        "b2",
+        "--config",
+        server_s,
+        "--endpoint",
+        "10.77.2.1",
+        "--key-out",
+        dir.path().join("again.key").to_str().context("temp path")?,
+        "--uplink",
+        "u2",
     ])?;
-    ensure!(code == 2 && err.contains("already in use"), "exit {code}: {err}");
+    ensure!(
+        code == 2 && err.contains("already in use"),
+        "exit {code}: {err}"
+    );
     ensure!(!dir.path().join("again.key").exists());
 
     // Remove b1: after the reload its pings go unanswered, b2's do not.
@@ -258,7 +308,11 @@ fn branches_from_client_add_output() -> Result<()> {
         Ok((!ping_once(&b[0], SERVER_V4)).then_some(()))
     })?;
     println!("b1 cut off {:.2?} after the reload", cut.elapsed());
-    let (b1_got, b2_got) = (pings(&b[0], SERVER_V4, 5), pings(&b[1], SERVER_V4, 5));
+    let (b1_ping, b2_ping) = (
+        start_pings(&b[0], SERVER_V4, 5),
+        start_pings(&b[1], SERVER_V4, 5),
+    );
+    let (b1_got, b2_got) = (answered(b1_ping), answered(b2_ping));
     if b1_got != 0 || b2_got < 4 {
         bail!(
             "after removing b1: b1 got {b1_got} of 5 answers (want 0), b2 {b2_got} of 5 (want >= 4)\nhub:\n{}\nb2:\n{}",
