@@ -8,10 +8,11 @@
 //! it); each branch runs mptd with the printed config, unchanged, and the
 //! key file `--key-out` wrote. Checked: both tunnels carry pings (IPv4 and
 //! IPv6, and branch to branch through the concentrator, which the
-//! default `networks` allows), `mpt client list` shows both up, the time
+//! default `networks` allows), each printed config passes `mpt config
+//! check`, `mpt client list` shows both up, the time
 //! from the first `mpt client add` to the first answered ping is under
 //! 10 s (printed), and `mpt client remove b1` + `mpt reload` cuts b1 off
-//! while b2 keeps working.
+//! (and its network's route on the hub goes) while b2 keeps working.
 //!
 //! Each branch daemon gets a private /run (a tmpfs mounted inside `ip
 //! netns exec`'s own mount namespace), so that the printed config's
@@ -133,8 +134,10 @@ fn answered(child: Child) -> u64 {
     ping_result(child).1
 }
 
-/// `mpt client add NAME` for the branch on link `link`: writes its config
-/// (stdout) and key next to the server's; returns the config file.
+/// `mpt client add NAME` for the branch on link `link` (its LAN
+/// 192.168.10LINK.0/24): writes its config (stdout) and key next to the
+/// server's, checks the config with `mpt config check`; returns the
+/// config file.
 fn client_add(dir: &Path, server: &Path, name: &str, link: u8) -> Result<PathBuf> {
     let key = dir.join(format!("{name}.key"));
     let key = key.to_str().context("temp path")?;
@@ -154,9 +157,12 @@ fn client_add(dir: &Path, server: &Path, name: &str, link: u8) -> Result<PathBuf
         key,
         "--uplink",
         &uplink,
+        "--network",
+        &format!("192.168.10{link}.0/24"),
     ])?;
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, out)?;
+    mpt_ok(&["config", "check", file.to_str().context("temp path")?])?;
     Ok(file)
 }
 
@@ -269,7 +275,12 @@ fn branches_from_client_add_output() -> Result<()> {
         ensure!(got >= 2, "{} -> {to}: {got} of 3 pings answered", ns.name());
     }
     let list = mpt_ok(&["client", "list", "--config", server_s])?;
-    for (name, addr) in [("b1", "10.98.0.2,fd98::2"), ("b2", "10.98.0.3,fd98::3")] {
+    for (name, addr) in [
+        ("b1", "10.98.0.2,fd98::2  "),
+        ("b2", "10.98.0.3,fd98::3  "),
+        ("b1", "  192.168.101.0/24  "),
+        ("b2", "  192.168.102.0/24  "),
+    ] {
         let line = list
             .lines()
             .find(|l| l.starts_with(&format!("{name} ")))
@@ -299,6 +310,12 @@ fn branches_from_client_add_output() -> Result<()> {
     );
     ensure!(!dir.path().join("again.key").exists());
 
+    let b1_lan = || cc.ip(&["route", "show", "192.168.101.0/24"]);
+    ensure!(
+        b1_lan()?.contains(TUN),
+        "no route to b1's network on the hub"
+    );
+
     // Remove b1: after the reload its pings go unanswered, b2's do not.
     mpt_ok(&["client", "remove", "b1", "--config", server_s])?;
     let reload = mpt_ok(&["--socket", socket_s, "reload"])?;
@@ -308,6 +325,11 @@ fn branches_from_client_add_output() -> Result<()> {
         Ok((!ping_once(&b[0], SERVER_V4)).then_some(()))
     })?;
     println!("b1 cut off {:.2?} after the reload", cut.elapsed());
+    ensure!(
+        b1_lan()?.trim().is_empty(),
+        "b1's route stayed: {}",
+        b1_lan()?
+    );
     let (b1_ping, b2_ping) = (
         start_pings(&b[0], SERVER_V4, 5),
         start_pings(&b[1], SERVER_V4, 5),
