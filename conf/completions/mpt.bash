@@ -19,6 +19,9 @@ _mpt() {
             mpt,bench)
                 cmd="mpt__subcmd__bench"
                 ;;
+            mpt,client)
+                cmd="mpt__subcmd__client"
+                ;;
             mpt,completions)
                 cmd="mpt__subcmd__completions"
                 ;;
@@ -48,6 +51,30 @@ _mpt() {
                 ;;
             mpt,status)
                 cmd="mpt__subcmd__status"
+                ;;
+            mpt__subcmd__client,add)
+                cmd="mpt__subcmd__client__subcmd__add"
+                ;;
+            mpt__subcmd__client,help)
+                cmd="mpt__subcmd__client__subcmd__help"
+                ;;
+            mpt__subcmd__client,list)
+                cmd="mpt__subcmd__client__subcmd__list"
+                ;;
+            mpt__subcmd__client,remove)
+                cmd="mpt__subcmd__client__subcmd__remove"
+                ;;
+            mpt__subcmd__client__subcmd__help,add)
+                cmd="mpt__subcmd__client__subcmd__help__subcmd__add"
+                ;;
+            mpt__subcmd__client__subcmd__help,help)
+                cmd="mpt__subcmd__client__subcmd__help__subcmd__help"
+                ;;
+            mpt__subcmd__client__subcmd__help,list)
+                cmd="mpt__subcmd__client__subcmd__help__subcmd__list"
+                ;;
+            mpt__subcmd__client__subcmd__help,remove)
+                cmd="mpt__subcmd__client__subcmd__help__subcmd__remove"
                 ;;
             mpt__subcmd__config,check)
                 cmd="mpt__subcmd__config__subcmd__check"
@@ -88,6 +115,9 @@ _mpt() {
             mpt__subcmd__help,bench)
                 cmd="mpt__subcmd__help__subcmd__bench"
                 ;;
+            mpt__subcmd__help,client)
+                cmd="mpt__subcmd__help__subcmd__client"
+                ;;
             mpt__subcmd__help,completions)
                 cmd="mpt__subcmd__help__subcmd__completions"
                 ;;
@@ -117,6 +147,15 @@ _mpt() {
                 ;;
             mpt__subcmd__help,status)
                 cmd="mpt__subcmd__help__subcmd__status"
+                ;;
+            mpt__subcmd__help__subcmd__client,add)
+                cmd="mpt__subcmd__help__subcmd__client__subcmd__add"
+                ;;
+            mpt__subcmd__help__subcmd__client,list)
+                cmd="mpt__subcmd__help__subcmd__client__subcmd__list"
+                ;;
+            mpt__subcmd__help__subcmd__client,remove)
+                cmd="mpt__subcmd__help__subcmd__client__subcmd__remove"
                 ;;
             mpt__subcmd__help__subcmd__config,check)
                 cmd="mpt__subcmd__help__subcmd__config__subcmd__check"
@@ -161,7 +200,7 @@ _mpt() {
 
     case "${cmd}" in
         mpt)
-            opts="-h -V --log --socket --remote --remote-conn --key --udp --help --version status path reload completions emu bench genkey keypair pubkey config help"
+            opts="-h -V --log --socket --remote --remote-conn --key --udp --help --version status path reload completions emu bench genkey keypair pubkey client config help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -238,6 +277,208 @@ _mpt() {
                     return 0
                     ;;
                 --rekey-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client)
+            opts="-h --log --socket --help add list remove help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__add)
+            opts="-h --config --endpoint --key-out --force --uplink --network --route --ipv4 --ipv6 --key-path --log --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --endpoint)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-out)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --uplink)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --network)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --route)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ipv4)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ipv6)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__help)
+            opts="add list remove help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__help__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__list)
+            opts="-h --config --log --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__client__subcmd__remove)
+            opts="-h --config --log --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -629,7 +870,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__help)
-            opts="status path reload completions emu bench genkey keypair pubkey config help"
+            opts="status path reload completions emu bench genkey keypair pubkey client config help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -645,6 +886,62 @@ _mpt() {
         mpt__subcmd__help__subcmd__bench)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__help__subcmd__client)
+            opts="add list remove"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__help__subcmd__client__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__help__subcmd__client__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__help__subcmd__client__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -41,6 +41,7 @@ complete -c mpt -n "__fish_mpt_needs_command" -f -a "bench" -d 'Benchmark the tu
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "keypair" -d 'Write a new X25519 private key to FILE (mode 0600) and print its public key'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "pubkey" -d 'Print the public key (base64) of a private key file'
+complete -c mpt -n "__fish_mpt_needs_command" -f -a "client" -d 'Branches of a concentrator: add, list, remove (on the server)'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "config" -d 'Configuration files'
 complete -c mpt -n "__fish_mpt_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand status" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
@@ -147,6 +148,38 @@ complete -c mpt -n "__fish_mpt_using_subcommand keypair" -s h -l help -d 'Print 
 complete -c mpt -n "__fish_mpt_using_subcommand pubkey" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand pubkey" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand pubkey" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and not __fish_seen_subcommand_from add list remove help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and not __fish_seen_subcommand_from add list remove help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and not __fish_seen_subcommand_from add list remove help" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and not __fish_seen_subcommand_from add list remove help" -f -a "add" -d 'Add a branch: its key pair, a free tunnel address, the server\'s client file; print the branch\'s config'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and not __fish_seen_subcommand_from add list remove help" -f -a "list" -d 'List the server\'s clients (and whether each is connected, if mptd answers)'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and not __fish_seen_subcommand_from add list remove help" -f -a "remove" -d 'Delete a client\'s file; `mpt reload` then cuts the client off'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and not __fish_seen_subcommand_from add list remove help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l config -d 'The server\'s config file (its [daemon] include names the client folder)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l endpoint -d 'The concentrator\'s address as the branch reaches it, and its port if not the shared port (e.g. a NAT\'s forwarded port)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l key-out -d 'Write the branch\'s new private key here (mode 0600)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l uplink -d 'A branch interface to reach the concentrator by: one path each, following that interface\'s address (at least one)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l network -d 'A network behind the branch, routed to it by the server (repeat)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l route -d 'What the branch routes into the tunnel (repeat) [default: the server\'s tunnel prefixes]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l ipv4 -d 'The branch\'s tunnel IPv4 address instead of the next free one' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l ipv6 -d 'The branch\'s tunnel IPv6 address instead of the next free one' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l key-path -d 'Where the branch will keep its private key (the printed config\'s private_key_file) [default: /etc/mpt/NAME.key]' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -l force -d 'Replace --key-out if it exists (never a client file)'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from list" -l config -d 'The server\'s config file' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from list" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from list" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from remove" -l config -d 'The server\'s config file' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from remove" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from remove" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a branch: its key pair, a free tunnel address, the server\'s client file; print the branch\'s config'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the server\'s clients (and whether each is connected, if mptd answers)'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Delete a client\'s file; `mpt reload` then cuts the client off'
+complete -c mpt -n "__fish_mpt_using_subcommand client; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand config; and not __fish_seen_subcommand_from check help" -s h -l help -d 'Print help'
@@ -158,20 +191,24 @@ complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcomma
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'
 complete -c mpt -n "__fish_mpt_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "path" -d 'Change a path at run time: up, down, backup, weights, add, remove'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "completions" -d 'Print a shell completion script'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "bench" -d 'Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd)'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "keypair" -d 'Write a new X25519 private key to FILE (mode 0600) and print its public key'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "pubkey" -d 'Print the public key (base64) of a private key file'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "config" -d 'Configuration files'
-complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "status" -d 'Show connections and paths: state, addresses, weights, RTT, loss, traffic'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "path" -d 'Change a path at run time: up, down, backup, weights, add, remove'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "reload" -d 'Make mptd re-read its config file and apply what can change at run time'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "completions" -d 'Print a shell completion script'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "emu" -d 'Real-time link emulator between two interfaces (netem replacement)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "bench" -d 'Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "genkey" -d 'Write a new pre-shared key (32 random bytes, base64) for `key_file`'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "keypair" -d 'Write a new X25519 private key to FILE (mode 0600) and print its public key'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "pubkey" -d 'Print the public key (base64) of a private key file'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "client" -d 'Branches of a concentrator: add, list, remove (on the server)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "config" -d 'Configuration files'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and not __fish_seen_subcommand_from status path reload completions emu bench genkey keypair pubkey client config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "add" -d 'Add a path to a running connection; the peer is told'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from path" -f -a "remove" -d 'Remove a path from a running connection; the peer is told'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "run" -d 'Emulate a link between interfaces A and B until Ctrl-C, SIGTERM or --duration'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "selftest" -d 'Measure the emulator\'s accuracy in throw-away namespaces (needs root)'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "profiles" -d 'List the link profile presets, or print one'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from client" -f -a "add" -d 'Add a branch: its key pair, a free tunnel address, the server\'s client file; print the branch\'s config'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from client" -f -a "list" -d 'List the server\'s clients (and whether each is connected, if mptd answers)'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from client" -f -a "remove" -d 'Delete a client\'s file; `mpt reload` then cuts the client off'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from config" -f -a "check" -d 'Validate an mptd config file without starting anything (exit 0 valid, 2 invalid)'

@@ -4,4 +4,5 @@
 //! the `mpt_emu` crate.
 
 pub mod bench;
+pub mod branch;
 pub mod ctl;

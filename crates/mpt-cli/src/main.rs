@@ -15,7 +15,7 @@ mod exit;
 
 use cli::emu::EmuCommand;
 use cli::{Cli, Command, ConfigCommand};
-use commands::{bench, completions, config, ctl, emu, generate, keys};
+use commands::{bench, client, completions, config, ctl, emu, generate, keys};
 use exit::EXIT_USAGE;
 
 fn main() -> ExitCode {
@@ -31,7 +31,8 @@ fn main() -> ExitCode {
             Command::Status(_)
             | Command::Path(_)
             | Command::Reload
-            | Command::Completions { .. } => "warn",
+            | Command::Completions { .. }
+            | Command::Client { .. } => "warn",
             Command::Emu { .. }
             | Command::Genkey { .. }
             | Command::Keypair { .. }
@@ -70,6 +71,7 @@ fn main() -> ExitCode {
         Command::Genkey { file } => keys::genkey(file),
         Command::Keypair { file, force } => keys::keypair(&file, force).map(keys::print_key),
         Command::Pubkey { file } => keys::pubkey(&file).map(keys::print_key),
+        Command::Client { cmd } => client::client(cmd, &cli.socket),
         Command::Config {
             cmd: ConfigCommand::Check { file, resolve },
         } => config::config_check(&file, resolve),

@@ -12,9 +12,11 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use mpt_cli::ctl::{self, remote::Endpoint};
 
 pub(crate) mod bench;
+pub(crate) mod client;
 pub(crate) mod emu;
 
 use bench::BenchArgs;
+use client::ClientCommand;
 use emu::EmuCommand;
 
 #[derive(Parser, Debug)]
@@ -129,6 +131,11 @@ pub(crate) enum Command {
     Pubkey {
         /// A private key file written by `mpt keypair`.
         file: PathBuf,
+    },
+    /// Branches of a concentrator: add, list, remove (on the server).
+    Client {
+        #[command(subcommand)]
+        cmd: ClientCommand,
     },
     /// Configuration files.
     Config {
@@ -298,8 +305,10 @@ pub(crate) struct PathAddArgs {
 
 const RELOAD_HELP: &str = "\
 mptd re-reads the config file it was started with and applies what can
-change at run time (path weights, status, timers); it lists what changed
-and what needs a restart. Same as sending SIGHUP, but with the answer.
+change at run time (paths, weights, status, timers, and client connections
+added or removed, e.g. by `mpt client add` and `mpt client remove`); it
+lists what changed and what needs a restart. Same as sending SIGHUP, but
+with the answer.
 
 Example:
   mpt reload";

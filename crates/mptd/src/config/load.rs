@@ -15,13 +15,25 @@ use super::Config;
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = read(path)?;
+    parse(&text, &path.display().to_string())
+}
+
+/// [`load`], except that a config with no `[[connection]]` at all passes:
+/// what `mpt client add` reads of a server whose include folder is still
+/// empty. The daemon itself never starts without a peer.
+pub fn load_without_peers(path: &Path) -> Result<Config, ConfigError> {
+    let text = read(path)?;
+    parse_inner(&text, &path.display().to_string(), &load_own_key, false)
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
         file: path.display().to_string(),
         line: 0,
         column: 0,
         message: format!("cannot read: {e}"),
-    })?;
-    parse(&text, &path.display().to_string())
+    })
 }
 
 /// Parses and validates config text; `file` names it in errors.
@@ -35,6 +47,16 @@ pub(super) fn parse_with(
     text: &str,
     file: &str,
     own_key: &dyn Fn(&Path) -> Result<PublicKey, String>,
+) -> Result<Config, ConfigError> {
+    parse_inner(text, file, own_key, true)
+}
+
+/// [`parse_with`]; `need_peer`: a config without connections is an error.
+fn parse_inner(
+    text: &str,
+    file: &str,
+    own_key: &dyn Fn(&Path) -> Result<PublicKey, String>,
+    need_peer: bool,
 ) -> Result<Config, ConfigError> {
     let main = Sources::main(text, file);
     let raw = raw_config(&main)?;
@@ -65,7 +87,7 @@ pub(super) fn parse_with(
                 includes.push(IncludedFile { path, connections });
             }
             let raw = raw_config(&sources)?;
-            if raw.connection.is_empty() {
+            if need_peer && raw.connection.is_empty() {
                 return Err(sources.error(
                     0,
                     format!(
@@ -90,7 +112,8 @@ pub(super) fn parse_with(
         }
         seen.push((name, file));
     }
-    let mut config = validate(raw, own_key).map_err(|(offset, msg)| sources.error(offset, msg))?;
+    let mut config =
+        validate(raw, own_key, need_peer).map_err(|(offset, msg)| sources.error(offset, msg))?;
     config.includes = includes;
     Ok(config)
 }

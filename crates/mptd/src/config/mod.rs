@@ -38,7 +38,7 @@ pub use host::{is_host_name, MAX_HOST_NAME};
 pub use include::IncludedFile;
 #[cfg(test)]
 use load::parse_with;
-pub use load::{load, parse};
+pub use load::{load, load_without_peers, parse};
 pub use prefix::Prefix;
 pub use validate::is_interface_name;
 

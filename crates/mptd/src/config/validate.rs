@@ -48,7 +48,13 @@ type OwnKey<'a> = &'a dyn Fn(&Path) -> Result<PublicKey, String>;
 
 /// Checks what spans several keys. `own_key` reads the private key file
 /// and derives our public key (a parameter so that tests need no file).
-pub(super) fn validate(raw: RawConfig, own_key: OwnKey) -> Result<Config, Invalid> {
+/// `need_peer`: no connection at all is an error (always, but for `mpt
+/// client add` reading a server that has no client yet).
+pub(super) fn validate(
+    raw: RawConfig,
+    own_key: OwnKey,
+    need_peer: bool,
+) -> Result<Config, Invalid> {
     let daemon = daemon(raw.daemon, own_key)?;
     let tunnel = tunnel(raw.tunnel)?;
     let mut connections: Vec<ConnectionConfig> = Vec::new();
@@ -65,7 +71,7 @@ pub(super) fn validate(raw: RawConfig, own_key: OwnKey) -> Result<Config, Invali
             ),
         ));
     }
-    if connections.is_empty() {
+    if need_peer && connections.is_empty() {
         return Err((0, "no [[connection]]: the tunnel would have no peer".into()));
     }
     Ok(Config {
