@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::defaults::{
     default_control, default_dead, default_keepalive, default_log, default_mtu, default_one_u16,
-    default_one_u32, default_port, default_repair, default_tun_name,
+    default_mss_clamp, default_one_u32, default_port, default_repair, default_tun_name,
 };
 use super::duration::Dur;
 use super::prefix::Prefix;
@@ -82,6 +82,8 @@ pub(super) struct RawTunnel {
     pub(super) mtu: u16,
     pub(super) ipv4: Option<Prefix>,
     pub(super) ipv6: Option<Prefix>,
+    #[serde(default = "default_mss_clamp")]
+    pub(super) mss_clamp: bool,
 }
 
 #[derive(Debug, Deserialize)]
