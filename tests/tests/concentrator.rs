@@ -76,7 +76,18 @@ fn blocked_icmp(b: &Netns) -> Result<u64> {
 /// A veth pair `here`/`there` between two namespaces, MTU 9000, with an
 /// address on each end, up.
 fn link(a: &Netns, here: &str, a_addr: &str, b: &Netns, there: &str, b_addr: &str) -> Result<()> {
-    a.ip(&["link", "add", here, "type", "veth", "peer", "name", there, "netns", b.name()])?;
+    a.ip(&[
+        "link",
+        "add",
+        here,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        there,
+        "netns",
+        b.name(),
+    ])?;
     for (ns, dev, addr) in [(a, here, a_addr), (b, there, b_addr)] {
         ns.ip(&["link", "set", "dev", dev, "mtu", BIG_MTU])?;
         ns.ip(&["addr", "add", addr, "dev", dev])?;
@@ -108,7 +119,11 @@ fn max_segment(s: &TcpStream) -> Result<u32> {
             &mut len,
         )
     };
-    ensure!(r == 0, "getsockopt(TCP_MAXSEG): {}", std::io::Error::last_os_error());
+    ensure!(
+        r == 0,
+        "getsockopt(TCP_MAXSEG): {}",
+        std::io::Error::last_os_error()
+    );
     Ok(u32::try_from(v)?)
 }
 
@@ -168,7 +183,14 @@ fn download(lan: &Netns, inet: &Netns, bytes: u64, deadline: Duration) -> Result
                 }
                 received += n as u64;
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -196,53 +218,100 @@ fn the_concentrator_forwards_and_clamps_the_mss() -> Result<()> {
     let mut bed = TestBed::new(BedSpec::uniform(1, Family::V4).inner(&[Family::V4]))?;
     let lan = Netns::new("lan")?;
     let inet = Netns::new("inet")?;
-    link(&bed.a, "lan0", "10.78.0.1/24", &lan, "up0", "10.78.0.2/24")?;
+    link(
+        &bed.a,
+        "lan0",
+        &format!("{LAN_GW}/24"),
+        &lan,
+        "up0",
+        &format!("{LAN_HOST}/24"),
+    )?;
     lan.ip(&["route", "add", "default", "via", LAN_GW])?;
     bed.a.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
-    link(&bed.b, WAN_IF, &format!("{WAN_ADDR}/24"), &inet, "eth0", &format!("{INET_HOST}/24"))?;
+    link(
+        &bed.b,
+        WAN_IF,
+        &format!("{WAN_ADDR}/24"),
+        &inet,
+        "eth0",
+        &format!("{INET_HOST}/24"),
+    )?;
     // The internet host knows nothing of the tunnel or the LAN: without
     // the masquerade its answers would have nowhere to go.
     concentrator_recipe(&bed.b)?;
     block_pmtu_discovery(&bed.b)?;
     // Only the internet host's prefix goes through the tunnel; the
     // concentrator routes the client's LAN back.
-    reconfigure(&mut bed, Side::A, |c| c.replace("networks = []", "networks = [\"10.79.0.0/24\"]"))?;
-    reconfigure(&mut bed, Side::B, |c| c.replace("networks = []", "networks = [\"10.78.0.0/24\"]"))?;
+    reconfigure(&mut bed, Side::A, |c| {
+        c.replace("networks = []", "networks = [\"10.79.0.0/24\"]")
+    })?;
+    reconfigure(&mut bed, Side::B, |c| {
+        c.replace("networks = []", "networks = [\"10.78.0.0/24\"]")
+    })?;
     bed.wait_all_up(Duration::from_secs(5))?;
 
     // Clamping on (the default): 16 MB through the black hole.
     const BULK: u64 = 16 << 20;
     let d = download(&lan, &inet, BULK, Duration::from_secs(20))?;
+    let icmp = blocked_icmp(&bed.b)?;
     eprintln!(
-        "clamped: peer {}, inet MSS {}, {} of {BULK} bytes in {:?}, ICMP blocked {}",
-        d.peer,
-        d.inet_mss,
-        d.received,
-        d.took,
-        blocked_icmp(&bed.b)?
+        "clamped: peer {}, inet MSS {}, {} of {BULK} bytes in {:?}, ICMP blocked {icmp}",
+        d.peer, d.inet_mss, d.received, d.took
     );
-    ensure!(d.peer.ip() == WAN_ADDR, "the internet host saw {} and not the concentrator's {WAN_ADDR}", d.peer);
-    ensure!(d.inet_mss <= 1360, "MSS {} > 1400 - 40 with mss_clamp on", d.inet_mss);
-    ensure!(d.received == BULK, "only {} of {BULK} bytes arrived with clamping", d.received);
+    ensure!(
+        d.peer.ip() == WAN_ADDR,
+        "the internet host saw {} and not the concentrator's {WAN_ADDR}",
+        d.peer
+    );
+    ensure!(
+        d.inet_mss <= 1360,
+        "MSS {} > 1400 - 40 with mss_clamp on",
+        d.inet_mss
+    );
+    ensure!(
+        d.received == BULK,
+        "only {} of {BULK} bytes arrived with clamping",
+        d.received
+    );
+    ensure!(
+        icmp == 0,
+        "{icmp} segments were too big for the tunnel despite clamping"
+    );
     let (a, b) = (mss_clamped(&bed, Side::A)?, mss_clamped(&bed, Side::B)?);
-    ensure!(a >= 1 && b >= 1, "clamped SYNs counted: client {a}, concentrator {b}");
+    ensure!(
+        a >= 1 && b >= 1,
+        "clamped SYNs counted: client {a}, concentrator {b}"
+    );
 
     // Clamping off on the client: the LAN host's SYN keeps its 8960, the
     // internet host sends segments the tunnel cannot carry, and the ICMP
     // that would tell it so is dropped: the download stalls.
-    reconfigure(&mut bed, Side::A, |c| c.replace("mtu = 1400\n", "mtu = 1400\nmss_clamp = false\n"))?;
+    reconfigure(&mut bed, Side::A, |c| {
+        c.replace("mtu = 1400\n", "mtu = 1400\nmss_clamp = false\n")
+    })?;
     bed.wait_all_up(Duration::from_secs(5))?;
     const SMALL: u64 = 4 << 20;
     let icmp_before = blocked_icmp(&bed.b)?;
-    let d = download(&lan, &inet, SMALL, Duration::from_secs(2))?;
+    let d = download(&lan, &inet, SMALL, Duration::from_millis(1500))?;
     let icmp = blocked_icmp(&bed.b)? - icmp_before;
     eprintln!(
         "unclamped: inet MSS {}, {} of {SMALL} bytes in {:?}, ICMP blocked {icmp}",
         d.inet_mss, d.received, d.took
     );
-    ensure!(d.inet_mss > 1360, "MSS {} without clamping: the LAN's 9000-byte link should show", d.inet_mss);
+    ensure!(
+        d.inet_mss > 1360,
+        "MSS {} without clamping: the LAN's 9000-byte link should show",
+        d.inet_mss
+    );
     ensure!(icmp > 0, "no ICMP fragmentation-needed was blocked");
-    ensure!(d.received < SMALL / 2, "{} of {SMALL} bytes arrived through the black hole", d.received);
-    ensure!(mss_clamped(&bed, Side::A)? == 0, "client counts clamps with mss_clamp off");
+    ensure!(
+        d.received < SMALL / 2,
+        "{} of {SMALL} bytes arrived through the black hole",
+        d.received
+    );
+    ensure!(
+        mss_clamped(&bed, Side::A)? == 0,
+        "client counts clamps with mss_clamp off"
+    );
     bed.shutdown()
 }

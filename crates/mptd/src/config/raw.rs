@@ -10,8 +10,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::defaults::{
-    default_control, default_dead, default_keepalive, default_log, default_mtu, default_one_u16,
-    default_mss_clamp, default_one_u32, default_port, default_repair, default_tun_name,
+    default_control, default_dead, default_keepalive, default_log, default_mss_clamp, default_mtu,
+    default_one_u16, default_one_u32, default_port, default_repair, default_tun_name,
 };
 use super::duration::Dur;
 use super::prefix::Prefix;

@@ -124,7 +124,10 @@ remote = "127.0.0.2"
         assert!(needs_restart(&running, &running).is_empty());
         let changed = BASE
             .replace("log = \"info\"", "log = \"debug\"\nthreads = 3")
-            .replace("name = \"mpt0\"", "name = \"mpt1\"\nmtu = 1300\nmss_clamp = false")
+            .replace(
+                "name = \"mpt0\"",
+                "name = \"mpt1\"\nmtu = 1300\nmss_clamp = false",
+            )
             .replace("10.0.0.0/8", "10.1.0.0/16")
             .replace("192.168.1.2\"", "192.168.1.9\"\nport = 7000")
             .replace("a.key", "b.key");

@@ -847,5 +847,8 @@ fn mss_clamp_can_be_turned_off_and_wants_a_bool() {
     assert!(!parse(&off, "off.toml").expect("valid").tunnel.mss_clamp);
     let bad = GOOD.replace("mtu = 1400\n", "mtu = 1400\nmss_clamp = \"yes\"\n");
     let e = parse(&bad, "bad.toml").unwrap_err();
-    assert!(e.to_string().contains("mss_clamp") || e.to_string().contains("bool"), "{e}");
+    assert!(
+        e.to_string().contains("mss_clamp") || e.to_string().contains("bool"),
+        "{e}"
+    );
 }
