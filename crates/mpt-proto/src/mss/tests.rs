@@ -15,7 +15,7 @@ fn mss_opt(mss: u16) -> [u8; 4] {
 /// the end, with END, to a multiple of 4) and `payload`; checksum 0.
 fn tcp(options: &[u8], flags: u8, payload: &[u8]) -> Vec<u8> {
     let mut opts = options.to_vec();
-    while opts.len() % 4 != 0 {
+    while !opts.len().is_multiple_of(4) {
         opts.push(OPT_END);
     }
     let mut t = vec![0u8; 20];
