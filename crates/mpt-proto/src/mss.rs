@@ -85,6 +85,34 @@ pub fn mss_limit(mtu: u16, ipv6: bool) -> u16 {
 /// documentation.
 #[inline]
 pub fn clamp_mss(packet: &mut [u8], mtu: u16, checksum: Checksum) -> Clamp {
+    if !may_be_syn(packet) {
+        return Clamp::NotSyn;
+    }
+    clamp_syn(packet, mtu, checksum)
+}
+
+/// The early-out, inlined into the caller: false for a packet that is
+/// certainly no TCP SYN (a few byte reads); true for a SYN and for what
+/// needs a closer look (IPv6 extension headers, anything cut short).
+#[inline]
+fn may_be_syn(p: &[u8]) -> bool {
+    let Some(&first) = p.first() else {
+        return false;
+    };
+    let (proto, tcp) = match first >> 4 {
+        4 => (p.get(9), usize::from(first & 0x0f) * 4),
+        6 => match p.get(6) {
+            Some(&PROTO_TCP) => (Some(&PROTO_TCP), 40),
+            next => return next.is_some(),
+        },
+        _ => return false,
+    };
+    proto == Some(&PROTO_TCP) && p.get(tcp + 13).is_none_or(|flags| flags & TCP_SYN != 0)
+}
+
+/// [`clamp_mss`] past the early-out.
+#[inline(never)]
+fn clamp_syn(packet: &mut [u8], mtu: u16, checksum: Checksum) -> Clamp {
     let Some((tcp, limit)) = syn_header(packet, mtu) else {
         return Clamp::NotSyn;
     };
@@ -92,9 +120,7 @@ pub fn clamp_mss(packet: &mut [u8], mtu: u16, checksum: Checksum) -> Clamp {
 }
 
 /// Where the TCP header of a SYN starts in `p`, and the MSS limit for
-/// its IP version; `None` for anything else. The early-out: a non-TCP or
-/// non-SYN packet costs a few byte reads here.
-#[inline]
+/// its IP version; `None` for anything else.
 fn syn_header(p: &[u8], mtu: u16) -> Option<(usize, u16)> {
     let first = *p.first()?;
     let (tcp, ipv6) = match first >> 4 {
@@ -132,7 +158,6 @@ fn syn_header(p: &[u8], mtu: u16) -> Option<(usize, u16)> {
 /// Walks the options of the SYN whose TCP header starts at `tcp` and
 /// lowers every MSS option above `limit` (a receiver takes the last one
 /// it finds, so a packet carrying two gets both clamped).
-#[inline(never)]
 fn clamp_options(p: &mut [u8], tcp: usize, limit: u16, checksum: Checksum) -> Clamp {
     let Some(&doff) = p.get(tcp + 12) else {
         return Clamp::NotSyn;
