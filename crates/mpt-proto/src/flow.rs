@@ -135,7 +135,7 @@ fn hash_v4(p: &[u8]) -> Option<u32> {
 /// Walks the IPv6 extension headers from `next` at `off`: the transport
 /// protocol and its header, or `None` when the chain is cut short or too
 /// long. A non-first fragment yields its protocol and no header.
-fn v6_transport(p: &[u8], mut next: u8, mut off: usize) -> Option<(u8, Option<&[u8]>)> {
+pub(crate) fn v6_transport(p: &[u8], mut next: u8, mut off: usize) -> Option<(u8, Option<&[u8]>)> {
     for _ in 0..=MAX_EXT_HEADERS {
         let ext = match next {
             EXT_HOP_BY_HOP | EXT_ROUTING | EXT_DEST_OPTS | EXT_FRAGMENT | EXT_AUTH => {

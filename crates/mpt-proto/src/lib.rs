@@ -59,6 +59,7 @@ pub mod control;
 pub mod crypto;
 pub mod error;
 pub mod flow;
+pub mod mss;
 pub mod noise;
 pub mod path;
 pub mod reorder;

@@ -43,6 +43,9 @@ pub struct Connection {
     /// Encryption and keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<Session>,
+    /// What the transmit side did to TCP segments (MSS clamping).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<Tcp>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub other: Map<String, Value>,
@@ -319,6 +322,19 @@ pub struct Repair {
     /// Holes not asked for (request budget spent, run too long).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unrequested: Option<u64>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// What the transmit side did to the TCP segments it read from tun.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Tcp {
+    /// SYNs (and SYN-ACKs) whose MSS option was lowered to fit the tunnel
+    /// MTU (`[tunnel] mss_clamp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mss_clamped: Option<u64>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub other: Map<String, Value>,

@@ -40,7 +40,7 @@ mod path;
 
 pub use connection::{
     Connection, ConnectionDrops, Equalize, Handover, HoldTimes, LastHandover, Redundancy, Reorder,
-    Repair, Session,
+    Repair, Session, Tcp,
 };
 pub use handshake::{HandshakeRefusals, HandshakeStats};
 pub use path::PathStatus;

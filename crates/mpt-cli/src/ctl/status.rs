@@ -304,6 +304,10 @@ fn render_conn(out: &mut String, conn: &Connection, traffic: Traffic<'_>, width:
         let line = format!("redundancy: {}", copies.join(", "));
         push_wrapped(out, &line, INDENT, width);
     }
+    let tcp = nonzero(conn.tcp.as_ref());
+    if !tcp.is_empty() {
+        push_wrapped(out, &format!("tcp: {}", tcp.join(", ")), INDENT, width);
+    }
     let paths = conn.paths();
     if paths.is_empty() {
         push_wrapped(out, "no paths", INDENT, width);

@@ -46,6 +46,9 @@ pub(super) fn default_dead() -> Dur {
 pub(super) fn default_repair() -> bool {
     true
 }
+pub(super) fn default_mss_clamp() -> bool {
+    true
+}
 pub(super) fn default_one_u32() -> u32 {
     1
 }

@@ -112,6 +112,9 @@ pub struct TunnelConfig {
     pub ipv4: Option<Prefix>,
     /// IPv6 address and prefix length.
     pub ipv6: Option<Prefix>,
+    /// Lower the MSS option of TCP SYNs read from tun to what fits the
+    /// MTU (`mss_clamp`, on by default; see `mpt_proto::mss`).
+    pub mss_clamp: bool,
 }
 
 /// One `[[connection]]`.

@@ -11,7 +11,8 @@ use toml::Spanned;
 
 use super::defaults::{
     default_control, default_dead, default_hook_timeout, default_keepalive, default_log,
-    default_mtu, default_one_u16, default_one_u32, default_port, default_repair, default_tun_name,
+    default_mss_clamp, default_mtu, default_one_u16, default_one_u32, default_port, default_repair,
+    default_tun_name,
 };
 use super::duration::Dur;
 use super::host::RawRemote;
@@ -99,6 +100,8 @@ pub(super) struct RawTunnel {
     pub(super) mtu: u16,
     pub(super) ipv4: Option<Prefix>,
     pub(super) ipv6: Option<Prefix>,
+    #[serde(default = "default_mss_clamp")]
+    pub(super) mss_clamp: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -48,6 +48,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
         ("mtu", t.0.mtu != t.1.mtu),
         ("ipv4", t.0.ipv4 != t.1.ipv4),
         ("ipv6", t.0.ipv6 != t.1.ipv6),
+        ("mss_clamp", t.0.mss_clamp != t.1.mss_clamp),
     ];
     for (key, changed) in tunnel_keys {
         if changed {
@@ -131,7 +132,10 @@ remote = "127.0.0.2"
         assert!(needs_restart(&running, &running).is_empty());
         let changed = BASE
             .replace("log = \"info\"", "log = \"debug\"\nthreads = 3")
-            .replace("name = \"mpt0\"", "name = \"mpt1\"\nmtu = 1300")
+            .replace(
+                "name = \"mpt0\"",
+                "name = \"mpt1\"\nmtu = 1300\nmss_clamp = false",
+            )
             .replace("10.0.0.0/8", "10.1.0.0/16")
             .replace("192.168.1.2\"", "192.168.1.9\"\nport = 7000")
             .replace("a.key", "b.key");
@@ -142,6 +146,7 @@ remote = "127.0.0.2"
             "[daemon] threads changed",
             "[tunnel] name changed",
             "[tunnel] mtu changed",
+            "[tunnel] mss_clamp changed",
             "connection a: networks changed",
             "connection a: peer_ipv4 changed",
             "connection a: port or remote_port changed",
@@ -152,7 +157,7 @@ remote = "127.0.0.2"
                 "{want:?} missing from {lines:#?}"
             );
         }
-        assert_eq!(lines.len(), 8, "{lines:#?}");
+        assert_eq!(lines.len(), 9, "{lines:#?}");
     }
 
     #[test]

@@ -40,6 +40,7 @@ fn good_config_parses_with_every_key() {
     let c = parse(GOOD, "good.toml").expect("valid");
     assert_eq!(c.daemon.control, PathBuf::from("/tmp/x.sock"));
     assert_eq!(c.tunnel.ipv4.map(|p| p.len), Some(24));
+    assert!(c.tunnel.mss_clamp, "on by default");
     let conn = &c.connections[0];
     assert_eq!(conn.keepalive, Duration::from_millis(500));
     assert_eq!(conn.dead_timer, Duration::from_secs(2));
@@ -929,4 +930,16 @@ fn resolve_interval_is_a_bounded_duration() {
         let e = parse(&with(bad), "i.toml").expect_err(bad);
         assert!(e.message.contains("resolve_interval"), "{e}");
     }
+}
+
+#[test]
+fn mss_clamp_can_be_turned_off_and_wants_a_bool() {
+    let off = GOOD.replace("mtu = 1400\n", "mtu = 1400\nmss_clamp = false\n");
+    assert!(!parse(&off, "off.toml").expect("valid").tunnel.mss_clamp);
+    let bad = GOOD.replace("mtu = 1400\n", "mtu = 1400\nmss_clamp = \"yes\"\n");
+    let e = parse(&bad, "bad.toml").unwrap_err();
+    assert!(
+        e.to_string().contains("mss_clamp") || e.to_string().contains("bool"),
+        "{e}"
+    );
 }

@@ -229,6 +229,7 @@ fn tunnel(raw: Spanned<RawTunnel>) -> Result<TunnelConfig, Invalid> {
         mtu: t.mtu,
         ipv4: t.ipv4,
         ipv6: t.ipv6,
+        mss_clamp: t.mss_clamp,
     })
 }
 

@@ -145,6 +145,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         shutdown: shutdown.clone(),
         crypto_pool: crypto_pool.clone(),
         mtu: usize::from(config.tunnel.mtu),
+        mss_clamp: config.tunnel.mss_clamp,
     };
     data_plane.start_tx(&mut workers)?;
     data_plane.start_shared_rx(

@@ -153,6 +153,8 @@ pub(super) struct DataPlane {
     pub shutdown: Arc<AtomicBool>,
     pub crypto_pool: Arc<CryptoPool>,
     pub mtu: usize,
+    /// `[tunnel] mss_clamp`.
+    pub mss_clamp: bool,
 }
 
 impl DataPlane {
@@ -166,6 +168,7 @@ impl DataPlane {
                     router: self.router.clone(),
                     stats: self.tx_stats.clone(),
                     mtu: self.mtu,
+                    mss_clamp: self.mss_clamp,
                 },
                 set: self.conn_set.clone(),
                 shutdown: self.shutdown.clone(),

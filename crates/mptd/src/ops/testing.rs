@@ -89,6 +89,7 @@ pub(crate) fn with_crypto(conn: &str, crypto: Option<ConnCrypto>) -> StatusSourc
     fill!(c.equalized, held, held_us);
     let tx = TxStats::default();
     fill!(tx, no_route, tun_errors);
+    fill!(c.tcp, mss_clamped);
     let conns = Arc::new(vec![Arc::new(c)]);
     let (commands, _) = std::sync::mpsc::sync_channel(1);
     StatusSource {

@@ -13,7 +13,7 @@
 //! changed. A removed path's socket closes when the last worker drops the
 //! old table.
 
-use super::counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters};
+use super::counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters, TcpCounters};
 use super::crypto::ConnCrypto;
 use super::path::PathTable;
 use super::plan::PublishedPlan;
@@ -101,6 +101,8 @@ pub struct ConnShared {
     pub silent_paths: AtomicU64,
     /// What loss repair did.
     pub repairs: RepairCounters,
+    /// What the transmit stage did to TCP segments (MSS clamping).
+    pub tcp: TcpCounters,
     /// Handovers of our traffic off failed paths.
     pub handovers: HandoverRecord,
     /// A server's client connection: no path socket of its own; served by
@@ -215,6 +217,7 @@ impl ConnShared {
             copies: CopyCounters::default(),
             equalized: EqualizeCounters::default(),
             repairs: RepairCounters::default(),
+            tcp: TcpCounters::default(),
             handovers: HandoverRecord::default(),
             client: false,
             rx_state: Mutex::new(None),

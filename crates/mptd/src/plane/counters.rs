@@ -169,6 +169,15 @@ counter_group! {
 }
 
 counter_group! {
+    /// What the transmit stage did to the TCP segments of a connection.
+    pub struct TcpCounters {
+        /// SYNs (and SYN-ACKs) read from tun whose MSS option was lowered to
+        /// fit the tunnel MTU (`[tunnel] mss_clamp`).
+        mss_clamped,
+    }
+}
+
+counter_group! {
     /// Daemon-wide counters of the transmit stage (shown as drops of no
     /// connection).
     pub struct TxStats {

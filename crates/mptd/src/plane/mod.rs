@@ -30,7 +30,7 @@ pub use conn::{
     ConnSet, ConnShared, ConnsAndRouter, HandoverRecord, LastHandover, TxWakes,
     DEFAULT_REORDER_TIMEOUT, REORDER_SLOTS,
 };
-pub use counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters, TxStats};
+pub use counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters, TcpCounters, TxStats};
 pub use crypto::{ConnCrypto, KeySet, NoiseIds, OLD_KEYS_GRACE, OLD_KEYS_MAX};
 pub use path::{PathShared, PathTable, PathView, Remote, NO_OWD};
 pub use plan::{PlanSnapshot, PublishedPlan};

@@ -3,12 +3,17 @@
 //! redundancy copy), then numbered: connection and path sequence numbers
 //! and a ticket in the connection's send order, taken at once per
 //! connection; flow predecessors in tun order; the batch's transmission
-//! time charged to the paths' shared clocks.
+//! time charged to the paths' shared clocks. Before a packet is routed,
+//! a TCP SYN gets its MSS option lowered to what fits the tunnel
+//! (`[tunnel] mss_clamp`, see [`mpt_proto::mss`]), so both ends of every
+//! TCP connection through the tunnel send segments that fit whether or
+//! not path-MTU discovery works.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use mpt_proto::flow::flow_hash;
+use mpt_proto::mss::{clamp_mss, Checksum, Clamp};
 use mpt_proto::sched::PathModel;
 
 use super::batch::{PlanEntry, TxBatch, NO_COPY, PACKET_OFFSET};
@@ -30,12 +35,16 @@ impl TxStages {
         batch.plan.clear();
         for i in 0..n {
             let size = batch.sizes[i];
-            let packet = &batch.bufs[i][PACKET_OFFSET..PACKET_OFFSET + size];
+            let packet = &mut batch.bufs[i][PACKET_OFFSET..PACKET_OFFSET + size];
             let Some(c) = self.router.lookup(packet) else {
                 self.stats.no_route.add(1);
                 continue;
             };
             let conn = &self.conns[c];
+            if self.mss_clamp {
+                self.clamp(packet, conn);
+            }
+            let packet = &*packet;
             let t = &mut txc[c];
             if t.stamp != batch.batch_no {
                 t.begin_batch(conn, batch.batch_no, now);
@@ -106,6 +115,22 @@ impl TxStages {
             let t = &mut txc[e.conn()];
             let seq = t.base + u64::from(e.rank());
             batch.gaps[e.buf()] = t.flows().order.gap(batch.hashes[e.buf()], seq);
+        }
+    }
+
+    /// Lowers the MSS option of `packet` when it is a TCP SYN announcing
+    /// more than fits the tunnel, counted on `conn`.
+    ///
+    /// The checksum is complete here: tun-rs's offload read finishes a
+    /// partial one (`VIRTIO_NET_HDR_F_NEEDS_CSUM`) before handing the
+    /// packet over, and computes each segment's when it splits a TCP
+    /// super-packet, so the incremental update applies.
+    #[inline]
+    fn clamp(&self, packet: &mut [u8], conn: &crate::plane::ConnShared) {
+        let mtu = u16::try_from(self.mtu).unwrap_or(u16::MAX);
+        if let Clamp::Lowered { from, to } = clamp_mss(packet, mtu, Checksum::Complete) {
+            conn.tcp.mss_clamped.add(1);
+            tracing::trace!(conn = %conn.name, from, to, "MSS clamped");
         }
     }
 

@@ -1,6 +1,7 @@
 //! What the transmit stages (plan, number, charge, head, send) read, apart
 //! from the tun queue the worker reads its batches from: the connections,
-//! the router, the counters and the MTU. Kept in their own struct so that
+//! the router, the counters, the MTU and whether TCP SYNs get their MSS
+//! clamped. Kept in their own struct so that
 //! the stages can be driven without a tun device (which needs root), as
 //! the unit tests do; the worker owns one and hands it every batch.
 
@@ -17,6 +18,9 @@ pub struct TxStages {
     pub router: Arc<Router>,
     /// Daemon-wide counters.
     pub stats: Arc<TxStats>,
-    /// Tun MTU, to size buffers.
+    /// Tun MTU, to size buffers and clamp MSS options to.
     pub mtu: usize,
+    /// Lower the MSS option of TCP SYNs to what fits `mtu` (`[tunnel]
+    /// mss_clamp`; see the plan stage).
+    pub mss_clamp: bool,
 }

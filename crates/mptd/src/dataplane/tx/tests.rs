@@ -134,6 +134,7 @@ impl Harness {
             router: Arc::new(router),
             stats: Arc::new(TxStats::default()),
             mtu: 1400,
+            mss_clamp: true,
         };
         Harness {
             batch: TxBatch::new(stages.mtu, stages.conns.len()),
@@ -342,6 +343,42 @@ fn without_keys_each_datagram_is_cleartext_with_a_parseable_header() {
     assert_eq!((header.conn_id, header.path_id), (conn_id(0), 0));
     assert_eq!((header.seq, header.path_seq, gap), (1, 1, 0));
     assert_eq!(packet, sent);
+}
+
+/// `udp` turned into a TCP SYN announcing MSS `mss` (checksum left 0:
+/// the plan stage's update is checked in `mpt_proto::mss`).
+fn syn_to(dst: [u8; 4], mss: u16) -> Vec<u8> {
+    let mut p = packet_to(dst, 50)[..20].to_vec();
+    p[2..4].copy_from_slice(&44u16.to_be_bytes());
+    p[9] = 6;
+    p.extend_from_slice(&[0; 20]);
+    p[32] = 6 << 4; // 24-byte header: one option
+    p[33] = 0x02;
+    p.extend_from_slice(&[2, 4]);
+    p.extend_from_slice(&mss.to_be_bytes());
+    p
+}
+
+#[test]
+fn syns_get_their_mss_clamped_and_counted_unless_turned_off() {
+    for clamp in [true, false] {
+        let mut h = Harness::new(vec![conn(0, &[nowhere()], None)]);
+        h.stages.mss_clamp = clamp;
+        let sent = [syn_to(peer_addr(0), 1460), packet_to(peer_addr(0), 41)];
+        h.prepare(&sent);
+        let (_, _, syn) = parse_clear(&h.datagram(0, false));
+        let mss = u16::from_be_bytes([syn[42], syn[43]]);
+        let conn = &h.stages.conns[0];
+        if clamp {
+            assert_eq!(mss, 1360, "1400 - 40");
+            assert_eq!(conn.tcp.mss_clamped.get(), 1);
+        } else {
+            assert_eq!(mss, 1460);
+            assert_eq!(conn.tcp.mss_clamped.get(), 0);
+        }
+        let (_, _, udp) = parse_clear(&h.datagram(1, false));
+        assert_eq!(udp, sent[1], "other packets untouched");
+    }
 }
 
 /// Every datagram waiting at `socket`, in arrival order.

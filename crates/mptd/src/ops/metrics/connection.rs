@@ -1,6 +1,7 @@
 //! The connection families (label `conn`): drops by reason, loss repair,
-//! redundancy, delay equalisation, handovers. The drop and repair
-//! families iterate their counter groups (`crate::plane::counters`), so
+//! redundancy, delay equalisation, handovers, TCP segments rewritten (MSS
+//! clamping). The drop, repair and TCP families iterate their counter
+//! groups (`crate::plane::counters`), so
 //! their label values are the status document's keys.
 
 use std::fmt;
@@ -15,6 +16,7 @@ use crate::plane::{ConnShared, TxStats};
 pub fn encode(encoder: &mut DescriptorEncoder, live: &[&ConnShared], tx: &TxStats) -> fmt::Result {
     drops(encoder, live, tx)?;
     repair_and_redundancy(encoder, live)?;
+    tcp(encoder, live)?;
     equalize(encoder, live)?;
     handovers(encoder, live)
 }
@@ -75,6 +77,22 @@ fn repair_and_redundancy(encoder: &mut DescriptorEncoder, live: &[&ConnShared]) 
         "Bytes sent as redundancy copies (UDP payload).",
         live.iter()
             .map(|c| (Labels::conn(&c.name), c.copies.sent_bytes.get())),
+    )
+}
+
+/// `mpt_tcp_total`: what the transmit stage did to TCP segments, per
+/// connection and event (`mss_clamped`).
+fn tcp(encoder: &mut DescriptorEncoder, live: &[&ConnShared]) -> fmt::Result {
+    counters(
+        encoder,
+        "mpt_tcp_total",
+        "TCP segments read from tun and rewritten: SYNs whose MSS option was lowered to fit the tunnel MTU (mss_clamped).",
+        live.iter().flat_map(|c| {
+            c.tcp
+                .each()
+                .into_iter()
+                .map(|(event, n)| (Labels::conn(&c.name).with("event", event), n))
+        }),
     )
 }
 

@@ -9,7 +9,7 @@ use crate::ops::testing::one_connection;
 
 /// The families of the page as the Prometheus text format named them
 /// (sample names), with their type.
-const FAMILIES: [(&str, &str); 33] = [
+const FAMILIES: [(&str, &str); 34] = [
     ("mpt_path_up", "gauge"),
     ("mpt_path_state", "gauge"),
     ("mpt_path_rtt_seconds", "gauge"),
@@ -37,6 +37,7 @@ const FAMILIES: [(&str, &str); 33] = [
     ("mpt_repair_total", "counter"),
     ("mpt_redundancy_copies_total", "counter"),
     ("mpt_redundancy_bytes_total", "counter"),
+    ("mpt_tcp_total", "counter"),
     ("mpt_equalize_hold_seconds", "gauge"),
     ("mpt_equalize_held_packets_total", "counter"),
     ("mpt_equalize_held_seconds_total", "counter"),
@@ -131,9 +132,10 @@ fn the_page_has_every_family_typed_and_every_sample_labelled_by_connection() {
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    // 20 path samples, 19 + 2 drops, 11 repairs, 3 + 1 redundancy, 3
-    // equalize, 1 handover, 2 + 14 resequencer (no keys, no handover yet).
-    assert_eq!(samples.len(), 71, "{page}");
+    // 20 path samples, 19 + 2 drops, 11 repairs, 3 + 1 redundancy, 1 tcp,
+    // 3 equalize, 1 handover, 2 + 14 resequencer (no keys, no handover
+    // yet).
+    assert_eq!(samples.len(), 72, "{page}");
     for s in &samples {
         let (series, number) = s.rsplit_once(' ').unwrap();
         assert!(number.parse::<f64>().is_ok(), "{s}");
@@ -341,6 +343,7 @@ fn status_lists_every_counter_of_the_groups_under_its_name() {
     for (group, counters) in [
         ("drops", conn.drops.each().to_vec()),
         ("repair", conn.repairs.each().to_vec()),
+        ("tcp", conn.tcp.each().to_vec()),
     ] {
         for (name, value) in &counters {
             assert_eq!(json[group][name], *value, "{group}.{name}");

@@ -1,5 +1,6 @@
 //! A connection's part of the status document: its identity, what each
-//! subsystem did (equalisation, redundancy, handovers, repair, drops), its
+//! subsystem did (equalisation, redundancy, handovers, repair, drops, MSS
+//! clamping), its
 //! resequencer, session and paths.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -34,6 +35,7 @@ pub(super) fn connection(c: &ConnShared, now: Instant) -> Connection {
         reorder: Some(reorder(c, now)),
         repair: Some(repair(c)),
         session: Some(session(c, now)),
+        tcp: Some(counters_as([], c.tcp.each())),
         other: Default::default(),
     }
 }

@@ -175,6 +175,7 @@ pub(super) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
                 },
                 "repair": with_counters(json!({"enabled": c.repair.load(Relaxed)}), c.repairs.each()),
                 "drops": with_counters(json!({}), c.drops.each()),
+                "tcp": with_counters(json!({}), c.tcp.each()),
                 "session": {
                     "encrypted": c.crypto.is_some(),
                     "handshake": match &c.crypto {
