@@ -71,6 +71,12 @@ pub(super) struct RawDaemon {
     pub(super) private_key_file: Option<PathBuf>,
     #[serde(default)]
     pub(super) cipher: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) route_table_base: Option<u32>,
+    #[serde(default)]
+    pub(super) fwmark_base: Option<u32>,
+    #[serde(default)]
+    pub(super) rule_priority_base: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,6 +130,7 @@ pub(super) struct RawPath {
     pub(super) interface: Option<String>,
     pub(super) local: Option<IpAddr>,
     pub(super) remote: Option<IpAddr>,
+    pub(super) gateway: Option<IpAddr>,
     #[serde(default = "default_one_u32")]
     pub(super) weight_out: u32,
     #[serde(default = "default_one_u16")]

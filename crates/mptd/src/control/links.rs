@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use mpt_proto::Session;
 
 use crate::control::pathset::{self, ConnSetup};
-use crate::io::netlink::{AddrInfo, NetEvent};
+use crate::io::netlink::{AddrInfo, NetEvent, RouteInfo};
 use crate::plane::{ConnShared, PathShared};
 
 /// The connection index of a [`crate::plane::ControlDatagram`] that only
@@ -47,6 +47,8 @@ pub struct LinkInfo {
     pub name: String,
     /// Up and running.
     pub up: bool,
+    /// Point-to-point (a default route needs no gateway).
+    pub p2p: bool,
 }
 
 /// The links and addresses of the daemon's network namespace.
@@ -54,6 +56,14 @@ pub struct LinkInfo {
 pub struct NetTable {
     links: BTreeMap<u32, LinkInfo>,
     addrs: Vec<AddrInfo>,
+    /// Default routes of every table, and the routes to `watched`
+    /// prefixes: what the uplinks' routing plan reads
+    /// (`crate::control::routing_plan`). Other routes are not kept (a
+    /// router's full table would cost memory for nothing).
+    routes: Vec<RouteInfo>,
+    /// Prefixes whose routes are kept besides the defaults (the
+    /// connections' `networks`, to find routes mptd must not replace).
+    watched: Vec<(IpAddr, u8)>,
 }
 
 impl NetTable {
@@ -69,20 +79,35 @@ impl NetTable {
     /// Takes in one event.
     pub fn apply(&mut self, e: &NetEvent) {
         match e {
-            NetEvent::Link { index, name, up } => {
+            NetEvent::Link {
+                index,
+                name,
+                up,
+                p2p,
+            } => {
                 let entry = self.links.entry(*index).or_insert_with(|| LinkInfo {
                     name: String::new(),
                     up: false,
+                    p2p: false,
                 });
                 if let Some(n) = name {
                     entry.name.clone_from(n);
                 }
                 entry.up = *up;
+                entry.p2p = *p2p;
             }
             NetEvent::LinkGone { index } => {
                 self.links.remove(index);
                 self.addrs.retain(|a| a.index != *index);
+                self.routes.retain(|r| r.oif != Some(*index));
             }
+            NetEvent::Route(r) => {
+                if r.len == 0 || self.watched.contains(&(r.dst, r.len)) {
+                    self.routes.retain(|o| !same_route(o, r));
+                    self.routes.push(r.clone());
+                }
+            }
+            NetEvent::RouteGone(r) => self.routes.retain(|o| !same_route(o, r)),
             NetEvent::Addr(a) => match self
                 .addrs
                 .iter_mut()
@@ -95,9 +120,36 @@ impl NetTable {
                 self.addrs
                     .retain(|a| !(a.index == *index && a.addr == *addr));
             }
-            NetEvent::DumpStart => *self = NetTable::default(),
+            NetEvent::DumpStart => {
+                let watched = std::mem::take(&mut self.watched);
+                *self = NetTable {
+                    watched,
+                    ..NetTable::default()
+                };
+            }
             NetEvent::DumpDone => {}
         }
+    }
+
+    /// Keeps the routes to these prefixes too (besides default routes).
+    pub fn watch(&mut self, prefixes: impl IntoIterator<Item = (IpAddr, u8)>) {
+        self.watched.extend(prefixes);
+    }
+
+    /// The links, by index.
+    pub fn links(&self) -> &BTreeMap<u32, LinkInfo> {
+        &self.links
+    }
+
+    /// The addresses of every link.
+    pub fn addrs(&self) -> &[AddrInfo] {
+        &self.addrs
+    }
+
+    /// The default routes of every table and the routes to the watched
+    /// prefixes.
+    pub fn routes(&self) -> &[RouteInfo] {
+        &self.routes
     }
 
     /// The link named `name`.
@@ -153,6 +205,13 @@ impl NetTable {
             None => pick(false).or_else(|| pick(true)),
         }
     }
+}
+
+/// Whether two route reports are of one route: the kernel's key (table,
+/// prefix, metric) and its next hop.
+fn same_route(a: &RouteInfo, b: &RouteInfo) -> bool {
+    (a.table, a.dst, a.len, a.metric, a.oif, a.gateway)
+        == (b.table, b.dst, b.len, b.metric, b.oif, b.gateway)
 }
 
 /// Order of preference of `RT_SCOPE_*` values: universe (0), site (200),
@@ -441,6 +500,7 @@ mod tests {
                 index: 2,
                 name: Some("wlan0".into()),
                 up: true,
+                p2p: false,
             },
             addr(2, "fe80::1", 253),
             addr(2, "169.254.3.4", 253),

@@ -1,12 +1,14 @@
 //! The kernel's interfaces, and nothing about tunnels: path sockets with
 //! batched datagram I/O, the local address a datagram came in on, the tun
-//! device and its coalescing writer, rtnetlink link and address events,
+//! device and its coalescing writer, rtnetlink link, address and route events, policy routing (rules and
+//! tables),
 //! routes through the tunnel, and ending the process when the tun device
 //! is gone. This plane imports no other plane of the daemon.
 
 pub mod fatal;
 pub mod netlink;
 pub mod notify;
+pub mod policy;
 pub mod routes;
 pub mod source;
 pub mod tun;
