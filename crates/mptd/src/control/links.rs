@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use mpt_proto::Session;
 
 use crate::control::pathset::{self, ConnSetup};
+use crate::control::routing::Routing;
 use crate::io::netlink::{AddrInfo, NetEvent, RouteInfo};
 use crate::plane::{ConnShared, PathShared};
 
@@ -350,6 +351,9 @@ pub struct Links {
     /// brought in line: with no event since and no new table, there is
     /// nothing to do (a server may have thousands of paths).
     generations: Vec<u64>,
+    /// The uplinks' policy routing, re-planned after every change
+    /// (`crate::control::routing`).
+    routing: Option<Routing>,
 }
 
 impl Links {
@@ -361,7 +365,15 @@ impl Links {
             synced: false,
             retry: BTreeMap::new(),
             generations: Vec::new(),
+            routing: None,
         }
+    }
+
+    /// Also keeps the uplinks' policy routing in line with the kernel.
+    pub fn with_routing(mut self, routing: Routing) -> Links {
+        self.table.watch(routing.watched());
+        self.routing = Some(routing);
+        self
     }
 
     /// Takes in the waiting events, then brings every path in line.
@@ -384,6 +396,12 @@ impl Links {
         }
         if !self.synced {
             return;
+        }
+        if changed {
+            if let Some(r) = &mut self.routing {
+                // Errors are logged there; the next change tries again.
+                let _logged = r.apply(&self.table);
+            }
         }
         let tables_changed = self.generations.len() != conns.len()
             || conns

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod links;
 pub mod noise;
 pub mod pathset;
+pub mod routing;
 pub mod routing_plan;
 pub mod peer;
 mod publish;

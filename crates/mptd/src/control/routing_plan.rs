@@ -43,6 +43,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::config::{Config, Prefix, RoutingNumbers, FWMARK_MASK};
 use crate::control::links::NetTable;
 use crate::io::policy::{RouteInfo, RouteSpec, RuleSpec, RTPROT_MPT, TABLE_MAIN};
+use crate::plane::routing::PathUplink;
 
 /// What makes a path an uplink's: its interface, or the local address of
 /// a path that names no interface.
@@ -128,24 +129,6 @@ pub fn watched(config: &Config) -> Vec<(IpAddr, u8)> {
         .collect()
 }
 
-/// Where one path leaves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathRoute {
-    /// Connection name.
-    pub conn: String,
-    /// Path name.
-    pub path: String,
-    /// Its sockets' mark (0: none).
-    pub mark: u32,
-    /// Its uplink's table (none: the main table decides).
-    pub table: Option<u32>,
-    /// The interface it leaves by, if known.
-    pub uplink: Option<String>,
-    /// Its gateway, in words: an address, "none (point-to-point)", or why
-    /// there is none.
-    pub gateway: String,
-}
-
 /// What to install, and what the operator should know about it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -157,7 +140,7 @@ pub struct Plan {
     /// `networks` prefixes into the tunnel (main table).
     pub main_routes: Vec<RouteSpec>,
     /// Per path, where it leaves.
-    pub paths: Vec<PathRoute>,
+    pub paths: Vec<PathUplink>,
     /// Things the operator should know (logged, shown by `mpt config
     /// check` and `mpt status`).
     pub warnings: Vec<String>,
@@ -561,7 +544,7 @@ fn plan_paths(
                     }
                 }
             };
-            plan.paths.push(PathRoute {
+            plan.paths.push(PathUplink {
                 conn: c.name.clone(),
                 path: p.name.clone(),
                 mark: mark(config, key.as_ref()),

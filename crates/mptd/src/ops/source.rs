@@ -34,4 +34,6 @@ pub struct StatusSource {
     /// What the shared ports refused before knowing the connection
     /// (`None`: no client connection).
     pub shared: Option<Arc<crate::plane::shared_port::SharedStats>>,
+    /// The uplinks' routing as last applied.
+    pub routing: crate::plane::routing::SharedRouting,
 }

@@ -100,5 +100,6 @@ pub(crate) fn with_crypto(conn: &str, crypto: Option<ConnCrypto>) -> StatusSourc
         netlink: None,
         noise: None,
         shared: None,
+        routing: Default::default(),
     }
 }
