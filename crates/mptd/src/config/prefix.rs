@@ -32,7 +32,10 @@ impl Prefix {
                 IpAddr::V6((u128::from(a) & mask).into())
             }
         };
-        Prefix { addr, len: self.len }
+        Prefix {
+            addr,
+            len: self.len,
+        }
     }
 
     /// Whether `ip` lies inside this prefix.

@@ -419,7 +419,9 @@ fn path(
     if let Some(g) = p.gateway {
         let family = p.remote.or(p.local);
         if family.is_some_and(|a| a.is_ipv4() != g.is_ipv4()) {
-            return Err(at("key `gateway`: address family differs from the path's".into()));
+            return Err(at(
+                "key `gateway`: address family differs from the path's".into()
+            ));
         }
         if g.is_unspecified() || g.is_multicast() {
             return Err(at(format!("key `gateway`: {g} is not a router's address")));

@@ -155,10 +155,9 @@ impl Routing {
             .cloned()
             .collect();
         for r in &stale_routes {
-            let replaced = plan
-                .routes
-                .iter()
-                .any(|n| (n.table, n.dst, n.len) == (r.table, r.dst, r.len) && r.table != TABLE_MAIN);
+            let replaced = plan.routes.iter().any(|n| {
+                (n.table, n.dst, n.len) == (r.table, r.dst, r.len) && r.table != TABLE_MAIN
+            });
             if !replaced {
                 if let Err(e) = policy::del_route(r) {
                     tracing::warn!(route = %r, error = %e, "cannot remove a route no longer planned");

@@ -206,9 +206,7 @@ fn kernel_default<'a>(
     kernel
         .routes()
         .iter()
-        .filter(|r| {
-            r.len == 0 && r.dst.is_ipv6() == v6 && r.oif == Some(index) && !own(r)
-        })
+        .filter(|r| r.len == 0 && r.dst.is_ipv6() == v6 && r.oif == Some(index) && !own(r))
         .min_by_key(|r| (r.table != TABLE_MAIN, r.metric, r.table))
 }
 
@@ -288,9 +286,7 @@ pub fn plan(config: &Config, tun: Option<u32>, kernel: &NetTable) -> Plan {
             let gw = configured
                 .filter(|g| g.is_ipv6() == v6)
                 .map(|g| (Some(g), "configured"))
-                .or_else(|| {
-                    kernel_default(kernel, index, v6, own).map(|d| (d.gateway, "kernel"))
-                })
+                .or_else(|| kernel_default(kernel, index, v6, own).map(|d| (d.gateway, "kernel")))
                 .or_else(|| p2p.then_some((None, "point-to-point")));
             match gw {
                 Some((gateway, source)) => {
@@ -349,7 +345,11 @@ fn key_name(key: &UplinkKey) -> String {
 
 /// The `gateway` the paths of uplink `key` set (the first; a different
 /// one on another path of the same uplink is warned about).
-fn configured_gateway(config: &Config, key: &UplinkKey, warnings: &mut Vec<String>) -> Option<IpAddr> {
+fn configured_gateway(
+    config: &Config,
+    key: &UplinkKey,
+    warnings: &mut Vec<String>,
+) -> Option<IpAddr> {
     let mut found: Option<IpAddr> = None;
     for p in config.connections.iter().flat_map(|c| &c.paths) {
         if UplinkKey::of(p.interface.as_deref(), p.local).as_ref() != Some(key) {
@@ -534,10 +534,9 @@ fn plan_paths(
                             d.oif
                                 .and_then(|i| kernel.links().get(&i))
                                 .map(|l| l.name.clone()),
-                            d.gateway
-                                .map_or("none (main table, on-link)".into(), |g| {
-                                    format!("{g} (main table)")
-                                }),
+                            d.gateway.map_or("none (main table, on-link)".into(), |g| {
+                                format!("{g} (main table)")
+                            }),
                             None,
                         ),
                         None => (None, "none (main table has no default)".into(), None),

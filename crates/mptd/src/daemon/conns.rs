@@ -158,17 +158,18 @@ fn bind_paths(
         };
         let uplink = UplinkKey::of(p.interface.as_deref(), p.local);
         let mark = routing_plan::mark(config, uplink.as_ref());
-        let socket = PathSocket::bind_marked(local, p.interface.as_deref(), mark).with_context(|| {
-            format!(
-                "connection {} path {}: binding {local}{}",
-                c.name,
-                p.name,
-                p.interface
-                    .as_ref()
-                    .map(|i| format!(" on {i}"))
-                    .unwrap_or_default()
-            )
-        })?;
+        let socket =
+            PathSocket::bind_marked(local, p.interface.as_deref(), mark).with_context(|| {
+                format!(
+                    "connection {} path {}: binding {local}{}",
+                    c.name,
+                    p.name,
+                    p.interface
+                        .as_ref()
+                        .map(|i| format!(" on {i}"))
+                        .unwrap_or_default()
+                )
+            })?;
         let remote = p.remote.map(|r| SocketAddr::new(r, c.remote_port));
         let sched = SchedPath {
             weight: p.weight_out,

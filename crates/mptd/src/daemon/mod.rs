@@ -33,14 +33,14 @@ use tun_rs::InterruptEvent;
 use crate::config::Config;
 use crate::control::command::{Command, Request};
 use crate::control::control_loop::{ControlLoop, Readiness};
-use crate::control::pathset::ConnSetup;
 use crate::control::links::NetTable;
+use crate::control::pathset::ConnSetup;
 use crate::control::routing::{CleanupGuard, Installed, Routing};
 use crate::control::routing_plan;
 use crate::io::policy::Ownership;
-use crate::plane::routing::SharedRouting;
 use crate::ops::control_socket::{self, StatusSource};
 use crate::plane::route::Router;
+use crate::plane::routing::SharedRouting;
 use crate::plane::shared_port::SharedStats;
 use crate::plane::{ConnSet, TxStats, TxWakes, CONTROL_QUEUE};
 
@@ -209,7 +209,9 @@ fn install_routing(
     match crate::io::policy::remove_leftovers(&own) {
         Ok(0) => {}
         Ok(removed) => tracing::info!(removed, "removed the rules and routes an earlier run left"),
-        Err(e) => tracing::warn!(error = %e, "cannot look for rules and routes an earlier run left"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look for rules and routes an earlier run left")
+        }
     }
     if routing_plan::active(config) {
         crate::io::udp::set_default_mark(n.fwmark_base);

@@ -46,8 +46,8 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use nix::sys::socket::{setsockopt, sockopt};
 
-pub use crate::io::policy::RouteInfo;
 use crate::io::policy::parse_route;
+pub use crate::io::policy::RouteInfo;
 use crate::sync::Counter;
 
 /// One change (or dump entry) the kernel reported.
@@ -417,7 +417,8 @@ impl Listener {
                     stats.errors.add(1);
                     tracing::debug!(seq, code, "netlink error answer");
                 }
-                if matches!(phase, Phase::Links(s) | Phase::Addrs(s) | Phase::Routes(s) if s == seq) {
+                if matches!(phase, Phase::Links(s) | Phase::Addrs(s) | Phase::Routes(s) if s == seq)
+                {
                     // The dump failed (e.g. EBUSY): start over.
                     next = Some(Next::Restart);
                 }

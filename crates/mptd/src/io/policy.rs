@@ -23,8 +23,8 @@ use netlink_packet_core::{
     NLMSG_ERROR, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol,
-    RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope,
+    RouteType,
 };
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -80,7 +80,12 @@ pub struct RouteSpec {
 
 impl std::fmt::Display for RuleSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ip -{} rule pref {}", if self.v6 { 6 } else { 4 }, self.priority)?;
+        write!(
+            f,
+            "ip -{} rule pref {}",
+            if self.v6 { 6 } else { 4 },
+            self.priority
+        )?;
         if self.invert {
             f.write_str(" not")?;
         }
@@ -245,7 +250,12 @@ fn dump(what: RouteNetlinkMessage) -> io::Result<Vec<(u16, Vec<u8>)>> {
     let mut buf = vec![0; msg.buffer_len()];
     msg.serialize(&mut buf);
     socket.send(&buf, 0)?;
-    let bad = || io::Error::new(io::ErrorKind::InvalidData, "rtnetlink dump that does not parse");
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "rtnetlink dump that does not parse",
+        )
+    };
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -337,10 +347,12 @@ fn route_message(r: &RouteSpec) -> RouteMessage {
         .push(RouteAttribute::Destination(RouteAddress::from(r.dst)));
     m.attributes.push(RouteAttribute::Oif(r.oif));
     if let Some(g) = r.gateway {
-        m.attributes.push(RouteAttribute::Gateway(RouteAddress::from(g)));
+        m.attributes
+            .push(RouteAttribute::Gateway(RouteAddress::from(g)));
     }
     if let Some(s) = r.src {
-        m.attributes.push(RouteAttribute::PrefSource(RouteAddress::from(s)));
+        m.attributes
+            .push(RouteAttribute::PrefSource(RouteAddress::from(s)));
     }
     m
 }
@@ -372,7 +384,11 @@ pub fn add_route(r: &RouteSpec, replace: bool) -> Result<(), RouteError> {
     } else {
         NLM_F_CREATE | NLM_F_EXCL
     };
-    request(RouteNetlinkMessage::NewRoute(route_message(r)), flags, "add")
+    request(
+        RouteNetlinkMessage::NewRoute(route_message(r)),
+        flags,
+        "add",
+    )
 }
 
 /// Deletes a route (matched on all its attributes, so a route that has
@@ -502,6 +518,9 @@ mod tests {
             (28018, 28016, RTPROT_MPT)
         );
         assert!(info.message.header.flags.contains(RuleFlags::Invert));
-        assert_eq!(spec.to_string(), "ip -6 rule pref 28018 not fwmark 0x6d700000/0xffff0000 lookup 28016");
+        assert_eq!(
+            spec.to_string(),
+            "ip -6 rule pref 28018 not fwmark 0x6d700000/0xffff0000 lookup 28016"
+        );
     }
 }

@@ -139,7 +139,11 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sends `msg` with `flags` (plus request and acknowledge) on a socket of
 /// its own and waits for the kernel's acknowledgement.
-pub(super) fn request(msg: RouteNetlinkMessage, flags: u16, action: &'static str) -> Result<(), RouteError> {
+pub(super) fn request(
+    msg: RouteNetlinkMessage,
+    flags: u16,
+    action: &'static str,
+) -> Result<(), RouteError> {
     let mut socket = Socket::new(NETLINK_ROUTE)?;
     socket.bind_auto()?;
     // Explanations with errors, and our request not echoed back: both

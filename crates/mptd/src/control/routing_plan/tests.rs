@@ -174,10 +174,12 @@ fn a_gateway_in_another_table_counts_and_our_own_tables_never_do() {
         }
     });
     let mut t = branch(&[default_route(100, U2, Some("10.2.2.254"), 0), own]);
-    t.apply(&NetEvent::RouteGone(match default_route(TABLE_MAIN, U2, Some("10.2.2.1"), 200) {
-        NetEvent::Route(r) => r,
-        _ => unreachable!(),
-    }));
+    t.apply(&NetEvent::RouteGone(
+        match default_route(TABLE_MAIN, U2, Some("10.2.2.1"), 200) {
+            NetEvent::Route(r) => r,
+            _ => unreachable!(),
+        },
+    ));
     let plan = plan(&cfg("", TWO_UPLINKS), Some(TUN), &t);
     assert_eq!(defaults(&plan)[1], (B + 2, U2, Some(ip("10.2.2.254"))));
 }
@@ -185,13 +187,19 @@ fn a_gateway_in_another_table_counts_and_our_own_tables_never_do() {
 #[test]
 fn no_default_on_an_uplink_is_a_warning_and_a_configured_gateway_fills_it() {
     let mut t = branch(&[]);
-    t.apply(&NetEvent::RouteGone(match default_route(TABLE_MAIN, U2, Some("10.2.2.1"), 200) {
-        NetEvent::Route(r) => r,
-        _ => unreachable!(),
-    }));
+    t.apply(&NetEvent::RouteGone(
+        match default_route(TABLE_MAIN, U2, Some("10.2.2.1"), 200) {
+            NetEvent::Route(r) => r,
+            _ => unreachable!(),
+        },
+    ));
     let plan1 = plan(&cfg("", TWO_UPLINKS), Some(TUN), &t);
     assert_eq!(defaults(&plan1).len(), 1);
-    assert!(plan1.warnings[0].contains("no IPv4 default route on u2"), "{:?}", plan1.warnings);
+    assert!(
+        plan1.warnings[0].contains("no IPv4 default route on u2"),
+        "{:?}",
+        plan1.warnings
+    );
     assert!(plan1.paths[1].gateway.starts_with("none"));
 
     let paths = TWO_UPLINKS.replace(
@@ -219,7 +227,8 @@ fn point_to_point_uplink_without_gateway_gets_default_dev() {
         },
         addr(4, "100.70.1.2", 32),
     ]);
-    let paths = "[[connection.path]]\nname = \"lte\"\ninterface = \"ppp0\"\nremote = \"203.0.113.10\"\n";
+    let paths =
+        "[[connection.path]]\nname = \"lte\"\ninterface = \"ppp0\"\nremote = \"203.0.113.10\"\n";
     let plan = plan(&cfg("", paths), Some(TUN), &t);
     assert_eq!(defaults(&plan), vec![(B + 1, 4, None)]);
     assert_eq!(plan.paths[0].gateway, "none (point-to-point)");
@@ -288,7 +297,10 @@ fn full_v4_tunnel_on_a_dual_stack_host_says_ipv6_is_not_tunnelled() {
     let t = branch(&[default_route(TABLE_MAIN, U1, Some("fe80::1"), 1024)]);
     let plan1 = plan(&cfg("\"0.0.0.0/0\"", TWO_UPLINKS), Some(TUN), &t);
     assert!(plan1.ipv6_not_tunnelled);
-    assert!(plan1.warnings.iter().any(|w| w.contains("IPv6 traffic does NOT")));
+    assert!(plan1
+        .warnings
+        .iter()
+        .any(|w| w.contains("IPv6 traffic does NOT")));
     let plan2 = plan(&cfg("\"0.0.0.0/0\", \"::/0\"", TWO_UPLINKS), Some(TUN), &t);
     assert!(!plan2.ipv6_not_tunnelled && plan2.full_v6);
     let v6_rules: Vec<_> = plan2.rules.iter().filter(|r| r.v6).collect();
@@ -315,7 +327,12 @@ remote = "2001:db8::10"
     let plan = plan(&cfg("", paths), Some(TUN), &t);
     assert_eq!(defaults(&plan), vec![(B + 1, U1, Some(ip("fe80::1")))]);
     assert!(plan.rules.iter().all(|r| r.v6));
-    let connected: Vec<_> = plan.routes.iter().filter(|r| r.len > 0).map(|r| r.dst).collect();
+    let connected: Vec<_> = plan
+        .routes
+        .iter()
+        .filter(|r| r.len > 0)
+        .map(|r| r.dst)
+        .collect();
     assert_eq!(connected, vec![ip("2001:db8:1::")], "no link-local prefix");
 }
 
@@ -389,7 +406,14 @@ remote = "203.0.113.10"
 #[test]
 fn a_missing_interface_is_a_warning_and_keeps_its_rule() {
     let plan = plan(&cfg("", TWO_UPLINKS), Some(TUN), &NetTable::default());
-    assert_eq!(plan.rules.len(), 2, "marks and rules come from the config alone");
+    assert_eq!(
+        plan.rules.len(),
+        2,
+        "marks and rules come from the config alone"
+    );
     assert!(plan.routes.is_empty());
-    assert!(plan.warnings.iter().any(|w| w.contains("interface u1 does not exist")));
+    assert!(plan
+        .warnings
+        .iter()
+        .any(|w| w.contains("interface u1 does not exist")));
 }

@@ -232,7 +232,7 @@ fn bad_messages_are_counted_and_skipped() {
             index: 3,
             name: Some("ok".into()),
             up: false,
-                p2p: false
+            p2p: false
         })]
     );
     // A header whose length runs past the datagram ends it.

@@ -61,7 +61,9 @@ pub(crate) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
         drops: Some(counters_as([], source.tx.each())),
         netlink: Some(source.netlink.as_deref().map(netlink)),
         noise: Some(source.noise.as_deref().map(daemon_noise)),
-        routing: Some(routing::routing(&crate::sync::read_unpoisoned(&source.routing))),
+        routing: Some(routing::routing(&crate::sync::read_unpoisoned(
+            &source.routing,
+        ))),
         shared_port: Some(source.shared.as_deref().map(shared_port)),
         tunnel: Some(source.tun_name.clone()),
         uptime_s: Some(now.saturating_duration_since(source.started).as_secs()),
