@@ -197,12 +197,12 @@ fn own_table(n: &RoutingNumbers, uplinks: usize, t: u32) -> bool {
 
 /// The default route of family `v6` the kernel has through link `index`,
 /// in any table but mptd's own: the main table's first, then by metric.
-fn kernel_default<'a>(
-    kernel: &'a NetTable,
+fn kernel_default(
+    kernel: &NetTable,
     index: u32,
     v6: bool,
     own: impl Fn(&RouteInfo) -> bool,
-) -> Option<&'a RouteInfo> {
+) -> Option<&RouteInfo> {
     kernel
         .routes()
         .iter()

@@ -145,9 +145,9 @@ const RTA_TABLE: u16 = 15;
 
 fn ip_from(family_v6: bool, b: &[u8]) -> Option<IpAddr> {
     if family_v6 {
-        <[u8; 16]>::try_from(b).ok().map(|a| IpAddr::from(a))
+        <[u8; 16]>::try_from(b).ok().map(IpAddr::from)
     } else {
-        <[u8; 4]>::try_from(b).ok().map(|a| IpAddr::from(a))
+        <[u8; 4]>::try_from(b).ok().map(IpAddr::from)
     }
 }
 
