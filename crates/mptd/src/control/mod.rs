@@ -16,6 +16,7 @@ pub mod handshake;
 mod initiate;
 pub mod keys;
 pub mod links;
+pub mod net_table;
 pub mod noise;
 pub mod pathset;
 pub mod peer;

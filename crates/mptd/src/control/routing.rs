@@ -26,7 +26,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
-use crate::control::links::NetTable;
+use crate::control::net_table::NetTable;
 use crate::control::routing_plan::{self, Plan};
 use crate::io::policy::{self, RouteSpec, RuleSpec, TABLE_MAIN};
 use crate::io::routes::RouteError;

@@ -41,7 +41,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::config::{Config, Prefix, RoutingNumbers, FWMARK_MASK};
-use crate::control::links::NetTable;
+use crate::control::net_table::NetTable;
 use crate::io::policy::{RouteInfo, RouteSpec, RuleSpec, RTPROT_MPT, TABLE_MAIN};
 use crate::plane::routing::PathUplink;
 
