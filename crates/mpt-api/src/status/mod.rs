@@ -67,6 +67,10 @@ pub struct Status {
     /// no connection uses it); its refusals include the daemon-wide ones.
     #[serde(deserialize_with = "nullable", skip_serializing_if = "Option::is_none")]
     pub noise: Option<Option<HandshakeStats>>,
+    /// The uplinks' policy routing: where each path leaves, and what the
+    /// operator should know about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
     /// What the shared ports refused before knowing the connection
     /// (`null`: no client connection).
     #[serde(deserialize_with = "nullable", skip_serializing_if = "Option::is_none")]
@@ -97,6 +101,70 @@ impl Status {
             .iter()
             .find(|c| c.name.as_deref() == Some(name))
     }
+}
+
+/// The uplinks' policy routing (see docs/DEPLOY.md, "How routing
+/// works").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Routing {
+    /// `networks` prefixes not routed into the tunnel, each with why (a
+    /// route mptd did not create is there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<Vec<String>>,
+    /// `0.0.0.0/0` goes through the tunnel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_tunnel_ipv4: Option<bool>,
+    /// `::/0` goes through the tunnel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_tunnel_ipv6: Option<bool>,
+    /// A full IPv4 tunnel on a host with an IPv6 default route, `::/0` not
+    /// in `networks`: IPv6 traffic leaves outside the tunnel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv6_not_tunnelled: Option<bool>,
+    /// Where each configured path leaves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<PathRouting>>,
+    /// Routes mptd installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes: Option<u64>,
+    /// Rules mptd installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules: Option<u64>,
+    /// What the operator should know (two paths of a connection on one
+    /// uplink, an uplink without gateway, IPv6 outside the tunnel).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<String>>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// Where one path leaves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PathRouting {
+    /// Connection name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conn: Option<String>,
+    /// The gateway, in words (an address, or why there is none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// The mark of its sockets (0: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mark: Option<u32>,
+    /// Path name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The routing table its traffic looks up (254: the main table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<u32>,
+    /// The interface it leaves by (`null`: not known).
+    #[serde(deserialize_with = "nullable", skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<Option<String>>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
 }
 
 /// Daemon-wide drops (not tied to a connection).

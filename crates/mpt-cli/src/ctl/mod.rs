@@ -22,6 +22,7 @@ pub mod client;
 mod format;
 pub mod remote;
 pub mod request;
+pub mod routing;
 pub mod status;
 mod table;
 

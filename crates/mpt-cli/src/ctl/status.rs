@@ -181,6 +181,12 @@ fn render_status(status: &Status, traffic: Traffic<'_>, width: usize, layout: La
         }
     }
     push_wrapped(&mut out, &top, 0, width);
+    if let Some(r) = &status.routing {
+        for line in crate::ctl::routing::routing_lines(r) {
+            let indent = line.len() - line.trim_start().len();
+            push_wrapped(&mut out, &line, indent + 2, width);
+        }
+    }
     let conns = status.connections();
     if conns.is_empty() {
         out.push_str("no connections\n");

@@ -99,7 +99,50 @@ pub struct DaemonConfig {
     /// How often a path's `remote` host name is resolved again
     /// (`crate::control::names`).
     pub resolve_interval: Duration,
+    /// The numbers of the rules, tables and marks mptd's policy routing
+    /// uses (`route_table_base`, `fwmark_base`, `rule_priority_base`).
+    pub routing: RoutingNumbers,
 }
+
+/// Where mptd's policy routing lives in the kernel's number spaces (see
+/// `crate::control::routing_plan` and docs/DEPLOY.md, "How routing
+/// works"). Two daemons on one host need different values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutingNumbers {
+    /// The full tunnel's table; uplink `i` uses table `table_base + 1 + i`.
+    pub table_base: u32,
+    /// The mark of path sockets without an uplink of their own; uplink
+    /// `i`'s sockets carry `fwmark_base + 1 + i`. The low 16 bits are
+    /// zero: `fwmark_base/0xffff0000` matches every mark of this daemon.
+    pub fwmark_base: u32,
+    /// Rules at `priority_base` (uplinks), `+ 1` (main table without its
+    /// default routes) and `+ 2` (everything else into the tunnel).
+    pub priority_base: u32,
+}
+
+impl Default for RoutingNumbers {
+    fn default() -> Self {
+        RoutingNumbers {
+            table_base: DEFAULT_ROUTE_TABLE_BASE,
+            fwmark_base: DEFAULT_FWMARK_BASE,
+            priority_base: DEFAULT_RULE_PRIORITY_BASE,
+        }
+    }
+}
+
+/// Default `route_table_base`: 0x6d70 ("mp"), far from the tables other
+/// tools number by default (wg-quick 51820, NetworkManager's
+/// per-connection tables from 1000 up, the reserved 253-255).
+pub const DEFAULT_ROUTE_TABLE_BASE: u32 = 0x6d70;
+/// Default `fwmark_base`: "mp" in the high 16 bits, so it does not meet
+/// marks that use the low bits (wg-quick's 0xca6c, firewalld's zones).
+pub const DEFAULT_FWMARK_BASE: u32 = 0x6d70_0000;
+/// Default `rule_priority_base`: before the main table's rule (32766),
+/// after the usual hand-written rules (100-1000s).
+pub const DEFAULT_RULE_PRIORITY_BASE: u32 = 28000;
+/// The part of a mark that says "mptd's": every mark of one daemon
+/// shares its bits under this mask.
+pub const FWMARK_MASK: u32 = 0xffff_0000;
 
 /// `[tunnel]` section.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,6 +245,9 @@ pub struct PathConfig {
     /// `remote` as a host name: resolved at start and again every
     /// `resolve_interval` (then `remote` is `None`).
     pub remote_name: Option<String>,
+    /// The uplink's gateway for this path, when the kernel's routes do not
+    /// tell it (no default route on the interface).
+    pub gateway: Option<IpAddr>,
     /// Outgoing share.
     pub weight_out: u32,
     /// Share asked of the peer.

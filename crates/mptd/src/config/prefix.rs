@@ -17,6 +17,27 @@ pub struct Prefix {
 }
 
 impl Prefix {
+    /// The prefix with its host bits cleared (`10.1.2.3/16` is
+    /// `10.1.0.0/16`), as the kernel reports routes.
+    pub fn network(&self) -> Prefix {
+        let addr = match self.addr {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                IpAddr::V4((u32::from(a) & mask).into())
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+        };
+        Prefix {
+            addr,
+            len: self.len,
+        }
+    }
+
     /// Whether `ip` lies inside this prefix.
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, ip) {

@@ -74,6 +74,12 @@ pub(super) struct RawDaemon {
     #[serde(default)]
     pub(super) cipher: Option<Spanned<String>>,
     #[serde(default)]
+    pub(super) route_table_base: Option<u32>,
+    #[serde(default)]
+    pub(super) fwmark_base: Option<u32>,
+    #[serde(default)]
+    pub(super) rule_priority_base: Option<u32>,
+    #[serde(default)]
     pub(super) resolve_interval: Option<Spanned<Dur>>,
     /// The hook program: a path, or a program and its arguments.
     #[serde(default)]
@@ -144,6 +150,7 @@ pub(super) struct RawPath {
     pub(super) interface: Option<String>,
     pub(super) local: Option<IpAddr>,
     pub(super) remote: Option<RawRemote>,
+    pub(super) gateway: Option<IpAddr>,
     #[serde(default = "default_one_u32")]
     pub(super) weight_out: u32,
     #[serde(default = "default_one_u16")]

@@ -24,8 +24,9 @@ use super::raw::{
     RawTunnel,
 };
 use super::{
-    Config, ConnectionConfig, DaemonConfig, PathConfig, SchedulerKind, TunnelConfig,
-    ACCEPT_REMOTE_REMOVED, MAX_CONNECTIONS, MAX_WEIGHT, MAX_WINDOW, RESOLVE_INTERVAL_RANGE,
+    Config, ConnectionConfig, DaemonConfig, PathConfig, RoutingNumbers, SchedulerKind,
+    TunnelConfig, ACCEPT_REMOTE_REMOVED, FWMARK_MASK, MAX_CONNECTIONS, MAX_WEIGHT, MAX_WINDOW,
+    RESOLVE_INTERVAL_RANGE,
 };
 
 /// Whether `name` can name a network interface (what the kernel takes:
@@ -98,6 +99,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
             hook: Vec::new(),
             hook_timeout: super::defaults::default_hook_timeout().0,
             resolve_interval: DEFAULT_RESOLVE_INTERVAL,
+            routing: RoutingNumbers::default(),
         });
     };
     let span = d.span().start;
@@ -108,6 +110,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
             format!("[daemon] key `accept_remote`: {ACCEPT_REMOTE_REMOVED}"),
         ));
     }
+    let routing = routing_numbers(&d).map_err(|m| (span, m))?;
     // `private_key_file = ""` (as in the spec's example) means none.
     let private_key_file = d.private_key_file.filter(|p| !p.as_os_str().is_empty());
     let public_key = match &private_key_file {
@@ -167,6 +170,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
         }
     };
     Ok(DaemonConfig {
+        routing,
         control: d.control,
         cmd_port: d.cmd_port,
         include: d.include,
@@ -200,6 +204,30 @@ fn hook(raw: Option<Spanned<RawHook>>) -> Result<Vec<String>, Invalid> {
         )),
         Some(_) => Ok(argv),
     }
+}
+
+/// `route_table_base`, `fwmark_base`, `rule_priority_base`: each within
+/// the range the kernel gives it meaning in (see [`RoutingNumbers`]).
+fn routing_numbers(d: &RawDaemon) -> Result<RoutingNumbers, String> {
+    let def = RoutingNumbers::default();
+    let n = RoutingNumbers {
+        table_base: d.route_table_base.unwrap_or(def.table_base),
+        fwmark_base: d.fwmark_base.unwrap_or(def.fwmark_base),
+        priority_base: d.rule_priority_base.unwrap_or(def.priority_base),
+    };
+    // Room for one table per uplink (at most every path of every
+    // connection) above the base.
+    let uplinks = (MAX_CONNECTIONS as u32) * 64;
+    if n.table_base < 256 || n.table_base > u32::MAX - uplinks {
+        return Err(format!("[daemon] key `route_table_base`: {} is outside 256..={} (0 and 253-255 are the kernel's; the tables above it are the uplinks')", n.table_base, u32::MAX - uplinks));
+    }
+    if n.fwmark_base == 0 || n.fwmark_base & !FWMARK_MASK != 0 {
+        return Err(format!("[daemon] key `fwmark_base`: {:#x} must be nonzero with its low 16 bits zero (e.g. 0x6d700000): the uplinks' marks are the base plus 1, 2, ...", n.fwmark_base));
+    }
+    if n.priority_base == 0 || n.priority_base > 32000 {
+        return Err(format!("[daemon] key `rule_priority_base`: {} is outside 1..=32000 (mptd's three rule priorities must come before the main table's rule, 32766)", n.priority_base));
+    }
+    Ok(n)
 }
 
 /// `[tunnel]`.
@@ -450,6 +478,17 @@ fn path(
             ));
         }
     }
+    if let Some(g) = p.gateway {
+        let family = p.remote.or(p.local);
+        if family.is_some_and(|a| a.is_ipv4() != g.is_ipv4()) {
+            return Err(at(
+                "key `gateway`: address family differs from the path's".into()
+            ));
+        }
+        if g.is_unspecified() || g.is_multicast() {
+            return Err(at(format!("key `gateway`: {g} is not a router's address")));
+        }
+    }
     if !(1..=MAX_WEIGHT).contains(&p.weight_out) {
         return Err(at(format!(
             "key `weight_out`: {} is outside 1..={MAX_WEIGHT}",
@@ -471,6 +510,8 @@ fn path(
         local: p.local,
         remote,
         remote_name,
+        remote: p.remote,
+        gateway: p.gateway,
         weight_out: p.weight_out,
         weight_in: p.weight_in,
         window: p.window,

@@ -32,8 +32,10 @@ use std::time::{Duration, Instant};
 
 use mpt_proto::Session;
 
+pub use crate::control::net_table::{LinkInfo, NetTable};
 use crate::control::pathset::{self, ConnSetup};
-use crate::io::netlink::{AddrInfo, NetEvent};
+use crate::control::routing::Routing;
+use crate::io::netlink::NetEvent;
 use crate::plane::{ConnShared, PathShared};
 
 /// The connection index of a [`crate::plane::ControlDatagram`] that only
@@ -43,133 +45,6 @@ pub const WAKE_CONN: usize = usize::MAX;
 
 /// Wait before a failed rebind of an interface-only path is tried again.
 const REBIND_RETRY: Duration = Duration::from_secs(1);
-
-/// A link as the kernel last described it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkInfo {
-    /// Interface name.
-    pub name: String,
-    /// Up and running.
-    pub up: bool,
-}
-
-/// The links and addresses of the daemon's network namespace.
-#[derive(Debug, Clone, Default)]
-pub struct NetTable {
-    links: BTreeMap<u32, LinkInfo>,
-    addrs: Vec<AddrInfo>,
-}
-
-impl NetTable {
-    /// A table from a dump.
-    pub fn from_events(events: &[NetEvent]) -> NetTable {
-        let mut t = NetTable::default();
-        for e in events {
-            t.apply(e);
-        }
-        t
-    }
-
-    /// Takes in one event.
-    pub fn apply(&mut self, e: &NetEvent) {
-        match e {
-            NetEvent::Link { index, name, up } => {
-                let entry = self.links.entry(*index).or_insert_with(|| LinkInfo {
-                    name: String::new(),
-                    up: false,
-                });
-                if let Some(n) = name {
-                    entry.name.clone_from(n);
-                }
-                entry.up = *up;
-            }
-            NetEvent::LinkGone { index } => {
-                self.links.remove(index);
-                self.addrs.retain(|a| a.index != *index);
-            }
-            NetEvent::Addr(a) => match self
-                .addrs
-                .iter_mut()
-                .find(|o| o.index == a.index && o.addr == a.addr)
-            {
-                Some(o) => *o = *a,
-                None => self.addrs.push(*a),
-            },
-            NetEvent::AddrGone { index, addr } => {
-                self.addrs
-                    .retain(|a| !(a.index == *index && a.addr == *addr));
-            }
-            NetEvent::DumpStart => *self = NetTable::default(),
-            NetEvent::DumpDone => {}
-        }
-    }
-
-    /// The link named `name`.
-    pub fn link_by_name(&self, name: &str) -> Option<(u32, &LinkInfo)> {
-        self.links
-            .iter()
-            .find(|(_, l)| l.name == name)
-            .map(|(i, l)| (*i, l))
-    }
-
-    /// The link holding address `ip`.
-    pub fn link_of(&self, ip: IpAddr) -> Option<(u32, &LinkInfo)> {
-        let a = self.addrs.iter().find(|a| a.addr == ip)?;
-        self.links.get(&a.index).map(|l| (a.index, l))
-    }
-
-    /// Whether some link holds `ip`.
-    pub fn has_addr(&self, ip: IpAddr) -> bool {
-        self.addrs.iter().any(|a| a.addr == ip)
-    }
-
-    /// The address an interface-only path on link `index` uses: of family
-    /// `v6` (`None`: IPv4 first, else IPv6), usable (DAD done), not IPv6
-    /// link-local (it cannot be bound without a scope, nor reach a peer
-    /// beyond the link); global scope before site, link and host, fresh
-    /// before deprecated; `current` on a tie, so the path does not move
-    /// for nothing; else the first the kernel listed.
-    pub fn best_addr(
-        &self,
-        index: u32,
-        v6: Option<bool>,
-        current: Option<IpAddr>,
-    ) -> Option<IpAddr> {
-        let family_ok = |a: &AddrInfo, want_v6: bool| a.addr.is_ipv6() == want_v6;
-        let pick = |want_v6: bool| {
-            let candidates = self.addrs.iter().filter(|a| {
-                a.index == index
-                    && a.usable
-                    && family_ok(a, want_v6)
-                    && !matches!(a.addr, IpAddr::V6(v) if v.is_unicast_link_local())
-            });
-            let rank = |a: &AddrInfo| (scope_rank(a.scope), a.deprecated);
-            let best = candidates.clone().map(rank).min()?;
-            candidates
-                .clone()
-                .filter(|a| rank(a) == best)
-                .find(|a| Some(a.addr) == current)
-                .or_else(|| candidates.clone().find(|a| rank(a) == best))
-                .map(|a| a.addr)
-        };
-        match v6 {
-            Some(v6) => pick(v6),
-            None => pick(false).or_else(|| pick(true)),
-        }
-    }
-}
-
-/// Order of preference of `RT_SCOPE_*` values: universe (0), site (200),
-/// link (253), host (254), anything else last.
-fn scope_rank(scope: u8) -> u8 {
-    match scope {
-        0 => 0,
-        200 => 1,
-        253 => 2,
-        254 => 3,
-        _ => 4,
-    }
-}
 
 /// Why a path cannot work, from its link's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,6 +174,9 @@ pub struct Links {
     /// brought in line: with no event since and no new table, there is
     /// nothing to do (a server may have thousands of paths).
     generations: Vec<u64>,
+    /// The uplinks' policy routing, re-planned after every change
+    /// (`crate::control::routing`).
+    routing: Option<Routing>,
 }
 
 impl Links {
@@ -310,6 +188,7 @@ impl Links {
             synced: false,
             retry: BTreeMap::new(),
             generations: Vec::new(),
+            routing: None,
         }
     }
 
@@ -317,6 +196,13 @@ impl Links {
     /// remote name resolved: it no longer waits for it).
     pub fn recheck(&mut self) {
         self.generations.clear();
+    }
+
+    /// Also keeps the uplinks' policy routing in line with the kernel.
+    pub fn with_routing(mut self, routing: Routing) -> Links {
+        self.table.watch(routing.watched());
+        self.routing = Some(routing);
+        self
     }
 
     /// Takes in the waiting events, then brings every path in line.
@@ -339,6 +225,12 @@ impl Links {
         }
         if !self.synced {
             return;
+        }
+        if changed {
+            if let Some(r) = &mut self.routing {
+                // Errors are logged there; the next change tries again.
+                let _logged = r.apply(&self.table);
+            }
         }
         let tables_changed = self.generations.len() != conns.len()
             || conns
@@ -434,83 +326,5 @@ impl Links {
             }
             Ok(false) | Err(_) => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn addr(index: u32, a: &str, scope: u8) -> NetEvent {
-        NetEvent::Addr(AddrInfo {
-            index,
-            addr: a.parse().unwrap(),
-            prefix_len: 24,
-            scope,
-            usable: true,
-            deprecated: false,
-        })
-    }
-
-    #[test]
-    fn table_follows_events_and_picks_addresses() {
-        let mut t = NetTable::from_events(&[
-            NetEvent::Link {
-                index: 2,
-                name: Some("wlan0".into()),
-                up: true,
-            },
-            addr(2, "fe80::1", 253),
-            addr(2, "169.254.3.4", 253),
-            addr(2, "10.0.0.5", 0),
-            addr(2, "fd00::5", 0),
-        ]);
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert_eq!(t.link_by_name("wlan0").map(|(i, _)| i), Some(2));
-        assert_eq!(t.best_addr(2, Some(false), None), Some(ip("10.0.0.5")));
-        assert_eq!(t.best_addr(2, Some(true), None), Some(ip("fd00::5")));
-        assert_eq!(t.best_addr(2, None, None), Some(ip("10.0.0.5")));
-        // A second global address does not move a path already on one.
-        t.apply(&addr(2, "10.0.0.9", 0));
-        assert_eq!(
-            t.best_addr(2, Some(false), Some(ip("10.0.0.9"))),
-            Some(ip("10.0.0.9"))
-        );
-        assert_eq!(
-            t.best_addr(2, Some(false), Some(ip("10.0.0.1"))),
-            Some(ip("10.0.0.5"))
-        );
-        // DHCP renew: old gone, the link-local one is all that is left.
-        t.apply(&NetEvent::AddrGone {
-            index: 2,
-            addr: ip("10.0.0.5"),
-        });
-        t.apply(&NetEvent::AddrGone {
-            index: 2,
-            addr: ip("10.0.0.9"),
-        });
-        assert_eq!(t.best_addr(2, Some(false), None), Some(ip("169.254.3.4")));
-        // IPv6 link-local never.
-        t.apply(&NetEvent::AddrGone {
-            index: 2,
-            addr: ip("fd00::5"),
-        });
-        assert_eq!(t.best_addr(2, Some(true), None), None);
-        assert_eq!(t.link_of(ip("169.254.3.4")).map(|(i, _)| i), Some(2));
-        t.apply(&NetEvent::LinkGone { index: 2 });
-        assert_eq!(t.link_by_name("wlan0"), None);
-        assert!(!t.has_addr(ip("169.254.3.4")), "addresses go with the link");
-        t.apply(&NetEvent::DumpStart);
-        assert!(t.links.is_empty() && t.addrs.is_empty());
-    }
-
-    #[test]
-    fn tentative_addresses_are_not_used() {
-        let mut e = addr(2, "fd00::7", 0);
-        if let NetEvent::Addr(a) = &mut e {
-            a.usable = false;
-        }
-        let t = NetTable::from_events(&[e, addr(2, "fd00::8", 0)]);
-        assert_eq!(t.best_addr(2, Some(true), None), "fd00::8".parse().ok());
     }
 }

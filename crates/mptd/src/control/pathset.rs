@@ -250,8 +250,9 @@ pub fn rebind(
     let Some(old) = table.get(id) else {
         return Err(AddError::IdInUse(id));
     };
-    let socket =
-        PathSocket::bind(local, old.interface.as_deref()).map_err(|source| AddError::Bind {
+    // The same mark: the path keeps its uplink's routing table.
+    let socket = PathSocket::bind_marked(local, old.interface.as_deref(), old.socket.mark())
+        .map_err(|source| AddError::Bind {
             local,
             interface: old.interface.clone(),
             source,

@@ -20,6 +20,7 @@ use crate::config::{Config, ConnectionConfig as Connection};
 use crate::control::conn_keys::ConnKeys;
 use crate::control::handshake::KeyExchange;
 use crate::control::noise::{NoiseConn, NoiseDaemon, NoiseTiming};
+use crate::control::routing_plan::{self, UplinkKey};
 use crate::io::udp::PathSocket;
 use crate::plane::shared_port::SessionMap;
 use crate::plane::{ConnCrypto, ConnShared, PathShared, PathTable};
@@ -69,7 +70,7 @@ pub(super) fn build(
     let mut sessions = Vec::new();
     let mut psks = Vec::new();
     for (ci, c) in config.connections.iter().enumerate() {
-        let (paths, params) = bind_paths(c, now)?;
+        let (paths, params) = bind_paths(config, c, now)?;
         let mut session = Session::new(
             SessionConfig {
                 conn_id: c.id,
@@ -136,7 +137,11 @@ pub(super) fn build(
 
 /// Binds the sockets of connection `c`'s configured paths; returns the
 /// paths' shared state and their session parameters.
-fn bind_paths(c: &Connection, now: Instant) -> Result<(Vec<PathShared>, Vec<PathParams>)> {
+fn bind_paths(
+    config: &Config,
+    c: &Connection,
+    now: Instant,
+) -> Result<(Vec<PathShared>, Vec<PathParams>)> {
     let mut paths = Vec::new();
     let mut params = Vec::new();
     for (pi, p) in c.paths.iter().enumerate() {
@@ -151,17 +156,20 @@ fn bind_paths(c: &Connection, now: Instant) -> Result<(Vec<PathShared>, Vec<Path
             // Config validation requires one of them.
             (None, None) => bail!("connection {} path {}: no local address", c.name, p.name),
         };
-        let socket = PathSocket::bind(local, p.interface.as_deref()).with_context(|| {
-            format!(
-                "connection {} path {}: binding {local}{}",
-                c.name,
-                p.name,
-                p.interface
-                    .as_ref()
-                    .map(|i| format!(" on {i}"))
-                    .unwrap_or_default()
-            )
-        })?;
+        let uplink = UplinkKey::of(p.interface.as_deref(), p.local);
+        let mark = routing_plan::mark(config, uplink.as_ref());
+        let socket =
+            PathSocket::bind_marked(local, p.interface.as_deref(), mark).with_context(|| {
+                format!(
+                    "connection {} path {}: binding {local}{}",
+                    c.name,
+                    p.name,
+                    p.interface
+                        .as_ref()
+                        .map(|i| format!(" on {i}"))
+                        .unwrap_or_default()
+                )
+            })?;
         let remote = p.remote.map(|r| SocketAddr::new(r, c.remote_port));
         let sched = SchedPath {
             weight: p.weight_out,

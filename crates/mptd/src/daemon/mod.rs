@@ -24,7 +24,7 @@ mod workers;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -34,11 +34,15 @@ use tun_rs::InterruptEvent;
 use crate::config::Config;
 use crate::control::command::{Command, Request};
 use crate::control::control_loop::{ControlLoop, Readiness};
+use crate::control::links::NetTable;
 use crate::control::pathset::ConnSetup;
+use crate::control::routing::{CleanupGuard, Installed, Routing};
+use crate::control::routing_plan;
 use crate::io::hook::{HookCommand, HookEvent, HookRunner, Hooks};
-use crate::io::routes::add_route;
+use crate::io::policy::Ownership;
 use crate::ops::control_socket::{self, StatusSource};
 use crate::plane::route::Router;
+use crate::plane::routing::SharedRouting;
 use crate::plane::shared_port::SharedStats;
 use crate::plane::{ConnSet, TxStats, TxWakes, CONTROL_QUEUE};
 
@@ -52,12 +56,12 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     };
     let tun = crate::io::tun::open(&config.tunnel, threads)
         .with_context(|| format!("creating tun interface {}", config.tunnel.name))?;
-    for c in &config.connections {
-        for net in &c.networks {
-            add_route(net, &tun.name)
-                .with_context(|| format!("connection {}: route {net}", c.name))?;
-        }
-    }
+    // From here on, whatever way `run` returns, what was installed is
+    // removed (the guard is dropped last but one, before the tun).
+    let installed = Arc::new(Mutex::new(Installed::default()));
+    let cleanup = CleanupGuard(installed.clone());
+    let routing_view = SharedRouting::default();
+    let routing = install_routing(&config, &tun.name, installed, &routing_view)?;
     // One wake-up event per transmit worker: shutdown, and path-table
     // changes (an idle worker must let go of a removed path's socket).
     let tx_wakes: Arc<Vec<Arc<InterruptEvent>>> = Arc::new(
@@ -97,6 +101,10 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         &shutdown,
         config.daemon.resolve_interval,
     )?;
+    if links.is_none() {
+        tracing::warn!("without netlink events, the uplinks' routing is not updated when addresses, links or gateways change");
+    }
+    let links = links.map(|l| l.with_routing(routing));
     let control_loop = ControlLoop {
         conns: conns.shared.clone(),
         sessions: std::mem::take(&mut conns.sessions),
@@ -168,6 +176,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         noise: noise_stats,
         shared: (!shared_ports.ports.is_empty()).then(|| shared_stats.clone()),
         hooks: hooks.as_ref().map(|(h, _)| h.stats.clone()),
+        routing: routing_view,
     };
     let servers = servers::Servers::start(&config, listener, source, &shutdown)?;
 
@@ -194,6 +203,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     if let Some((h, runner)) = hooks {
         h.finish(runner, HookEvent::new("tunnel-down"));
     }
+    drop(cleanup);
     drop(tun);
     if let Some(cause) = crate::io::fatal::cause() {
         bail!("{cause}");
@@ -213,6 +223,45 @@ fn start_hooks(config: &Config, tun: &str) -> Result<Option<(Hooks, HookRunner)>
     };
     let started = Hooks::start(command, tun).context("starting the hook thread")?;
     Ok(Some(started))
+}
+
+/// Installs the plan of `crate::control::routing_plan` for `config`
+/// (after removing what a killed earlier run left) and returns what keeps
+/// it in line with the kernel's changes. Marks the daemon's sockets from
+/// now on when there is policy routing.
+fn install_routing(
+    config: &Config,
+    tun: &str,
+    installed: Arc<Mutex<Installed>>,
+    view: &SharedRouting,
+) -> Result<Routing> {
+    let n = config.daemon.routing;
+    let own = Ownership {
+        priority: n.priority_base,
+        table: n.table_base,
+        tables: routing_plan::uplinks(config).len().max(64) as u32,
+    };
+    match crate::io::policy::remove_leftovers(&own) {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(removed, "removed the rules and routes an earlier run left"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look for rules and routes an earlier run left")
+        }
+    }
+    if routing_plan::active(config) {
+        crate::io::udp::set_default_mark(n.fwmark_base);
+    }
+    let index = nix::net::if_::if_nametoindex(tun).with_context(|| format!("interface {tun}"))?;
+    let mut routing = Routing::new(config.clone(), index, installed, view.clone());
+    let mut table = NetTable::default();
+    table.watch(routing.watched());
+    for e in crate::io::netlink::snapshot().context("reading links, addresses and routes")? {
+        table.apply(&e);
+    }
+    routing
+        .apply(&table)
+        .context("installing the routing rules and routes")?;
+    Ok(routing)
 }
 
 /// Blocks SIGTERM, SIGINT and SIGHUP in every thread (the threads started

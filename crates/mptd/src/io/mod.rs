@@ -1,14 +1,16 @@
 //! The kernel's interfaces, and nothing about tunnels: path sockets with
 //! batched datagram I/O, the local address a datagram came in on, the tun
-//! device and its coalescing writer, rtnetlink link and address events,
-//! routes through the tunnel, host-name lookups off the control loop, the
-//! operator's hook program, and ending the process when the tun device is
-//! gone. This plane imports no other plane of the daemon.
+//! device and its coalescing writer, rtnetlink link, address and route
+//! events, policy routing (rules and tables), routes through the tunnel,
+//! host-name lookups off the control loop, the operator's hook program,
+//! and ending the process when the tun device is gone. This plane imports
+//! no other plane of the daemon.
 
 pub mod fatal;
 pub mod hook;
 pub mod netlink;
 pub mod notify;
+pub mod policy;
 pub mod resolve;
 pub mod routes;
 pub mod source;

@@ -2,11 +2,12 @@
 //! enum.
 //!
 //! One job: turn `RTM_NEWLINK`/`RTM_DELLINK`/`RTM_NEWADDR`/`RTM_DELADDR`
-//! messages into [`NetEvent`]s. What they mean for the paths is
-//! [`crate::control::links`]' business.
+//! and `RTM_NEWROUTE`/`RTM_DELROUTE` messages into [`NetEvent`]s. What
+//! they mean for the paths is [`crate::control::links`]' business, and for
+//! the uplinks' routing [`crate::control::routing`]'s.
 //!
-//! [`Listener`] subscribes to the link and IPv4/IPv6 address groups and
-//! then dumps every link and address, so whoever reads its events learns
+//! [`Listener`] subscribes to the link, IPv4/IPv6 address and route groups
+//! and then dumps every link, address and route, so whoever reads its events learns
 //! the whole state first ([`NetEvent::DumpStart`] ... [`NetEvent::DumpDone`])
 //! and the changes after. Events that arrive while a dump runs are passed
 //! on as they come: a dump entry and a change of the same object say the
@@ -40,10 +41,13 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::address::{AddressAttribute, AddressHeader, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkHeader, LinkMessage};
+use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use nix::sys::socket::{setsockopt, sockopt};
 
+use crate::io::policy::parse_route;
+pub use crate::io::policy::RouteInfo;
 use crate::sync::Counter;
 
 /// One change (or dump entry) the kernel reported.
@@ -58,6 +62,8 @@ pub enum NetEvent {
         name: Option<String>,
         /// `IFF_UP` and `IFF_RUNNING` both set.
         up: bool,
+        /// `IFF_POINTOPOINT`: no neighbours, so no gateway is needed.
+        p2p: bool,
     },
     /// A link was deleted (`RTM_DELLINK`).
     LinkGone {
@@ -73,6 +79,10 @@ pub enum NetEvent {
         /// The address.
         addr: IpAddr,
     },
+    /// A unicast route exists (`RTM_NEWROUTE`), in any table.
+    Route(RouteInfo),
+    /// A route was deleted (`RTM_DELROUTE`).
+    RouteGone(RouteInfo),
     /// A full dump begins: what follows until [`NetEvent::DumpDone`] is
     /// the whole state (plus changes racing with it).
     DumpStart,
@@ -119,6 +129,10 @@ const RTM_NEWLINK: u16 = libc::RTM_NEWLINK;
 const RTM_DELLINK: u16 = libc::RTM_DELLINK;
 const RTM_NEWADDR: u16 = libc::RTM_NEWADDR;
 const RTM_DELADDR: u16 = libc::RTM_DELADDR;
+const RTM_NEWROUTE: u16 = libc::RTM_NEWROUTE;
+const RTM_DELROUTE: u16 = libc::RTM_DELROUTE;
+const RTMGRP_IPV4_ROUTE: u32 = libc::RTMGRP_IPV4_ROUTE as u32;
+const RTMGRP_IPV6_ROUTE: u32 = libc::RTMGRP_IPV6_ROUTE as u32;
 const RTMGRP_LINK: u32 = libc::RTMGRP_LINK as u32;
 const RTMGRP_IPV4_IFADDR: u32 = libc::RTMGRP_IPV4_IFADDR as u32;
 const RTMGRP_IPV6_IFADDR: u32 = libc::RTMGRP_IPV6_IFADDR as u32;
@@ -143,7 +157,7 @@ pub enum Message {
     },
     /// The kernel lost messages.
     Overrun,
-    /// Another message type (e.g. a route): of no interest.
+    /// Another message type, or a route of no interest (not unicast).
     Other,
 }
 
@@ -173,6 +187,7 @@ fn parse_link(kind: u16, body: &[u8]) -> Option<NetEvent> {
         index: head.index,
         name,
         up: head.flags.contains(LinkFlags::Up | LinkFlags::Running),
+        p2p: head.flags.contains(LinkFlags::Pointopoint),
     })
 }
 
@@ -229,6 +244,11 @@ fn parse_message(msg: &NetlinkBuffer<&&[u8]>) -> Option<Message> {
         RTM_NEWADDR | RTM_DELADDR => {
             parse_addr(kind, body).map(|e| e.map_or(Message::Other, Message::Event))
         }
+        RTM_NEWROUTE | RTM_DELROUTE => Some(match parse_route(body)? {
+            Some(r) if kind == RTM_NEWROUTE => Message::Event(NetEvent::Route(r)),
+            Some(r) => Message::Event(NetEvent::RouteGone(r)),
+            None => Message::Other,
+        }),
         NLMSG_DONE => Some(Message::Done(msg.sequence_number())),
         NLMSG_ERROR => {
             let error = ErrorMessage::parse(&ErrorBuffer::new_checked(&body).ok()?).ok()?;
@@ -290,6 +310,7 @@ const SOCKET_BUFFER: usize = 1 << 20;
 enum Phase {
     Links(u32),
     Addrs(u32),
+    Routes(u32),
     Live,
 }
 
@@ -298,7 +319,9 @@ enum Phase {
 enum Next {
     /// The link dump ended: dump the addresses.
     DumpAddrs,
-    /// The address dump ended: the state is whole.
+    /// The address dump ended: dump the routes.
+    DumpRoutes,
+    /// The route dump ended: the state is whole.
     Live,
     /// The dump failed: start over.
     Restart,
@@ -320,7 +343,11 @@ impl Listener {
     /// for the first dump.
     pub fn open() -> io::Result<Listener> {
         let mut socket = Socket::new(NETLINK_ROUTE)?;
-        let groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
+        let groups = RTMGRP_LINK
+            | RTMGRP_IPV4_IFADDR
+            | RTMGRP_IPV6_IFADDR
+            | RTMGRP_IPV4_ROUTE
+            | RTMGRP_IPV6_ROUTE;
         socket.bind(&SocketAddr::new(0, groups))?;
         setsockopt(&socket.as_fd(), sockopt::RcvBuf, &SOCKET_BUFFER)?;
         let timeout = nix::sys::time::TimeVal::new(0, SHUTDOWN_POLL.as_micros() as i64);
@@ -381,7 +408,8 @@ impl Listener {
             }
             Message::Done(seq) => match phase {
                 Phase::Links(s) if s == seq => next = Some(Next::DumpAddrs),
-                Phase::Addrs(s) if s == seq => next = Some(Next::Live),
+                Phase::Addrs(s) if s == seq => next = Some(Next::DumpRoutes),
+                Phase::Routes(s) if s == seq => next = Some(Next::Live),
                 _ => {}
             },
             Message::Error { code, seq } => {
@@ -389,7 +417,8 @@ impl Listener {
                     stats.errors.add(1);
                     tracing::debug!(seq, code, "netlink error answer");
                 }
-                if matches!(phase, Phase::Links(s) | Phase::Addrs(s) if s == seq) {
+                if matches!(phase, Phase::Links(s) | Phase::Addrs(s) | Phase::Routes(s) if s == seq)
+                {
                     // The dump failed (e.g. EBUSY): start over.
                     next = Some(Next::Restart);
                 }
@@ -411,6 +440,10 @@ impl Listener {
                 let seq =
                     self.request(RouteNetlinkMessage::GetAddress(AddressMessage::default()))?;
                 self.phase = Phase::Addrs(seq);
+            }
+            Some(Next::DumpRoutes) => {
+                let seq = self.request(RouteNetlinkMessage::GetRoute(RouteMessage::default()))?;
+                self.phase = Phase::Routes(seq);
             }
             Some(Next::Restart) => {
                 out(NetEvent::DumpStart);
@@ -460,8 +493,9 @@ impl Listener {
     }
 }
 
-/// The links and addresses as they are now: one full dump, synchronously
-/// (at start-up, to bind interface-only paths to their current address).
+/// The links, addresses and routes as they are now: one full dump,
+/// synchronously (at start-up, to bind interface-only paths to their
+/// current address and plan the uplinks' routing).
 pub fn snapshot() -> io::Result<Vec<NetEvent>> {
     let mut l = Listener::open()?;
     let mut buf = vec![0u8; RECV_LEN];

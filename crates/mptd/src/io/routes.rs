@@ -105,7 +105,7 @@ enum Change {
 
 /// The route to `net` through interface `index` on the main table, as
 /// `ip route` fills it in: a new route is a unicast one of protocol
-/// "boot" (set by an administrator's tool), of link scope for IPv4 (no
+/// mptd's own ([`crate::io::policy::RTPROT_MPT`]), of link scope for IPv4 (no
 /// gateway: the destination is on the link) and universe scope for IPv6;
 /// a deletion leaves type and protocol open and asks for any scope.
 fn route_message(net: &Prefix, index: u32, change: Change) -> RouteMessage {
@@ -119,7 +119,7 @@ fn route_message(net: &Prefix, index: u32, change: Change) -> RouteMessage {
     m.header.table = RouteHeader::RT_TABLE_MAIN;
     match change {
         Change::Replace => {
-            m.header.protocol = RouteProtocol::Boot;
+            m.header.protocol = RouteProtocol::from(crate::io::policy::RTPROT_MPT);
             m.header.kind = RouteType::Unicast;
             m.header.scope = if net.addr.is_ipv4() {
                 RouteScope::Link
@@ -139,7 +139,11 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sends `msg` with `flags` (plus request and acknowledge) on a socket of
 /// its own and waits for the kernel's acknowledgement.
-fn request(msg: RouteNetlinkMessage, flags: u16, action: &'static str) -> Result<(), RouteError> {
+pub(super) fn request(
+    msg: RouteNetlinkMessage,
+    flags: u16,
+    action: &'static str,
+) -> Result<(), RouteError> {
     let mut socket = Socket::new(NETLINK_ROUTE)?;
     socket.bind_auto()?;
     // Explanations with errors, and our request not echoed back: both

@@ -44,6 +44,23 @@ pub struct PathSocket {
     local: SocketAddr,
     gso: GsoState,
     gro: bool,
+    /// The socket's `SO_MARK` (0: none), kept so a rebind marks the new
+    /// socket alike.
+    mark: u32,
+}
+
+/// The mark (`SO_MARK`) of every path and shared-port socket bound
+/// without one of its own; 0, the default, sets none. The daemon sets it
+/// once at start when it installs policy routing (see
+/// `crate::control::routing_plan`), so sockets made later (paths added at
+/// run time, rebinds) stay out of the full tunnel's table too. A process
+/// global rather than a parameter of every bind: it is one value per
+/// daemon and the binds are spread over the control loop and the wiring.
+static DEFAULT_MARK: AtomicU32 = AtomicU32::new(0);
+
+/// Sets the mark of sockets bound from now on without one of their own.
+pub fn set_default_mark(mark: u32) {
+    DEFAULT_MARK.store(mark, Relaxed);
 }
 
 /// Whether UDP GSO is used on a socket. A refusal switches it off for a
@@ -110,12 +127,29 @@ impl GsoState {
 }
 
 impl PathSocket {
-    /// Binds `local`, optionally to device `interface`.
+    /// Binds `local`, optionally to device `interface`, with the default
+    /// mark (see [`set_default_mark`]).
     pub fn bind(local: SocketAddr, interface: Option<&str>) -> io::Result<PathSocket> {
-        Self::bind_with(local, |s| match interface {
+        Self::bind_marked(local, interface, DEFAULT_MARK.load(Relaxed))
+    }
+
+    /// Binds `local`, optionally to device `interface`, with `SO_MARK`
+    /// `mark` (0: none; a mark needs `CAP_NET_ADMIN`), which selects the
+    /// uplink's routing table.
+    pub fn bind_marked(
+        local: SocketAddr,
+        interface: Option<&str>,
+        mark: u32,
+    ) -> io::Result<PathSocket> {
+        Self::bind_with(local, mark, |s| match interface {
             Some(dev) => s.bind_device(Some(dev.as_bytes())),
             None => Ok(()),
         })
+    }
+
+    /// The socket's mark (0: none).
+    pub fn mark(&self) -> u32 {
+        self.mark
     }
 
     /// Binds the wildcard address `local` (`0.0.0.0:port` or `[::]:port`,
@@ -126,7 +160,9 @@ impl PathSocket {
     /// Each datagram's destination address is reported (see
     /// `crate::io::source`), so replies can leave from it.
     pub fn bind_shared(local: SocketAddr) -> io::Result<PathSocket> {
-        let s = Self::bind_with(local, |s| s.set_reuse_port(true))?;
+        let s = Self::bind_with(local, DEFAULT_MARK.load(Relaxed), |s| {
+            s.set_reuse_port(true)
+        })?;
         source::enable(&s.socket, local.is_ipv6())?;
         Ok(s)
     }
@@ -136,6 +172,7 @@ impl PathSocket {
     /// before the bind.
     fn bind_with(
         local: SocketAddr,
+        mark: u32,
         setup: impl FnOnce(&Socket) -> io::Result<()>,
     ) -> io::Result<PathSocket> {
         let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
@@ -143,6 +180,9 @@ impl PathSocket {
             s.set_only_v6(true)?;
         }
         setup(&s)?;
+        if mark != 0 {
+            s.set_mark(mark)?;
+        }
         // Ask for large buffers; as root, force past the sysctl limits.
         s.set_recv_buffer_size(SOCKET_BUFFER)?;
         s.set_send_buffer_size(SOCKET_BUFFER)?;
@@ -160,6 +200,7 @@ impl PathSocket {
             local,
             gso: GsoState::new(),
             gro,
+            mark,
         })
     }
 
@@ -173,6 +214,7 @@ impl PathSocket {
             local: self.local,
             gso: GsoState::new(),
             gro: self.gro,
+            mark: self.mark,
         })
     }
 

@@ -36,4 +36,6 @@ pub struct StatusSource {
     pub shared: Option<Arc<crate::plane::shared_port::SharedStats>>,
     /// How the hook's runs ended (`None`: no hook).
     pub hooks: Option<Arc<crate::io::hook::HookStats>>,
+    /// The uplinks' routing as last applied.
+    pub routing: crate::plane::routing::SharedRouting,
 }

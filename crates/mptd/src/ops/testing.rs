@@ -102,5 +102,6 @@ pub(crate) fn with_crypto(conn: &str, crypto: Option<ConnCrypto>) -> StatusSourc
         noise: None,
         shared: None,
         hooks: None,
+        routing: Default::default(),
     }
 }

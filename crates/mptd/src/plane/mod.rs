@@ -19,6 +19,7 @@ pub mod path;
 pub mod plan;
 pub mod queue;
 pub mod route;
+pub mod routing;
 pub mod shared_port;
 pub mod tx_order;
 

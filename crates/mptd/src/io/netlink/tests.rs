@@ -102,12 +102,14 @@ fn link_up_needs_up_and_running() {
             Message::Event(NetEvent::Link {
                 index: 3,
                 name: Some("wlan0".into()),
-                up: true
+                up: true,
+                p2p: false
             }),
             Message::Event(NetEvent::Link {
                 index: 4,
                 name: Some("eth1".into()),
-                up: false
+                up: false,
+                p2p: false
             }),
             Message::Event(NetEvent::LinkGone { index: 5 }),
         ]
@@ -229,7 +231,8 @@ fn bad_messages_are_counted_and_skipped() {
         vec![Message::Event(NetEvent::Link {
             index: 3,
             name: Some("ok".into()),
-            up: false
+            up: false,
+            p2p: false
         })]
     );
     // A header whose length runs past the datagram ends it.

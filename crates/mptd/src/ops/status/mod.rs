@@ -32,6 +32,7 @@ mod connection;
 mod fields;
 mod path;
 mod reorder;
+mod routing;
 mod session;
 
 /// The status document (the `mpt status --json` contract).
@@ -60,6 +61,9 @@ pub(crate) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
         drops: Some(counters_as([], source.tx.each())),
         netlink: Some(source.netlink.as_deref().map(netlink)),
         noise: Some(source.noise.as_deref().map(daemon_noise)),
+        routing: Some(routing::routing(&crate::sync::read_unpoisoned(
+            &source.routing,
+        ))),
         shared_port: Some(source.shared.as_deref().map(shared_port)),
         hooks: source.hooks.as_deref().map(|h| HookStats {
             ok: h.ok.get(),
