@@ -15,7 +15,7 @@ use mpt_proto::path::Liveness;
 use mpt_proto::sched::PathModel;
 use mpt_proto::seq::seq_before;
 use mpt_proto::session::timing::{
-    owd_bounds, share_idle, share_weight, smoothed_share, TimingInput,
+    owd_bounds, share_idle, share_weight, smoothed_share, TimingInput, TimingPlan,
 };
 use mpt_proto::wire::{Flags, HeaderViewMut, HEADER_LEN};
 use mpt_proto::Session;
@@ -164,7 +164,44 @@ pub(super) fn publish_timing(
         seen.1
     };
     let plan = session.timing_plan(now, &timing);
+    log_timeout_change(conn, session, &plan, now);
     conn.timing.publish(plan);
+}
+
+/// A change of the resequencer's timeout by [`TIMEOUT_LOG_STEP`] or more
+/// is logged (debug) with the paths' RTT estimates it was built from: a
+/// timeout far above the paths' delays holds every flow that long after
+/// the next loss of a path (issue 32: a backup path's late first probe
+/// reply made it 1.5 s).
+const TIMEOUT_LOG_STEP: Duration = Duration::from_millis(10);
+
+fn log_timeout_change(conn: &ConnShared, session: &Session, plan: &TimingPlan, now: Instant) {
+    let before = Duration::from_micros(conn.timing.load().reorder_timeout_us());
+    if plan.reorder_timeout.abs_diff(before) < TIMEOUT_LOG_STEP
+        || !tracing::enabled!(tracing::Level::DEBUG)
+    {
+        return;
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for (id, p) in session.paths() {
+        tracing::debug!(
+            conn = %conn.name,
+            path = id,
+            state = p.state().as_str(),
+            usable = p.usable(),
+            srtt_ms = p.rtt().smoothed().map(ms),
+            rttvar_ms = ms(p.rtt().variation()),
+            min_rtt_ms = p.rtt().min().map(ms),
+            owd_age_ms = p.rx_owd().map(|(_, at)| ms(now.saturating_duration_since(at))),
+            "path delays behind the reorder timeout"
+        );
+    }
+    tracing::debug!(
+        conn = %conn.name,
+        from_ms = ms(before),
+        to_ms = ms(plan.reorder_timeout),
+        "reorder timeout changed"
+    );
 }
 
 /// Publishes each path's view for status and metrics, with its smoothed

@@ -79,3 +79,31 @@ fn the_equalisation_target_tracks_the_far_path() {
     assert_eq!(plan.equalize_bulk, satellite(150));
     assert_eq!(plan.rx_delay_spread, Some(140 * MS));
 }
+
+#[test]
+fn a_backup_paths_late_first_reply_does_not_hold_the_failover() {
+    // WiFi 5 ms one way beside LTE 30 ms as a backup, whose first probes
+    // take 600 ms more each way (a neighbour resolved late, a radio
+    // waking up): one reply 630 ms after its probe, every later one
+    // 60 ms. Data flows on WiFi, 50 datagrams a second.
+    let mut w = Pair::new(
+        vec![params(AdminStatus::Up), params(AdminStatus::Backup)],
+        5 * MS,
+    );
+    w.links[1].delay = 630 * MS;
+    w.data_interval = Some(20 * MS);
+    w.run_until(w.at(0.3));
+    w.links[1].delay = 30 * MS;
+    w.run_until(w.at(10.0));
+    let lte = *w.b.path(1).unwrap().rtt();
+    assert!(lte.min() < Some(70 * MS), "{lte:?}");
+    // WiFi falls silent and the backup takes over: the gap the lost WiFi
+    // datagrams leave waits at most the resequencer's timeout, which must
+    // follow LTE's real 60 ms, not its first reply, four keepalives later.
+    w.links[0].up_ab = false;
+    w.links[0].up_ba = false;
+    w.run_until(w.at(10.5));
+    assert!(w.data_received[1] > 10, "backup carries the data");
+    let plan = w.b.timing_plan(w.now, &shares(&[0.0, 1.0]));
+    assert!(plan.reorder_timeout <= 100 * MS, "{plan:?} {lte:?}");
+}
