@@ -479,7 +479,7 @@ fn path(
         }
     }
     if let Some(g) = p.gateway {
-        let family = p.remote.or(p.local);
+        let family = remote.or(p.local);
         if family.is_some_and(|a| a.is_ipv4() != g.is_ipv4()) {
             return Err(at(
                 "key `gateway`: address family differs from the path's".into()
@@ -510,7 +510,6 @@ fn path(
         local: p.local,
         remote,
         remote_name,
-        remote: p.remote,
         gateway: p.gateway,
         weight_out: p.weight_out,
         weight_in: p.weight_in,
