@@ -3,7 +3,8 @@
 //! TCP and UDP, proving it holds the connection's pre-shared key.
 //!
 //! Checked here:
-//! - `status --json`, `path ... down|up` and `reload` work over TCP and UDP
+//! - `status --json`, `path ... down|up` work over TCP and UDP, `reload` only
+//!   with `cmd_port_admin = true` on the server
 //!   (IPv4 and IPv6 targets: the port is dual-stack), and the changes show
 //!   in B's local status;
 //! - a key manages its own connection only;
@@ -216,7 +217,28 @@ fn remote_status_path_and_reload_over_tcp_and_udp() {
         .clone();
     assert_eq!(p0["weight_out"], 250, "{p0}");
 
-    // reload over both transports.
+    // reload changes the whole server: refused unless the server's
+    // config says `cmd_port_admin = true`.
+    let (code, _, err) = mpt_in(
+        bed.ns(Side::A),
+        &remote(target(Family::V4), conn_b(), &key, false, &["reload"]),
+    );
+    assert_ne!(code, 0, "remote reload without cmd_port_admin was obeyed");
+    assert!(err.contains("cmd_port_admin"), "{err}");
+    let admin = bed
+        .spec
+        .config(Side::B, &bed.control_socket(Side::B))
+        .replace(
+            &format!("cmd_port = {PORT}\n"),
+            &format!("cmd_port = {PORT}\ncmd_port_admin = true\n"),
+        );
+    assert!(admin.contains("cmd_port_admin"), "{admin}");
+    bed.stop_daemon(Side::B).expect("stop B");
+    bed.restart_daemon(Side::B, Some(&admin))
+        .expect("B with cmd_port_admin");
+    bed.wait_all_up(Duration::from_secs(10)).expect("paths up");
+
+    // With it, reload over both transports.
     for udp in [false, true] {
         let (code, out, err) = mpt_in(
             bed.ns(Side::A),

@@ -75,6 +75,10 @@ pub struct DaemonConfig {
     pub control: PathBuf,
     /// Remote command port (0 = off).
     pub cmd_port: u16,
+    /// Whether a key on the remote command port may also reload the
+    /// server and add or remove paths (default: only status, path state
+    /// and weights of its own connection).
+    pub cmd_port_admin: bool,
     /// `include` pattern ("" = none), as written.
     pub include: String,
     /// Data-plane workers (tun queues); 0 = one per core.

@@ -58,6 +58,8 @@ pub(super) struct RawDaemon {
     pub(super) control: PathBuf,
     #[serde(default)]
     pub(super) cmd_port: u16,
+    #[serde(default)]
+    pub(super) cmd_port_admin: bool,
     /// Removed (refused with advice); any value.
     #[serde(default)]
     pub(super) accept_remote: Option<Spanned<toml::Value>>,

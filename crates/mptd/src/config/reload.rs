@@ -20,6 +20,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
     let daemon_keys = [
         ("control", d.0.control != d.1.control),
         ("cmd_port", d.0.cmd_port != d.1.cmd_port),
+        ("cmd_port_admin", d.0.cmd_port_admin != d.1.cmd_port_admin),
         ("threads", d.0.threads != d.1.threads),
         ("metrics", d.0.metrics != d.1.metrics),
         ("log", d.0.log != d.1.log),

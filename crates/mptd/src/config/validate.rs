@@ -89,6 +89,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
         return Ok(DaemonConfig {
             control: default_control(),
             cmd_port: 0,
+            cmd_port_admin: false,
             include: String::new(),
             threads: 0,
             metrics: String::new(),
@@ -173,6 +174,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
         routing,
         control: d.control,
         cmd_port: d.cmd_port,
+        cmd_port_admin: d.cmd_port_admin,
         include: d.include,
         threads: d.threads,
         metrics: d.metrics,

@@ -19,7 +19,7 @@ impl ControlLoop {
     fn find_conn(&self, conn: &str) -> Result<usize, String> {
         self.conns
             .iter()
-            .position(|c| c.name == conn)
+            .position(|c| c.name == conn && !c.removed.load(std::sync::atomic::Ordering::Relaxed))
             .ok_or_else(|| format!("no connection named \"{conn}\""))
     }
 

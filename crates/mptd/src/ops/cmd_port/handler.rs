@@ -33,6 +33,9 @@ pub(super) struct Conn {
 pub(super) struct Shared {
     /// The configured connections.
     pub conns: Vec<Conn>,
+    /// `[daemon] cmd_port_admin`: keys may also reload and add or remove
+    /// paths.
+    pub admin: bool,
     /// Where requests are answered (as on the control socket).
     pub source: StatusSource,
     /// The counters.
@@ -94,6 +97,17 @@ impl Shared {
         let Some(conn) = self.conns.iter().find(|c| c.name == env.connection) else {
             return refuse(&s.unknown_connection, "unknown connection");
         };
+        // The running set, not the one at start: a connection a reload
+        // removed is gone for this port too.
+        if !self
+            .source
+            .conns
+            .list()
+            .iter()
+            .any(|c| c.name == conn.name && !c.removed.load(Relaxed))
+        {
+            return refuse(&s.unknown_connection, "unknown connection");
+        }
         let Some(verifier) = &conn.verifier else {
             return refuse(
                 &s.no_key,
@@ -148,7 +162,7 @@ impl Shared {
         // Authentic, fresh and new: check the scope, then run it.
         let inner: Value = serde_json::from_str(&env.request).unwrap_or(Value::Null);
         let name = inner.get("request").and_then(Value::as_str).unwrap_or("");
-        if let Err(msg) = scope(&conn.name, &inner) {
+        if let Err(msg) = scope(&conn.name, &inner, self.admin) {
             count(&s.forbidden);
             tracing::info!(%peer, conn = %conn.name, request = name, reason = %msg, "remote command refused");
             return signed(error(&msg), false);
@@ -185,13 +199,17 @@ impl Shared {
     }
 }
 
-/// Whether a key for connection `conn` may make request `inner`.
+/// Requests any key may make (on its own connection).
+const ANY_KEY: [&str; 3] = ["status", "path_state", "path_weight"];
+
+/// Whether a key for connection `conn` may make request `inner` (`admin`:
+/// `[daemon] cmd_port_admin`).
 ///
 /// Checked on the request object as sent, before it is parsed: a request
 /// that names anything but the key's own connection in `conn` (another
 /// name, `null`, a number) or asks for something the port does not offer
 /// is refused as out of scope, whatever else is wrong with it.
-fn scope(conn: &str, inner: &Value) -> Result<(), String> {
+fn scope(conn: &str, inner: &Value, admin: bool) -> Result<(), String> {
     let name = inner.get("request").and_then(Value::as_str).unwrap_or("");
     match inner.get("conn") {
         None => {}
@@ -205,7 +223,12 @@ fn scope(conn: &str, inner: &Value) -> Result<(), String> {
     match name {
         // Every request the control socket understands goes through
         // `respond`, which answers malformed ones.
-        name if Request::NAMES.contains(&name) => Ok(()),
+        name if ANY_KEY.contains(&name) => Ok(()),
+        name if Request::NAMES.contains(&name) && admin => Ok(()),
+        name if Request::NAMES.contains(&name) => Err(format!(
+            "request {name:?} changes the server beyond this key's own paths: \
+             allowed only with `[daemon] cmd_port_admin = true` on the server"
+        )),
         // Not JSON, no "request": let `respond` say what is wrong.
         "" => Ok(()),
         other => Err(format!(
@@ -221,7 +244,7 @@ mod tests {
 
     #[test]
     fn scope_is_the_key_s_connection() {
-        let ok = |v: Value| scope("a", &v);
+        let ok = |v: Value| scope("a", &v, true);
         assert!(ok(json!({"version":1,"request":"status"})).is_ok());
         assert!(ok(json!({"version":1,"request":"reload"})).is_ok());
         assert!(ok(
@@ -235,5 +258,25 @@ mod tests {
         assert!(ok(json!({"version":1,"request":"path_weight","conn":1})).is_err());
         assert!(ok(json!({"version":1,"request":"shutdown"})).is_err());
         assert!(ok(Value::Null).is_ok());
+    }
+
+    #[test]
+    fn without_admin_a_key_reads_and_steers_its_own_paths_only() {
+        let ok = |v: Value| scope("a", &v, false);
+        assert!(ok(json!({"version":1,"request":"status"})).is_ok());
+        assert!(ok(
+            json!({"version":1,"request":"path_state","conn":"a","path":"p0","state":"down"})
+        )
+        .is_ok());
+        assert!(
+            ok(json!({"version":1,"request":"path_weight","conn":"a","path":"p0","out":5})).is_ok()
+        );
+        for name in ["reload", "path_add", "path_remove"] {
+            let e = ok(json!({"version":1,"request":name,"conn":"a"})).unwrap_err();
+            assert!(e.contains("cmd_port_admin"), "{name}: {e}");
+        }
+        // Another connection is refused for its own reason first.
+        let e = ok(json!({"version":1,"request":"status","conn":"b"})).unwrap_err();
+        assert!(e.contains("manages connection"), "{e}");
     }
 }

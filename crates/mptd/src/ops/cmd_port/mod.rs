@@ -31,8 +31,14 @@
 //!
 //! Scope: a key manages its own connection. `status` shows only that
 //! connection (plus the daemon-wide fields and this port's counters under
-//! `cmd_port`); a request naming another connection (`"conn"`) is refused;
-//! `reload` (re-reading the local config file) is allowed.
+//! `cmd_port`); a request naming another connection (`"conn"`) is refused.
+//! By default a key may read the status and set its own paths' state and
+//! weights, nothing more: `reload` (which applies whatever the server's
+//! config file says, for every connection) and `path add`/`remove` (the
+//! server would bind and send where the client says) need `[daemon]
+//! cmd_port_admin = true`, meant for a server whose keys are all held by
+//! its operators. A connection removed by a reload is not served, whatever
+//! key it had.
 //!
 //! The server runs on its own threads (one for UDP, one accepting TCP, one
 //! per TCP client up to [`MAX_TCP_CLIENTS`]), polls the daemon's shutdown
@@ -136,6 +142,7 @@ pub fn start(
     let local = tcp.local_addr().context("local address")?;
     let shared = Arc::new(handler::Shared {
         conns,
+        admin: config.daemon.cmd_port_admin,
         source,
         stats: Stats::default(),
         refusals: Mutex::new(RateLimiter::new(REFUSALS_PER_SEC, REFUSALS_PER_SEC)),
