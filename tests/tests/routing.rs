@@ -10,7 +10,9 @@
 //! B has `default via 10.1.1.1 dev u1` (metric 0) and `default via
 //! 10.2.2.1 dev u2 metric 200`, paths by `interface` only, `networks =
 //! ["0.0.0.0/0"]`. The concentrator C serves both paths on its one
-//! address 198.51.100.10; 203.0.113.50 stands for a host behind it
+//! address 198.51.100.10, which B's paths know by name only (`remote =
+//! "hub-PID.test"`, from `/etc/netns/B/hosts`, which `ip netns exec`
+//! mounts over `/etc/hosts`); 203.0.113.50 stands for a host behind it
 //! (reachable from B only through the tunnel: the routers have no route
 //! to it).
 //!
@@ -34,7 +36,43 @@ const BEHIND: &str = "203.0.113.50";
 const KEEPALIVE_MS: u64 = 100;
 const DEAD_MS: u64 = 400;
 
+/// `/etc/netns/NS/`: B's hosts file naming the concentrator, and a
+/// resolv.conf pointing at B's own loopback (no query leaves B); removed
+/// on drop.
+struct EtcDir(std::path::PathBuf);
+
+impl EtcDir {
+    fn new(ns: &Netns, name: &str) -> Result<EtcDir> {
+        let dir = std::path::PathBuf::from("/etc/netns").join(ns.name());
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let etc = EtcDir(dir);
+        fs::write(
+            etc.0.join("resolv.conf"),
+            "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+        )?;
+        fs::write(
+            etc.0.join("hosts"),
+            format!("127.0.0.1 localhost\n{CONC} {name}\n"),
+        )?;
+        Ok(etc)
+    }
+}
+
+impl Drop for EtcDir {
+    fn drop(&mut self) {
+        if let Err(e) = fs::remove_dir_all(&self.0) {
+            eprintln!("warning: could not remove {}: {e}", self.0.display());
+        }
+    }
+}
+
+/// The concentrator's name, as B's hosts file gives it.
+fn conc_name() -> String {
+    format!("hub-{}.test", std::process::id())
+}
+
 struct Bed {
+    etc: Option<EtcDir>,
     b: Netns,
     r1: Netns,
     r2: Netns,
@@ -90,7 +128,8 @@ fn router(r: &Netns, wan: &str, conc_side: &str) -> Result<()> {
 
 impl Bed {
     fn new() -> Result<Bed> {
-        let bed = Bed {
+        let mut bed = Bed {
+            etc: None,
             b: Netns::new("rt-b")?,
             r1: Netns::new("rt-r1")?,
             r2: Netns::new("rt-r2")?,
@@ -136,6 +175,7 @@ impl Bed {
         bed.b.ip(&[
             "route", "add", "default", "via", "10.2.2.1", "dev", "u2", "metric", "200",
         ])?;
+        bed.etc = Some(EtcDir::new(&bed.b, &conc_name())?);
         let key = random_key()?;
         for side in ["b", "c"] {
             write_key_file(&bed.dir.path().join(format!("{side}.key")), &key, 0o600)?;
@@ -157,7 +197,8 @@ impl Bed {
         s.push_str("networks = [\"0.0.0.0/0\"]\n");
         for (name, dev) in [("dsl", "u1"), ("lte", "u2")] {
             s.push_str(&format!(
-                "\n[[connection.path]]\nname = \"{name}\"\ninterface = \"{dev}\"\nremote = \"{CONC}\"\n"
+                "\n[[connection.path]]\nname = \"{name}\"\ninterface = \"{dev}\"\nremote = \"{}\"\n",
+                conc_name()
             ));
         }
         s
@@ -277,7 +318,27 @@ fn full_tunnel_branch_both_uplinks_clean_exit_and_upstream_failure() -> Result<(
         paths[0]["uplink"] == "u1" && paths[1]["uplink"] == "u2",
         "status routing paths: {paths}"
     );
-    ensure!(paths[1]["gateway"] == "10.2.2.1", "lte's gateway: {paths}");
+    // (The paths know the concentrator by name, so both families are
+    // planned; B has no IPv6 default: "10.2.2.1, none (...)".)
+    ensure!(
+        paths[1]["gateway"]
+            .as_str()
+            .is_some_and(|g| g.starts_with("10.2.2.1")),
+        "lte's gateway: {paths}"
+    );
+    // Both paths reached the concentrator by its name.
+    for p in st["connections"][0]["paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        ensure!(
+            p["remote_name"] == conc_name().as_str()
+                && p["remote"].as_str().is_some_and(|r| r.starts_with(CONC)),
+            "path {} does not show the name and its address: {p}",
+            p["name"]
+        );
+    }
 
     // SIGTERM: everything gone.
     b.stop_clean(&bed.b, TUN)?;
