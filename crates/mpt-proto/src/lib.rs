@@ -55,6 +55,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![warn(missing_docs)]
 
+pub mod checksum;
 pub mod control;
 pub mod crypto;
 pub mod error;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::checksum::{fold, sum};
 use proptest::prelude::*;
 
 const SYN: u8 = 0x02;
@@ -28,26 +29,6 @@ fn tcp(options: &[u8], flags: u8, payload: &[u8]) -> Vec<u8> {
     t.extend_from_slice(&opts);
     t.extend_from_slice(payload);
     t
-}
-
-/// One's complement sum of `data` (16-bit big-endian words, odd tail
-/// padded with a zero byte) added to `acc`, unfolded.
-fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
 }
 
 /// Where the TCP header of a packet built here starts, and the

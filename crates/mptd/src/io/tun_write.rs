@@ -28,6 +28,7 @@
 //! when all are taken writes the oldest out. [`Coalescer::flush`] writes
 //! all of them (the receive worker calls it at the end of a batch).
 
+use mpt_proto::checksum::{fold, sum};
 use std::io;
 
 /// Length of the virtio-net header in front of every packet written to a
@@ -312,25 +313,6 @@ impl Aggregate {
         h[6..8].copy_from_slice(&(s.ip_len as u16).to_ne_bytes());
         h[8..10].copy_from_slice(&(csum_offset as u16).to_ne_bytes());
     }
-}
-
-/// One's-complement sum of `b` (big-endian 16-bit words) onto `acc`.
-fn sum(b: &[u8], mut acc: u64) -> u64 {
-    let mut chunks = b.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
 }
 
 /// Counters of what a [`Coalescer`] wrote.
