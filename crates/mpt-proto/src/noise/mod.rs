@@ -65,7 +65,7 @@ mod timestamp;
 
 pub use error::NoiseError;
 pub use handshake::{
-    random_index, Established, Identity, Initiator, Mac1Check, Outgoing, Reply, Responder,
+    random_index, source_key, Established, HandshakeLimiter, HandshakeLimits, Identity, Initiator, Mac1Check, Outgoing, Reply, Responder,
     ResponderConfig, NOISE_PARAMS, PROLOGUE,
 };
 pub use keys::{PublicKey, StaticSecret, KEY_LEN};
