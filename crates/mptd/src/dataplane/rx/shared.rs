@@ -12,7 +12,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,9 @@ use crate::dataplane::rx::state::ConnRxState;
 use crate::io::source::Source;
 use crate::io::udp::{PathSocket, RecvMeta, RECV_TIMEOUT};
 use crate::plane::shared_port::{SessionMap, SharedStats};
-use crate::plane::{ConnShared, ControlDatagram, CONTROL_DATAGRAM_MAX, SHARED_INITIATION};
+use crate::plane::{
+    ConnShared, ControlDatagram, ControlSender, CONTROL_DATAGRAM_MAX, SHARED_INITIATION,
+};
 use crate::sync::lock_unpoisoned;
 
 /// A receive worker of the shared ports.
@@ -43,7 +45,7 @@ pub struct SharedRxWorker {
     /// Tun queue to write to.
     pub tun: Arc<SyncDevice>,
     /// Queue to the control loop.
-    pub control: SyncSender<ControlDatagram>,
+    pub control: ControlSender,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
     /// The crypto stage, shared with every other worker.
