@@ -17,21 +17,21 @@
 //!    state ([`HandshakeCounters::initiations_processed`] does not move);
 //! 3. under load only: mac2, keyed with a cookie for the source address;
 //!    without one the answer is a cookie reply and nothing else;
-//! 3b. the rate limits ([`HandshakeLimits`]): a token from the source
+//! 4. the rate limits ([`HandshakeLimits`]): a token from the source
 //!    address's bucket (IPv4 address, or IPv6 /64, never the port; a
 //!    bounded table) and one from the responder-wide bucket, so that a
 //!    sender holding a valid cookie and replaying one initiation cannot
 //!    make us do Diffie-Hellman at line rate, and the handshake CPU of
 //!    the whole daemon stays bounded whatever arrives
 //!    ([`NoiseError::SourceLimited`], [`NoiseError::Overloaded`]);
-//! 4. the Noise message (two Diffie-Hellman operations), which reveals and
+//! 5. the Noise message (two Diffie-Hellman operations), which reveals and
 //!    authenticates the initiator's static key;
-//! 5. that key must name a configured peer ([`NoiseError::UnknownPeer`]);
-//! 6. its timestamp must be above the greatest accepted from that peer
+//! 6. that key must name a configured peer ([`NoiseError::UnknownPeer`]);
+//! 7. its timestamp must be above the greatest accepted from that peer
 //!    ([`NoiseError::Replay`]), and the peer's previous accepted initiation
 //!    at least [`ResponderConfig::min_initiation_interval`] ago
 //!    ([`NoiseError::RateLimited`]);
-//! 7. then our session index (drawn only now: [`random_index`] costs the
+//! 8. then our session index (drawn only now: [`random_index`] costs the
 //!    random source and the caller's scan for indexes in use), the
 //!    response (one more ephemeral and two Diffie-Hellman operations, the
 //!    PSK mixed in) and the keys.

@@ -16,6 +16,22 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+
+/// Why a message was not queued (the message itself is dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// Its queue is full (a counted drop).
+    Full,
+    /// The control loop is gone (shutting down).
+    Closed,
+}
+
+fn small<T>(e: TrySendError<T>) -> SendError {
+    match e {
+        TrySendError::Full(_) => SendError::Full,
+        TrySendError::Disconnected(_) => SendError::Closed,
+    }
+}
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -140,12 +156,11 @@ pub struct ControlSender {
 }
 
 impl ControlSender {
-    /// Queues `msg` on its queue; never blocks. A full queue gives the
-    /// message back (`Full`); the handshake queue's drops are also
-    /// counted daemon-wide.
-    pub fn try_send(&self, msg: ControlDatagram) -> Result<(), TrySendError<ControlDatagram>> {
+    /// Queues `msg` on its queue; never blocks. A full queue drops it
+    /// (`Full`); the handshake queue's drops are also counted daemon-wide.
+    pub fn try_send(&self, msg: ControlDatagram) -> Result<(), SendError> {
         if !msg.is_handshake() {
-            return self.session.try_send(msg);
+            return self.session.try_send(msg).map_err(small);
         }
         match self.handshake.try_send(msg) {
             Ok(()) => {
@@ -165,7 +180,7 @@ impl ControlSender {
                 if matches!(e, TrySendError::Full(_)) {
                     self.drops.handshake_queue_full.add(1);
                 }
-                Err(e)
+                Err(small(e))
             }
         }
     }

@@ -9,7 +9,6 @@
 
 use mpt_proto::wire::HeaderViewMut;
 use std::net::SocketAddr;
-use std::sync::mpsc::TrySendError;
 use std::time::Instant;
 
 use mpt_proto::wire::Flags;
@@ -17,6 +16,7 @@ use mpt_proto::wire::Flags;
 use crate::dataplane::rx::batch::RECV_MESSAGES;
 use crate::io::source::Source;
 use crate::io::udp::RecvMeta;
+use crate::plane::queue::SendError;
 use crate::plane::{ConnShared, ControlDatagram, ControlSender, CONTROL_DATAGRAM_MAX};
 
 /// Control messages of the current batch (allocated once).
@@ -99,8 +99,8 @@ impl Outbox {
     pub fn send(&mut self, conn: &ConnShared, control: &ControlSender) {
         for msg in self.pending.drain(..) {
             match control.try_send(msg) {
-                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-                Err(TrySendError::Full(_)) => conn.drops.control_queue_full.add(1),
+                Ok(()) | Err(SendError::Closed) => {}
+                Err(SendError::Full) => conn.drops.control_queue_full.add(1),
             }
         }
     }
