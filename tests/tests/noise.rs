@@ -6,7 +6,8 @@
 //!   status shows the handshake and its counters;
 //! - a peer that lists a key the other side does not hold, or is not
 //!   listed itself, gets no tunnel; the refusals are counted by reason
-//!   (`mac1`: it does not know our key; `unknown_peer`: we do not know its);
+//!   (`drops.bad_mac1`: it does not know our key; `unknown_peer`: we do
+//!   not know its);
 //! - rekeying every few seconds under a running transfer and a ping loses
 //!   nothing: the transfer is intact, every ping comes back, no datagram
 //!   is refused for want of keys, and TCP retransmits nothing;
@@ -187,7 +188,8 @@ fn unlisted_or_wrong_public_keys_get_no_tunnel_and_are_counted() {
     let _serial = serial();
     // B lists a key that is not A's: A's authentic initiations come from a
     // key B does not know (`unknown_peer`), and B's are made for a key A
-    // does not hold (A refuses them at mac1, before any Diffie-Hellman).
+    // does not hold (A's receive worker drops them at mac1, before the
+    // control loop: the connection's `drops.bad_mac1`).
     let dir = TempDir::new("stranger").expect("temp dir");
     let stranger = keypair(&dir.path().join("stranger.private")).expect("stranger's key pair");
     let spec = BedSpec::noise(2).peer_key(Side::B, &stranger);
@@ -204,7 +206,8 @@ fn unlisted_or_wrong_public_keys_get_no_tunnel_and_are_counted() {
             bed.check_alive()?;
             let (a, b) = (status(&bed, Side::A), status(&bed, Side::B));
             let unknown = num(&b, &["noise", "refused", "unknown_peer"]);
-            let mac1 = num(&a, &["noise", "refused", "mac1"]);
+            let mac1 = num(&a, &["noise", "refused", "mac1"])
+                + num(&conn(&bed, Side::A), &["drops", "bad_mac1"]);
             Ok((unknown > 0 && mac1 > 0).then_some((unknown, mac1)))
         },
     )

@@ -65,6 +65,10 @@ pub struct ConnectionDrops {
     /// Failed authentication (sealed messages we cannot open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<u64>,
+    /// Noise initiations on the connection's own port whose mac1 was not
+    /// made for our public key (dropped before the control loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bad_mac1: Option<u64>,
     /// Unknown protocol version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bad_version: Option<u64>,

@@ -69,12 +69,20 @@ pub struct HandshakeRefusals {
     /// Wrong length, header, type or flags.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub malformed: Option<u64>,
+    /// Handshake messages over the responder-wide rate (after mac1 and
+    /// mac2, before Diffie-Hellman).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overloaded: Option<u64>,
     /// Initiations from one peer faster than accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limited: Option<u64>,
     /// Initiation timestamp not newer than the last accepted one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<u64>,
+    /// Handshake messages over their source address's rate (after mac1
+    /// and mac2, before Diffie-Hellman).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_limited: Option<u64>,
     /// Under load, mac2 present but not valid (a stale cookie, or another
     /// source address); answered with a new cookie.
     #[serde(skip_serializing_if = "Option::is_none")]

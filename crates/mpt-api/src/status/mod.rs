@@ -171,6 +171,11 @@ pub struct PathRouting {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DaemonDrops {
+    /// Handshake messages dropped because the control loop's handshake
+    /// queue was full (a handshake flood; sessions' own control traffic
+    /// has its own queue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handshake_queue_full: Option<u64>,
     /// Packets from the tun with no connection routing them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_route: Option<u64>,

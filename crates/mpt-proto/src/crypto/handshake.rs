@@ -33,6 +33,12 @@
 //!   to its pending Init with a new Init carrying the cookie, which is
 //!   accepted whatever its timestamp, once. A captured Init replayed to a
 //!   freshly started responder therefore earns a Challenge, never keys.
+//! * Cookie slots are kept **one per initiator instance id**: a Challenge
+//!   to an instance that already holds a live cookie repeats that cookie
+//!   instead of taking another slot. A replayer (who cannot forge an Init,
+//!   hence cannot make up instance ids) replaying the same captured Init
+//!   however often, from however many ports, holds one slot and never
+//!   evicts the genuine peer's.
 //! * Response and Challenge echo the Init's mac, which ties them to that
 //!   one Init; the initiator refuses an answer to any other.
 //! * Init (104 bytes) > Response (96) > Challenge (80): a forged source
@@ -73,8 +79,8 @@ pub type Cookie = [u8; COOKIE_LEN];
 
 /// How long a cookie handed out in a Challenge stays valid.
 pub const COOKIE_LIFETIME: Duration = Duration::from_secs(5);
-/// Cookies outstanding at once per responder; a new one replaces the
-/// oldest.
+/// Cookies outstanding at once per responder, one per initiator
+/// instance id; a new instance's replaces the oldest.
 pub const MAX_COOKIES: usize = 4;
 
 /// Length of a `HandshakeInit` body.
@@ -473,7 +479,7 @@ pub struct Responder {
     instance: InstanceId,
     conn_id: u32,
     last_timestamp: u64,
-    cookies: [Option<(Cookie, Instant)>; MAX_COOKIES],
+    cookies: [Option<(Cookie, Instant, InstanceId)>; MAX_COOKIES],
     next_cookie: usize,
 }
 
@@ -516,7 +522,7 @@ impl Responder {
     fn cookie_slot(&self, cookie: &Cookie, now: Instant) -> Option<usize> {
         let mut found = None;
         for (i, slot) in self.cookies.iter().enumerate() {
-            if let Some((c, issued)) = slot {
+            if let Some((c, issued, _)) = slot {
                 let alive = now.saturating_duration_since(*issued) <= COOKIE_LIFETIME;
                 if ct_eq(c, cookie) && alive {
                     found = Some(i);
@@ -596,6 +602,15 @@ impl Responder {
         let fresh =
             slot.is_some() || (self.last_timestamp != 0 && init.timestamp > self.last_timestamp);
         if !fresh {
+            // One slot per instance: its live cookie again, if it has one.
+            let held = self.cookies.iter().position(|s| {
+                s.is_some_and(|(_, t, who)| {
+                    who == init.instance && now.saturating_duration_since(t) <= COOKIE_LIFETIME
+                })
+            });
+            if let Some((c, _, _)) = held.and_then(|i| self.cookies[i]) {
+                cookie = c;
+            }
             if cookie == [0u8; COOKIE_LEN] {
                 cookie[0] = 1;
             }
@@ -613,15 +628,18 @@ impl Responder {
                     body[CHALLENGE_INIT_MAC..CHALLENGE_MAC].copy_from_slice(&init.init_mac);
                 },
             )?;
+            if held.is_some() {
+                return Ok(Answer::Challenge { len });
+            }
             // The slot of an expired or the oldest cookie.
             let i = self
                 .cookies
                 .iter()
                 .position(|s| {
-                    s.is_none_or(|(_, t)| now.saturating_duration_since(t) > COOKIE_LIFETIME)
+                    s.is_none_or(|(_, t, _)| now.saturating_duration_since(t) > COOKIE_LIFETIME)
                 })
                 .unwrap_or(self.next_cookie % MAX_COOKIES);
-            self.cookies[i] = Some((cookie, now));
+            self.cookies[i] = Some((cookie, now, init.instance));
             self.next_cookie = (i + 1) % MAX_COOKIES;
             return Ok(Answer::Challenge { len });
         }

@@ -11,7 +11,7 @@
 //! table keeps one replaying source from using up the per-connection
 //! budget alone.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -78,17 +78,26 @@ impl RateLimiter {
     }
 }
 
-/// One token bucket per key (a source address), at most `capacity` keys:
-/// when the table is full, a new key takes the place of the one used least
-/// recently. Lookups are a hash-map access; eviction scans the table,
-/// which only happens for authenticated messages from a new source.
+/// One token bucket per key (a source address), at most `capacity` keys.
+///
+/// When the table is full, a new key takes the place of the oldest one
+/// (in insertion order) that has not been used since it was last passed
+/// over: a FIFO with a second chance (the "clock" policy), at most
+/// [`SECOND_CHANCES`] keys looked at, so a new key costs O(1) however
+/// many distinct sources arrive, and memory stays at `capacity` entries
+/// under a flood of a million sources.
 #[derive(Debug, Clone)]
 pub struct SourceLimiter<K> {
     per_sec: u32,
     burst: u32,
     capacity: usize,
-    table: HashMap<K, (RateLimiter, Instant)>,
+    table: HashMap<K, (RateLimiter, bool)>,
+    order: VecDeque<K>,
 }
+
+/// How many used keys an insertion passes over before it evicts the
+/// oldest anyway (bounds the work per new key).
+pub const SECOND_CHANCES: usize = 8;
 
 impl<K: Eq + Hash + Copy> SourceLimiter<K> {
     /// Buckets of `burst` tokens refilled at `per_sec` per second, for at
@@ -99,29 +108,47 @@ impl<K: Eq + Hash + Copy> SourceLimiter<K> {
             burst,
             capacity: capacity.max(1),
             table: HashMap::new(),
+            order: VecDeque::new(),
         }
     }
 
     /// Whether `key` may have one more event at `now`; takes a token of its
     /// bucket if so. An unknown key starts with a full bucket.
     pub fn allow(&mut self, key: K, now: Instant) -> bool {
-        if !self.table.contains_key(&key) && self.table.len() >= self.capacity {
-            let oldest = self
-                .table
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| *k);
-            if let Some(k) = oldest {
-                self.table.remove(&k);
+        if let Some((bucket, used)) = self.table.get_mut(&key) {
+            *used = true;
+            return bucket.allow(now);
+        }
+        if self.table.len() >= self.capacity {
+            self.evict();
+        }
+        let mut bucket = RateLimiter::new(self.per_sec, self.burst);
+        let allowed = bucket.allow(now);
+        self.table.insert(key, (bucket, false));
+        self.order.push_back(key);
+        allowed
+    }
+
+    /// Removes one key: the oldest not used since it was last passed over.
+    fn evict(&mut self) {
+        for _ in 0..SECOND_CHANCES {
+            let Some(k) = self.order.pop_front() else {
+                return;
+            };
+            match self.table.get_mut(&k) {
+                Some((_, used)) if *used => {
+                    *used = false;
+                    self.order.push_back(k);
+                }
+                _ => {
+                    self.table.remove(&k);
+                    return;
+                }
             }
         }
-        let (per_sec, burst) = (self.per_sec, self.burst);
-        let entry = self
-            .table
-            .entry(key)
-            .or_insert_with(|| (RateLimiter::new(per_sec, burst), now));
-        entry.1 = entry.1.max(now);
-        entry.0.allow(now)
+        if let Some(k) = self.order.pop_front() {
+            self.table.remove(&k);
+        }
     }
 
     /// How many keys the table holds.
@@ -200,8 +227,7 @@ mod tests {
         assert!(!s.allow(2, t));
         // Refill: 5/s is one token per 200 ms.
         assert!(s.allow(1, t + Duration::from_millis(200)));
-        // The table never grows beyond its capacity; the least recently
-        // used source (2) goes first.
+        // The table never grows beyond its capacity.
         for k in 10..20u32 {
             assert!(s.allow(k, t + Duration::from_millis(300 + u64::from(k))));
             assert!(s.len() <= 4);
@@ -209,6 +235,23 @@ mod tests {
         assert_eq!(s.len(), 4);
         // Source 2 was evicted and comes back with a full bucket.
         assert!(s.allow(2, t + Duration::from_millis(400)));
+    }
+
+    #[test]
+    fn a_million_sources_stay_within_the_table() {
+        let t = t0();
+        let mut s = SourceLimiter::new(1, 1, 4096);
+        // A source in steady use keeps its (empty) bucket through the
+        // flood: its second chances keep it in the table.
+        assert!(s.allow(u32::MAX, t));
+        for k in 0..1_000_000u32 {
+            assert!(s.allow(k, t), "a new source starts full");
+            if k % 512 == 0 {
+                assert!(!s.allow(u32::MAX, t), "still known, still empty");
+            }
+        }
+        assert_eq!(s.len(), 4096);
+        assert!(s.order.len() <= 4096);
     }
 
     #[test]

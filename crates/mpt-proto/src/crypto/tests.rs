@@ -683,13 +683,36 @@ fn wrong_expired_and_reused_cookies_are_refused() {
     assert_eq!(other.last_timestamp(), 0);
 }
 
+/// An Init of instance `instance` (otherwise as [`make_init_with`]).
+fn make_init_of(
+    instance: InstanceId,
+    timestamp: u64,
+    nonce: u8,
+    cookie: Option<Cookie>,
+) -> (Initiator, [u8; INIT_LEN]) {
+    let mut init = [0u8; INIT_LEN];
+    let (i, n) = Initiator::start(
+        &psk(),
+        instance,
+        &header(MsgType::HandshakeInit, Flags::NONE, u64::from(nonce)),
+        pattern(nonce),
+        timestamp,
+        cookie,
+        &mut init,
+    )
+    .unwrap();
+    assert_eq!(n, INIT_LEN);
+    (i, init)
+}
+
 #[test]
 fn outstanding_cookies_are_bounded() {
     let now = t0();
     let mut r = responder(&psk());
     let mut cookies = Vec::new();
     for k in 0..(MAX_COOKIES as u8 + 2) {
-        let (i, init) = make_init(10, 0x40 + k);
+        // Each from another instance (a slot per instance).
+        let (i, init) = make_init_of([k; INSTANCE_LEN], 10, 0x40 + k, None);
         let mut reply = [0u8; CHALLENGE_LEN];
         let v = r.verify_init(&init, now).unwrap();
         let mut cookie = [0u8; COOKIE_LEN];
@@ -711,10 +734,43 @@ fn outstanding_cookies_are_bounded() {
     let at = now + Duration::from_millis(100);
     // The two oldest were replaced; the last MAX_COOKIES are good.
     for (k, c) in cookies.iter().enumerate() {
-        let (_, init) = make_init_with(&psk(), 20 + k as u64, 0x60, Some(*c));
+        let (_, init) = make_init_of([k as u8; INSTANCE_LEN], 20 + k as u64, 0x60, Some(*c));
         let ok = r.verify_init(&init, at).is_ok();
         assert_eq!(ok, k >= 2, "cookie {k}");
     }
+}
+
+/// A replayer sending one captured (stale) Init many times holds one
+/// cookie slot: the genuine peer's cookie, handed out meanwhile, stays.
+#[test]
+fn a_replayed_init_cannot_churn_the_cookie_slots() {
+    let now = t0();
+    let mut r = responder(&psk());
+    let (_, stale) = make_init_of([0xaa; INSTANCE_LEN], 5, 0x41, None);
+    let (genuine, init) = make_init_of([0xbb; INSTANCE_LEN], 10, 0x42, None);
+    let challenge = respond_at(&mut r, &init, now).unwrap().challenge();
+    let cookie = genuine.handle_challenge(&challenge).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for k in 0..100u8 {
+        // A distinct random cookie offered each time.
+        let at = now + Duration::from_millis(u64::from(k));
+        let v = r.verify_init(&stale, at).unwrap();
+        let mut reply = [0u8; CHALLENGE_LEN];
+        let offered = [k.wrapping_add(1); COOKIE_LEN];
+        let h = header(MsgType::HandshakeChallenge, Flags::NONE, 1);
+        r.answer(&v, pattern(0x80), offered, at, &h, &mut reply)
+            .unwrap();
+        seen.insert(reply[HEADER_LEN..HEADER_LEN + COOKIE_LEN].to_vec());
+    }
+    assert_eq!(
+        seen.len(),
+        1,
+        "the replayer gets one cookie again and again"
+    );
+    let (i2, again) = make_init_of([0xbb; INSTANCE_LEN], 11, 0x43, Some(cookie));
+    let at = now + Duration::from_millis(200);
+    let (_, response) = respond_at(&mut r, &again, at).unwrap().response();
+    assert!(i2.handle_response(&response).is_ok());
 }
 
 #[test]

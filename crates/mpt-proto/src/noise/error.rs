@@ -47,6 +47,14 @@ pub enum NoiseError {
     /// The peer's initiations come faster than the responder accepts them.
     #[error("initiation rate limited")]
     RateLimited,
+    /// The source address's token bucket is empty (checked after mac1 and
+    /// mac2, before any Diffie-Hellman).
+    #[error("source address over its handshake rate")]
+    SourceLimited,
+    /// The responder-wide token bucket is empty: handshakes are arriving
+    /// faster than the daemon spends CPU on them.
+    #[error("responder over its handshake rate")]
+    Overloaded,
     /// A response or cookie reply addressed to a session index with no
     /// handshake pending (late, duplicate or forged).
     #[error("answer to no pending handshake (receiver index {index})")]

@@ -17,18 +17,27 @@
 //!    state ([`HandshakeCounters::initiations_processed`] does not move);
 //! 3. under load only: mac2, keyed with a cookie for the source address;
 //!    without one the answer is a cookie reply and nothing else;
-//! 4. the Noise message (two Diffie-Hellman operations), which reveals and
+//! 4. the rate limits ([`HandshakeLimits`]): a token from the source
+//!    address's bucket (IPv4 address, or IPv6 /64, never the port; a
+//!    bounded table) and one from the responder-wide bucket, so that a
+//!    sender holding a valid cookie and replaying one initiation cannot
+//!    make us do Diffie-Hellman at line rate, and the handshake CPU of
+//!    the whole daemon stays bounded whatever arrives
+//!    ([`NoiseError::SourceLimited`], [`NoiseError::Overloaded`]);
+//! 5. the Noise message (two Diffie-Hellman operations), which reveals and
 //!    authenticates the initiator's static key;
-//! 5. that key must name a configured peer ([`NoiseError::UnknownPeer`]);
-//! 6. its timestamp must be above the greatest accepted from that peer
+//! 6. that key must name a configured peer ([`NoiseError::UnknownPeer`]);
+//! 7. its timestamp must be above the greatest accepted from that peer
 //!    ([`NoiseError::Replay`]), and the peer's previous accepted initiation
 //!    at least [`ResponderConfig::min_initiation_interval`] ago
 //!    ([`NoiseError::RateLimited`]);
-//! 7. then the response (one more ephemeral and two Diffie-Hellman
-//!    operations, the PSK mixed in) and the keys.
+//! 8. then our session index (drawn only now: [`random_index`] costs the
+//!    random source and the caller's scan for indexes in use), the
+//!    response (one more ephemeral and two Diffie-Hellman operations, the
+//!    PSK mixed in) and the keys.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use snow::params::{CipherChoice, DHChoice, HashChoice, NoiseParams};
@@ -48,7 +57,7 @@ use super::messages::{
 use super::stats::HandshakeCounters;
 use super::timestamp::Tai64n;
 use super::{Entropy, NoiseError};
-use crate::crypto::{Psk, Role, SessionKeys, PSK_LEN};
+use crate::crypto::{Psk, RateLimiter, Role, SessionKeys, SourceLimiter, PSK_LEN};
 use crate::wire::{EncodeError, Flags, Header, MsgType};
 
 /// The Noise protocol name: IK pattern (the initiator knows the
@@ -518,6 +527,8 @@ pub struct ResponderConfig {
     /// How long a cookie secret lives (default
     /// [`mac::COOKIE_SECRET_LIFETIME`], 2 minutes).
     pub cookie_secret_lifetime: Duration,
+    /// The token buckets in front of the Diffie-Hellman work.
+    pub limits: HandshakeLimits,
 }
 
 impl Default for ResponderConfig {
@@ -525,7 +536,94 @@ impl Default for ResponderConfig {
         ResponderConfig {
             min_initiation_interval: Duration::from_millis(50),
             cookie_secret_lifetime: mac::COOKIE_SECRET_LIFETIME,
+            limits: HandshakeLimits::default(),
         }
+    }
+}
+
+/// The token buckets that bound the responder's Diffie-Hellman work
+/// (WireGuard's shape: per source address after the cookie check, plus a
+/// responder-wide bucket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandshakeLimits {
+    /// Handshake messages per second from one source address (default 20).
+    pub per_source_per_sec: u32,
+    /// Burst per source address (default 10: a NAT with a few clients
+    /// behind it restarting at once).
+    pub per_source_burst: u32,
+    /// Source addresses tracked (default 4096, ~100 bytes each; the least
+    /// recently used goes when full, so a million sources hold no more).
+    pub source_table: usize,
+    /// Handshake messages per second for the whole responder (default
+    /// 500: each costs two to four X25519 operations, ~25-50 us each, so
+    /// at most ~10 % of a core).
+    pub global_per_sec: u32,
+    /// Burst of the whole responder (default 250).
+    pub global_burst: u32,
+}
+
+impl Default for HandshakeLimits {
+    fn default() -> Self {
+        HandshakeLimits {
+            per_source_per_sec: 20,
+            per_source_burst: 10,
+            source_table: 4096,
+            global_per_sec: 500,
+            global_burst: 250,
+        }
+    }
+}
+
+/// A source address as the limiter keys it: the IPv4 address, or the
+/// IPv6 /64 (one host can use a whole /64); never the port, which a
+/// sender rotates at will.
+pub fn source_key(src: &SocketAddr) -> IpAddr {
+    match src.ip() {
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            let mut k = [0u8; 16];
+            k[..8].copy_from_slice(&o[..8]);
+            IpAddr::V6(k.into())
+        }
+        v4 => v4,
+    }
+}
+
+/// The per-source and global buckets (see [`HandshakeLimits`]).
+#[derive(Debug, Clone)]
+pub struct HandshakeLimiter {
+    sources: SourceLimiter<IpAddr>,
+    global: RateLimiter,
+}
+
+impl HandshakeLimiter {
+    /// Full buckets for `limits`.
+    pub fn new(limits: HandshakeLimits) -> HandshakeLimiter {
+        HandshakeLimiter {
+            sources: SourceLimiter::new(
+                limits.per_source_per_sec,
+                limits.per_source_burst,
+                limits.source_table,
+            ),
+            global: RateLimiter::new(limits.global_per_sec, limits.global_burst),
+        }
+    }
+
+    /// Takes a token from `src`'s bucket, then from the global one (a
+    /// source over its limit spends nothing of the global budget).
+    pub fn admit(&mut self, src: &SocketAddr, now: Instant) -> Result<(), NoiseError> {
+        if !self.sources.allow(source_key(src), now) {
+            return Err(NoiseError::SourceLimited);
+        }
+        if !self.global.allow(now) {
+            return Err(NoiseError::Overloaded);
+        }
+        Ok(())
+    }
+
+    /// Source addresses in the table.
+    pub fn sources(&self) -> usize {
+        self.sources.len()
     }
 }
 
@@ -569,6 +667,7 @@ pub enum Reply<Id> {
 pub struct Responder<Id> {
     identity: Identity,
     cfg: ResponderConfig,
+    limiter: HandshakeLimiter,
     cookie_secret: CookieSecret,
     peers: HashMap<PublicKey, PeerEntry<Id>>,
     counters: HandshakeCounters,
@@ -589,6 +688,7 @@ impl<Id: Copy> Responder<Id> {
         Responder {
             identity,
             cookie_secret: CookieSecret::new(cfg.cookie_secret_lifetime),
+            limiter: HandshakeLimiter::new(cfg.limits),
             cfg,
             peers: HashMap::new(),
             counters: HandshakeCounters::default(),
@@ -615,8 +715,10 @@ impl<Id: Copy> Responder<Id> {
     }
 
     /// Answers an initiation from `src` (checks in the order given in the
-    /// module docs). `local_index` is the session index we will use if we
-    /// accept (see [`random_index`]). `under_load` is the caller's
+    /// module docs). `pick_index` gives the session index we take if we
+    /// accept (normally [`random_index`] over the indexes in use); it is
+    /// called only once every other check has passed, so nothing costly
+    /// happens before mac1. `under_load` is the caller's
     /// judgement (e.g. its handshake queue is filling): then only
     /// initiations with a valid mac2 are processed, the others get a cookie
     /// reply. Every refusal is counted and returned; answer none of them.
@@ -624,12 +726,12 @@ impl<Id: Copy> Responder<Id> {
         &mut self,
         datagram: &[u8],
         src: SocketAddr,
-        local_index: u32,
+        pick_index: &mut dyn FnMut(&mut dyn Entropy) -> Option<u32>,
         now: Instant,
         under_load: bool,
         o: Outgoing<'_>,
     ) -> Result<Reply<Id>, NoiseError> {
-        let result = self.initiation_inner(datagram, src, local_index, now, under_load, o);
+        let result = self.initiation_inner(datagram, src, pick_index, now, under_load, o);
         if let Err(e) = &result {
             self.counters.refuse(e);
         }
@@ -640,7 +742,7 @@ impl<Id: Copy> Responder<Id> {
         &mut self,
         datagram: &[u8],
         src: SocketAddr,
-        local_index: u32,
+        pick_index: &mut dyn FnMut(&mut dyn Entropy) -> Option<u32>,
         now: Instant,
         under_load: bool,
         mut o: Outgoing<'_>,
@@ -682,6 +784,9 @@ impl<Id: Copy> Responder<Id> {
                 len: COOKIE_REPLY_LEN,
             });
         }
+        // After the cookie (under load the address is proven): the rate
+        // limits, before any Diffie-Hellman.
+        self.limiter.admit(&src, now)?;
         // No Diffie-Hellman for an answer that would not fit.
         if o.out.len() < RESPONSE_LEN {
             return Err(EncodeError::BufferTooSmall {
@@ -724,6 +829,7 @@ impl<Id: Copy> Responder<Id> {
         {
             return Err(NoiseError::RateLimited);
         }
+        let local_index = pick_index(&mut *o.entropy).ok_or(NoiseError::Crypto)?;
         let psk = entry.psk.as_ref().map_or(&NO_PSK, |p| p.as_bytes());
         hs.set_psk(usize::from(PSK_SLOT), psk)?;
         let peer_macs = MacKeys::of(&peer_key);
@@ -756,6 +862,24 @@ impl<Id: Copy> Responder<Id> {
     /// Our public key.
     pub fn public_key(&self) -> PublicKey {
         self.identity.public_key()
+    }
+
+    /// Takes a token for a handshake message other than an initiation
+    /// (the daemon: a Noise response under load, whose check costs two
+    /// X25519 too) from `src`'s bucket and the global one; a refusal is
+    /// counted.
+    pub fn admit(&mut self, src: &SocketAddr, now: Instant) -> Result<(), NoiseError> {
+        let r = self.limiter.admit(src, now);
+        if let Err(e) = &r {
+            self.counters.refuse(e);
+        }
+        r
+    }
+
+    /// Source addresses the limiter tracks (bounded by
+    /// [`HandshakeLimits::source_table`]).
+    pub fn limited_sources(&self) -> usize {
+        self.limiter.sources()
     }
 
     /// What this responder did.

@@ -55,6 +55,11 @@ pub struct RefusedCounters {
     pub replay: u64,
     /// Initiations from one peer faster than accepted.
     pub rate_limited: u64,
+    /// Handshake messages over their source address's rate (after mac1
+    /// and mac2, before Diffie-Hellman).
+    pub source_limited: u64,
+    /// Handshake messages over the responder-wide rate.
+    pub overloaded: u64,
     /// Response or cookie reply to no pending handshake.
     pub unknown_index: u64,
     /// Cookie reply that did not decrypt.
@@ -76,6 +81,8 @@ impl HandshakeCounters {
             NoiseError::UnknownPeer => r.unknown_peer += 1,
             NoiseError::Replay => r.replay += 1,
             NoiseError::RateLimited => r.rate_limited += 1,
+            NoiseError::SourceLimited => r.source_limited += 1,
+            NoiseError::Overloaded => r.overloaded += 1,
             NoiseError::UnknownIndex { .. } => r.unknown_index += 1,
             NoiseError::BadCookieReply => r.bad_cookie_reply += 1,
             NoiseError::Encode(_) | NoiseError::Crypto => {}
@@ -101,6 +108,8 @@ impl HandshakeCounters {
         r.unknown_peer += o.unknown_peer;
         r.replay += o.replay;
         r.rate_limited += o.rate_limited;
+        r.source_limited += o.source_limited;
+        r.overloaded += o.overloaded;
         r.unknown_index += o.unknown_index;
         r.bad_cookie_reply += o.bad_cookie_reply;
     }

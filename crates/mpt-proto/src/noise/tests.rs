@@ -100,7 +100,7 @@ fn respond(
     let reply = r.handle_initiation(
         dgram,
         from,
-        index,
+        &mut |_| Some(index),
         now,
         under_load,
         Outgoing {
@@ -679,7 +679,7 @@ fn malformed_initiations_are_refused_before_any_crypto() {
         .handle_initiation(
             &good,
             src(),
-            2,
+            &mut |_| Some(2),
             now,
             false,
             Outgoing {
@@ -1035,4 +1035,84 @@ fn the_data_cipher_is_bound_into_the_handshake() {
     );
     assert!(reply.is_err(), "{reply:?}");
     assert!(out.is_empty());
+}
+
+/// A sender holding a valid cookie replays one initiation: after its
+/// source's burst, every copy is refused before any Diffie-Hellman (the
+/// count of initiations processed stops), and the bucket refills.
+#[test]
+fn a_cookie_holding_replayer_is_limited_per_source_before_diffie_hellman() {
+    let now = base();
+    let mut rng = TestRng(31);
+    let mut c = client(None);
+    let mut s = server(None);
+    let first = initiate(&mut c, 1, 0, now, &mut rng);
+    let (_, cr) = respond(&mut s, &first, src(), 2, now, true, &mut rng);
+    c.handle_cookie_reply(&cr, now).unwrap();
+    let replayed = initiate(&mut c, 3, 1, now, &mut rng);
+    let burst = HandshakeLimits::default().per_source_burst;
+    for _ in 0..1000 {
+        let _ = respond(&mut s, &replayed, src(), 4, now, true, &mut rng);
+    }
+    let k = s.counters();
+    assert_eq!(k.initiations_processed, u64::from(burst), "{k:?}");
+    assert_eq!(k.refused.source_limited, 1000 - u64::from(burst));
+    // Other ports of the same address share the bucket.
+    let other_port: SocketAddr = "192.0.2.10:40001".parse().unwrap();
+    let (reply, _) = respond(&mut s, &replayed, other_port, 4, now, false, &mut rng);
+    assert!(matches!(reply, Err(NoiseError::SourceLimited)), "{reply:?}");
+    // Another address has its own.
+    let other_addr: SocketAddr = "192.0.2.11:40000".parse().unwrap();
+    let (reply, _) = respond(&mut s, &replayed, other_addr, 4, now, false, &mut rng);
+    assert!(matches!(reply, Err(NoiseError::Replay)), "{reply:?}");
+    // 20/s: one token per 50 ms.
+    let later = now + Duration::from_millis(50);
+    let (reply, _) = respond(&mut s, &replayed, src(), 4, later, true, &mut rng);
+    assert!(matches!(reply, Err(NoiseError::Replay)), "{reply:?}");
+}
+
+/// The responder-wide bucket bounds the handshakes of many sources.
+#[test]
+fn the_global_bucket_bounds_handshake_work_whatever_the_sources() {
+    let now = base();
+    let mut rng = TestRng(32);
+    let mut c = client(None);
+    let mut s = server(None);
+    let init = initiate(&mut c, 1, 0, now, &mut rng);
+    let limits = HandshakeLimits::default();
+    for k in 0..2000u32 {
+        let from = SocketAddr::from(([10, (k >> 16) as u8, (k >> 8) as u8, k as u8], 9));
+        let _ = respond(&mut s, &init, from, 2, now, false, &mut rng);
+    }
+    let k = s.counters();
+    assert_eq!(k.initiations_processed, u64::from(limits.global_burst));
+    assert_eq!(k.refused.overloaded, 2000 - u64::from(limits.global_burst));
+    // Responses (and anything else the daemon admits) share it.
+    assert_eq!(s.admit(&src(), now), Err(NoiseError::Overloaded));
+    assert_eq!(s.admit(&src(), now + Duration::from_millis(2)), Ok(()));
+}
+
+#[test]
+fn sources_are_keyed_by_address_and_ipv6_by_its_64() {
+    let a: SocketAddr = "192.0.2.1:1".parse().unwrap();
+    let b: SocketAddr = "192.0.2.1:2".parse().unwrap();
+    assert_eq!(source_key(&a), source_key(&b));
+    let c: SocketAddr = "[2001:db8:1:2:aaaa::1]:5".parse().unwrap();
+    let d: SocketAddr = "[2001:db8:1:2:bbbb::9]:6".parse().unwrap();
+    let e: SocketAddr = "[2001:db8:1:3::1]:5".parse().unwrap();
+    assert_eq!(source_key(&c), source_key(&d));
+    assert_ne!(source_key(&c), source_key(&e));
+}
+
+/// A million distinct sources (each with a valid mac1) leave the
+/// limiter's table at its bound.
+#[test]
+fn the_source_table_is_bounded_under_a_million_sources() {
+    let now = base();
+    let mut l = HandshakeLimiter::new(HandshakeLimits::default());
+    for k in 0..1_000_000u32 {
+        let from = SocketAddr::from((k.to_be_bytes(), 1));
+        let _ = l.admit(&from, now);
+    }
+    assert_eq!(l.sources(), HandshakeLimits::default().source_table);
 }

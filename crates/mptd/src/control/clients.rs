@@ -57,6 +57,7 @@ impl ControlLoop {
             timing.grace,
             crate::plane::OLD_KEYS_MAX,
         );
+        crypto.set_mac1(nd.identity().mac1_check());
         let mut session = Session::new(
             mpt_proto::SessionConfig {
                 conn_id: c.id,
@@ -281,10 +282,6 @@ impl ControlLoop {
         };
         let bytes = &d.bytes[..d.len.min(d.bytes.len())];
         let conns = &self.conns;
-        let Some(local) = mpt_proto::noise::random_index(&mut nd.rng, |i| index_in_use(conns, i))
-        else {
-            return;
-        };
         let template = Header {
             msg_type: MsgType::NoiseInitiation,
             flags: Flags::NONE,
@@ -297,7 +294,14 @@ impl ControlLoop {
         let Some(socket) = SharedPort::socket(&self.shared_ports, port, src) else {
             return;
         };
-        match nd.on_initiation(bytes, src, local, d.at, template, &mut out[..]) {
+        match nd.on_initiation(
+            bytes,
+            src,
+            &|i| index_in_use(conns, i),
+            d.at,
+            template,
+            &mut out[..],
+        ) {
             InitiationOutcome::Cookie { len } => {
                 tracing::trace!(from = %src, port, "under load: answered an initiation with a cookie");
                 let _ = socket.send_from(&out[..len], src, d.to.as_ref());

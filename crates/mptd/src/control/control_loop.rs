@@ -5,7 +5,10 @@
 //! when a session timer or a handshake retry is due, and at least every
 //! [`TICK`] to pull the data plane's receive summaries (which keep busy
 //! paths alive without a probe per packet). Each round runs in a fixed
-//! order: input, summaries, handshakes, timers, transmits, events, publish
+//! order: session input (probes, feedback, path control: up to
+//! [`MAX_INPUT_PER_ROUND`]), then at most
+//! [`HANDSHAKES_PER_ROUND`] handshake messages from their own queue (see
+//! `crate::plane::queue`), summaries, timers, transmits, events, publish
 //! eligibility and status.
 //!
 //! It also applies operator commands ([`crate::control::command`]) and the peer's
@@ -29,8 +32,8 @@ use crate::config::Prefix;
 use crate::control::command::{Answer, Outcome, Request, PEER_ANSWER_WAIT};
 use crate::control::noise::NoiseDaemon;
 use crate::control::pathset::{self, ConnSetup, Draining};
-use crate::plane::ControlDatagram;
 use crate::plane::{ConnShared, LastHandover};
+use crate::plane::{ControlDatagram, HANDSHAKES_PER_ROUND};
 
 /// Longest sleep of the loop: bounds how stale receive summaries and the
 /// published status get (and adds at most this to dead-path detection of a
@@ -61,7 +64,7 @@ pub struct ControlLoop {
     /// private_key_file`).
     pub noise: Option<NoiseDaemon>,
     /// Probes, replies and handshake messages from the receive workers.
-    pub input: Receiver<ControlDatagram>,
+    pub input: crate::plane::ControlInput,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
     /// Operator commands (control socket, SIGHUP).
@@ -189,6 +192,7 @@ impl ControlLoop {
         let mut buf = [0u8; OUT_LEN];
         self.round(Instant::now(), &mut buf);
         let mut next_trim = Instant::now() + MEMORY_TRIM_EVERY;
+        let mut handshakes_waiting = false;
         while !self.shutdown.load(Relaxed) {
             let now = Instant::now();
             if now >= next_trim {
@@ -209,7 +213,15 @@ impl ControlLoop {
                 .chain(retries)
                 .min()
                 .map_or(now + TICK, |t| t.min(now + TICK));
-            match self.input.recv_timeout(wake.saturating_duration_since(now)) {
+            // Handshakes left over from the last round: do not sleep.
+            let wait = if handshakes_waiting {
+                Duration::ZERO
+            } else {
+                wake.saturating_duration_since(now)
+            };
+            // The session queue first: established sessions' probes,
+            // feedback and path control never wait behind handshakes.
+            match self.input.recv_timeout(wait) {
                 Ok(d) => {
                     // Data counted before these messages arrived must be in
                     // the sessions' receive reports first.
@@ -217,14 +229,25 @@ impl ControlLoop {
                     self.on_datagram(d, &mut buf);
                     for _ in 0..MAX_INPUT_PER_ROUND {
                         match self.input.try_recv() {
-                            Ok(d) => self.on_datagram(d, &mut buf),
-                            Err(_) => break,
+                            Some(d) => self.on_datagram(d, &mut buf),
+                            None => break,
                         }
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
+            // Then a bounded number of handshakes.
+            self.input.start_handshakes();
+            let mut served = 0;
+            while served < HANDSHAKES_PER_ROUND {
+                let Some(d) = self.input.try_handshake() else {
+                    break;
+                };
+                self.on_datagram(d, &mut buf);
+                served += 1;
+            }
+            handshakes_waiting = served == HANDSHAKES_PER_ROUND;
             let mut answers = Vec::new();
             while let Ok((cmd, reply)) = self.commands.try_recv() {
                 let now = Instant::now();
@@ -338,6 +361,11 @@ impl ControlLoop {
     }
 
     fn on_datagram(&mut self, d: ControlDatagram, out: &mut [u8; OUT_LEN]) {
+        if d.conn == crate::plane::HANDSHAKE_WAKE {
+            // Only woke the loop; the handshakes are served after the
+            // session queue.
+            return;
+        }
         if d.conn == crate::plane::SHARED_INITIATION {
             self.on_shared_initiation(d, d.port, out);
             return;

@@ -31,16 +31,21 @@
 //!   touching any limiter, so junk — however much of it — never keeps a
 //!   genuine Init out. Only then does an authentic message take a token
 //!   from its source address's bucket ([`SOURCE_PER_SECOND`], burst
-//!   [`SOURCE_BURST`], a table of at most [`SOURCE_TABLE`] addresses) and
-//!   from the connection's ([`INITS_PER_SECOND`], burst [`INIT_BURST`]). A
-//!   source replaying authentic Inits thus uses up its own bucket, not the
-//!   connection's whole budget. Answers are never larger than the Init, so
+//!   [`SOURCE_BURST`], a table of at most [`SOURCE_TABLE`] addresses; keyed
+//!   by the address, not the port, which a replayer rotates at will) and,
+//!   only if it is fresh (it would get keys, not a Challenge), from the
+//!   connection's ([`INITS_PER_SECOND`], burst [`INIT_BURST`]). A stale or
+//!   replayed Init thus earns a Challenge at the cost of its own source's
+//!   bucket and never spends the connection's budget: after a restart the
+//!   genuine peer gets in whatever a replayer sends. (The Challenge's
+//!   cookie slots are kept one per initiator instance, so a replayer
+//!   cannot churn them either: `mpt_proto::crypto::handshake`.) Answers are never larger than the Init, so
 //!   the daemon cannot be used to amplify traffic.
 //! * **Key confirmation** is done by the caller (`ConnCrypto`): the keys of
 //!   an answered Init are only pending until the peer seals something with
 //!   them.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mpt_proto::crypto::{
@@ -111,7 +116,7 @@ pub struct KeyExchange {
     retry: Duration,
     attempts: usize,
     last_timestamp: u64,
-    sources: SourceLimiter<SocketAddr>,
+    sources: SourceLimiter<IpAddr>,
     limiter: RateLimiter,
     rng: SystemRandom,
 }
@@ -214,15 +219,16 @@ impl KeyExchange {
         Ok(len)
     }
 
-    /// Takes a token from `from`'s bucket and the connection's. Only for
-    /// authenticated messages.
-    fn allow(&mut self, from: Option<SocketAddr>, now: Instant) -> bool {
+    /// Takes a token from `from`'s address's bucket and, if `costly`
+    /// (keys would be made), the connection's. Only for authenticated
+    /// messages.
+    fn allow(&mut self, from: Option<SocketAddr>, costly: bool, now: Instant) -> bool {
         if let Some(from) = from {
-            if !self.sources.allow(from, now) {
+            if !self.sources.allow(mpt_proto::noise::source_key(&from), now) {
                 return false;
             }
         }
-        self.limiter.allow(now)
+        !costly || self.limiter.allow(now)
     }
 
     /// Takes in an Init from `from`; on success the reply is in `reply`.
@@ -239,7 +245,9 @@ impl KeyExchange {
             Ok(v) => v,
             Err(e) => return InitOutcome::Refused(e),
         };
-        if !self.allow(from, now) {
+        // A stale Init earns a Challenge (no keys, a cheap answer no
+        // larger than it) without spending the connection's budget.
+        if !self.allow(from, init.fresh, now) {
             return InitOutcome::RateLimited;
         }
         if !init.has_cookie {
@@ -301,7 +309,7 @@ impl KeyExchange {
             Ok(c) => c,
             Err(e) => return ChallengeOutcome::Refused(e),
         };
-        if !self.allow(from, now) {
+        if !self.allow(from, true, now) {
             return ChallengeOutcome::RateLimited;
         }
         match self.start_with(header, Some(cookie), buf) {
@@ -341,8 +349,9 @@ mod tests {
         KeyExchange::new(&psk(), CONN, Duration::from_secs(1)).unwrap()
     }
 
-    fn addr(port: u16) -> Option<SocketAddr> {
-        Some(SocketAddr::from(([10, 0, 0, 1], port)))
+    /// Source `n`: its own address (the limiter keys by address).
+    fn addr(n: u16) -> Option<SocketAddr> {
+        Some(SocketAddr::from(([10, 0, (n >> 8) as u8, n as u8], 4000)))
     }
 
     /// A genuine Init from `x`.
@@ -439,6 +448,44 @@ mod tests {
             b.on_init(&captured, addr(6666), later, &header(), &mut out),
             InitOutcome::Challenge { .. }
         ));
+    }
+
+    /// After a restart (a fresh responder) a stale Init replayed from one
+    /// address on many ports earns Challenges from that address's bucket
+    /// alone: the connection's budget stays whole and the genuine peer,
+    /// restarted too, gets in at once.
+    #[test]
+    fn a_stale_init_from_rotating_ports_does_not_spend_the_connections_budget() {
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let mut old_a = exchange();
+        let captured = init(&mut old_a);
+        let mut b = exchange();
+        let mut out = [0u8; 128];
+        let (mut challenged, mut limited) = (0u32, 0u32);
+        for port in 0..2000u16 {
+            let from = Some(SocketAddr::from(([192, 0, 2, 66], 1024 + port)));
+            match b.on_init(&captured, from, now, &header(), &mut out) {
+                InitOutcome::Challenge { .. } => challenged += 1,
+                InitOutcome::RateLimited => limited += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(challenged, SOURCE_BURST, "one bucket for all ports");
+        assert_eq!(limited, 2000 - SOURCE_BURST);
+        // Fresh-looking Inits from many addresses would spend it; stale
+        // ones from many addresses do not.
+        for n in 0..(INIT_BURST * 4) as u16 {
+            assert!(matches!(
+                b.on_init(&captured, addr(300 + n), now, &header(), &mut out),
+                InitOutcome::Challenge { .. }
+            ));
+        }
+        let mut a = exchange();
+        assert!(
+            handshake(&mut a, &mut b, 5, now),
+            "the genuine peer gets in"
+        );
     }
 
     #[test]

@@ -148,13 +148,15 @@ impl ControlLoop {
                 // Answers go back where the initiation came from.
                 let Some(src) = d.from else { return };
                 let conns = &self.conns;
-                let Some(local) =
-                    mpt_proto::noise::random_index(&mut nd.rng, |i| index_in_use(conns, i))
-                else {
-                    return;
-                };
                 let template = noise_header(conn, path, d.at);
-                match nd.on_initiation(bytes, src, local, d.at, template, &mut out[..]) {
+                match nd.on_initiation(
+                    bytes,
+                    src,
+                    &|i| index_in_use(conns, i),
+                    d.at,
+                    template,
+                    &mut out[..],
+                ) {
                     InitiationOutcome::Cookie { len } => {
                         nc.stats.cookies_sent += 1;
                         tracing::trace!(conn = %conn.name, path = %path.name, from = %src, "under load: answered an initiation with a cookie");
@@ -193,6 +195,10 @@ impl ControlLoop {
                 }
             }
             MsgType::NoiseResponse => {
+                if !nd.admit_response(d.from, d.at) {
+                    refused(&"Noise response over the handshake rate");
+                    return;
+                }
                 match nc.on_response(crypto, bytes, conn.seq.load(Relaxed), d.at) {
                     Ok(_) => {
                         if let Some(from) = d.from {

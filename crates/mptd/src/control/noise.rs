@@ -130,6 +130,14 @@ impl LoadGauge {
         }
         self.count > limit
     }
+
+    /// Whether the current second already saw more than `limit`
+    /// initiations (without counting one).
+    pub fn loaded(&self, now: Instant, limit: u32) -> bool {
+        self.window
+            .is_some_and(|start| now.saturating_duration_since(start) < Duration::from_secs(1))
+            && self.count > limit
+    }
 }
 
 /// Daemon-wide counters of the public-key handshake, for the status.
@@ -229,14 +237,14 @@ impl NoiseDaemon {
         let _conn = self.responder.remove_peer(key);
     }
 
-    /// Answers an initiation from `src`; `local_index` is the session index
-    /// we take if we accept; the reply is built into `out` with the header
-    /// fields of `template`.
+    /// Answers an initiation from `src`; `in_use` tells which session
+    /// indexes are taken (ours is drawn only if every check passes); the
+    /// reply is built into `out` with the header fields of `template`.
     pub fn on_initiation(
         &mut self,
         datagram: &[u8],
         src: SocketAddr,
-        local_index: u32,
+        in_use: &dyn Fn(u32) -> bool,
         now: Instant,
         template: Header,
         out: &mut [u8],
@@ -247,9 +255,10 @@ impl NoiseDaemon {
             entropy: &mut self.rng,
             out,
         };
-        let result =
-            self.responder
-                .handle_initiation(datagram, src, local_index, now, under_load, o);
+        let mut pick = |rng: &mut dyn Entropy| random_index(rng, in_use);
+        let result = self
+            .responder
+            .handle_initiation(datagram, src, &mut pick, now, under_load, o);
         let outcome = if self.rng.take_failure() {
             self.stats.refusals.entropy.add(1);
             InitiationOutcome::Refused(NoiseError::Crypto)
@@ -270,6 +279,19 @@ impl NoiseDaemon {
         };
         self.publish();
         outcome
+    }
+
+    /// Whether a Noise response from `src` may be checked (two X25519):
+    /// under load it takes a token from the same buckets as initiations;
+    /// a refusal is counted (`source_limited`, `overloaded`).
+    pub fn admit_response(&mut self, src: Option<SocketAddr>, now: Instant) -> bool {
+        if !self.load.loaded(now, LOAD_INITIATIONS_PER_SECOND) {
+            return true;
+        }
+        let Some(src) = src else { return true };
+        let ok = self.responder.admit(&src, now).is_ok();
+        self.publish();
+        ok
     }
 
     /// Copies the responder's counters where the status reads them.

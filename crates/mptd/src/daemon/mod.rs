@@ -44,7 +44,7 @@ use crate::ops::control_socket::{self, StatusSource};
 use crate::plane::route::Router;
 use crate::plane::routing::SharedRouting;
 use crate::plane::shared_port::SharedStats;
-use crate::plane::{ConnSet, TxStats, TxWakes, CONTROL_QUEUE};
+use crate::plane::{ConnSet, TxStats, TxWakes, CONTROL_QUEUE, HANDSHAKE_QUEUE};
 
 /// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on
 /// SIGHUP and `mpt reload`.
@@ -82,12 +82,20 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let tx_stats = Arc::new(TxStats::default());
     let router = Arc::new(Router::from_config(&config));
     let conn_set = Arc::new(ConnSet::new(conns.shared.clone(), router.clone()));
-    let (control_tx, control_rx) = sync_channel(CONTROL_QUEUE);
+    let (control_tx, control_rx) =
+        crate::plane::control_queues(CONTROL_QUEUE, HANDSHAKE_QUEUE, tx_stats.clone());
     let mut workers = workers::Threads::default();
 
     let keys = conns::key_exchanges(&config, &mut conns)?;
     let noise_stats = conns.noise.as_ref().map(|n| n.stats.clone());
     let mac1 = conns.noise.as_ref().map(|n| n.identity().mac1_check());
+    if let Some(check) = &mac1 {
+        // Initiations on a connection's own sockets pass the same filter
+        // as on the shared ports.
+        for c in conns.shared.iter().filter_map(|c| c.crypto.as_ref()) {
+            c.set_mac1(check.clone());
+        }
+    }
     let (command_tx, command_rx) = sync_channel(16);
     let (links, netlink_stats) = workers::start_netlink(&mut workers, &control_tx, &shutdown)?;
     let hooks = start_hooks(&config, &tun.name)?;

@@ -3,7 +3,6 @@
 //! workers (one per connection with paths, a pool for the shared ports).
 
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -20,7 +19,9 @@ use crate::io::netlink::NetlinkStats;
 use crate::io::udp::PathSocket;
 use crate::plane::route::Router;
 use crate::plane::shared_port::{SessionMap, SharedStats};
-use crate::plane::{ConnSet, ConnShared, ControlDatagram, TxStats, CONTROL_DATAGRAM_MAX};
+use crate::plane::{
+    ConnSet, ConnShared, ControlDatagram, ControlSender, TxStats, CONTROL_DATAGRAM_MAX,
+};
 
 /// The threads started so far, joined at shutdown.
 #[derive(Default)]
@@ -59,7 +60,7 @@ pub(super) fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<J
 /// tick). Without netlink the paths follow their timers only.
 pub(super) fn start_netlink(
     threads: &mut Threads,
-    control_tx: &SyncSender<ControlDatagram>,
+    control_tx: &ControlSender,
     shutdown: &Arc<AtomicBool>,
 ) -> Result<(Option<Links>, Option<Arc<NetlinkStats>>)> {
     let listener = match crate::io::netlink::Listener::open() {
@@ -149,7 +150,7 @@ pub(super) struct DataPlane {
     pub router: Arc<Router>,
     pub tx_stats: Arc<TxStats>,
     pub tx_wakes: Arc<Vec<Arc<InterruptEvent>>>,
-    pub control_tx: SyncSender<ControlDatagram>,
+    pub control_tx: ControlSender,
     pub shutdown: Arc<AtomicBool>,
     pub crypto_pool: Arc<CryptoPool>,
     pub mtu: usize,

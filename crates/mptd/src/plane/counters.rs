@@ -106,6 +106,10 @@ counter_group! {
         /// Authentic Inits that were not provably fresh (after a restart, a
         /// replay, a peer clock behind): answered with a Challenge, no keys.
         handshake_challenged,
+        /// Noise initiations on the connection's own port whose mac1 was
+        /// not made for our public key: dropped by the receive worker,
+        /// never queued for the control loop.
+        bad_mac1,
     }
 }
 
@@ -185,6 +189,9 @@ counter_group! {
         no_route,
         /// Tun read errors.
         tun_errors as "tun_read_errors",
+        /// Handshake messages dropped because the control loop's
+        /// handshake queue was full (a flood; see `plane/queue.rs`).
+        handshake_queue_full,
     }
 }
 
@@ -197,11 +204,18 @@ mod tests {
         let tx = TxStats::default();
         tx.no_route.add(2);
         tx.tun_errors.add(5);
-        assert_eq!(tx.each(), [("no_route", 2), ("tun_read_errors", 5)]);
+        assert_eq!(
+            tx.each(),
+            [
+                ("no_route", 2),
+                ("tun_read_errors", 5),
+                ("handshake_queue_full", 0)
+            ]
+        );
         let d = Drops::default();
         d.handshake_challenged.add(7);
         let each = d.each();
-        assert_eq!(each.len(), 19);
+        assert_eq!(each.len(), 20);
         assert_eq!(each[0], ("too_short", 0));
         assert_eq!(each[18], ("handshake_challenged", 7));
         assert_eq!(RepairCounters::default().each().len(), 11);

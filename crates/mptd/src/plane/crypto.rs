@@ -96,6 +96,9 @@ pub struct ConnCrypto {
         Arc<crate::plane::shared_port::SessionMap>,
         std::sync::Weak<ConnShared>,
     )>,
+    /// Noise: checks the mac1 of initiations arriving on the connection's
+    /// own sockets (set once by the daemon, which holds the identity).
+    mac1: std::sync::OnceLock<mpt_proto::noise::Mac1Check>,
 }
 
 impl ConnCrypto {
@@ -114,6 +117,7 @@ impl ConnCrypto {
             handshake_index: AtomicU32::new(0),
             noise_counters: Mutex::default(),
             registry: std::sync::OnceLock::new(),
+            mac1: std::sync::OnceLock::new(),
         }
     }
 
@@ -127,6 +131,19 @@ impl ConnCrypto {
             retire_max: pending_max.max(grace),
             ..ConnCrypto::new(psk)
         }
+    }
+
+    /// Sets the mac1 filter of initiations (once; later calls change
+    /// nothing).
+    pub fn set_mac1(&self, check: mpt_proto::noise::Mac1Check) {
+        let _already_set = self.mac1.set(check);
+    }
+
+    /// Whether `dgram`, a Noise initiation, passes the mac1 filter (made
+    /// for our public key). Without a filter set, everything passes (the
+    /// responder checks mac1 again in any case).
+    pub fn mac1_ok(&self, dgram: &[u8]) -> bool {
+        self.mac1.get().is_none_or(|m| m.check(dgram))
     }
 
     fn write(&self, f: impl FnOnce(&mut KeySet) -> bool) -> bool {

@@ -35,4 +35,7 @@ pub use counters::{CopyCounters, Drops, EqualizeCounters, RepairCounters, TcpCou
 pub use crypto::{ConnCrypto, KeySet, NoiseIds, OLD_KEYS_GRACE, OLD_KEYS_MAX};
 pub use path::{PathShared, PathTable, PathView, Remote, NO_OWD};
 pub use plan::{PlanSnapshot, PublishedPlan};
-pub use queue::{ControlDatagram, CONTROL_DATAGRAM_MAX, CONTROL_QUEUE, SHARED_INITIATION};
+pub use queue::{
+    control_queues, ControlDatagram, ControlInput, ControlSender, CONTROL_DATAGRAM_MAX,
+    CONTROL_QUEUE, HANDSHAKES_PER_ROUND, HANDSHAKE_QUEUE, HANDSHAKE_WAKE, SHARED_INITIATION,
+};

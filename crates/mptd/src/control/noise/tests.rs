@@ -71,10 +71,9 @@ fn handshake(a: &mut Side, b: &mut Side, now: Instant) -> bool {
         )
         .unwrap();
     let init = out[..len].to_vec();
-    let local = random_index(&mut b.daemon.rng, |_| false).unwrap();
     match b
         .daemon
-        .on_initiation(&init, src(), local, now, template(), &mut out)
+        .on_initiation(&init, src(), &|_| false, now, template(), &mut out)
     {
         InitiationOutcome::Respond {
             len, established, ..
@@ -169,7 +168,7 @@ fn simultaneous_initiations_end_in_one_handshake() {
             len, established, ..
         } = to
             .daemon
-            .on_initiation(init, src(), 77, now, template(), &mut buf)
+            .on_initiation(init, src(), &|_| false, now, template(), &mut buf)
         {
             if to.conn.take_their_initiation(&to.crypto, now) {
                 to.conn.responded(&to.crypto, *established, 0, now);
@@ -358,7 +357,7 @@ fn under_load_the_daemon_answers_with_a_cookie_then_lets_the_initiator_in() {
     for _ in 0..LOAD_INITIATIONS_PER_SECOND {
         let _ = b
             .daemon
-            .on_initiation(&junk, src(), 5, now, template(), &mut out);
+            .on_initiation(&junk, src(), &|_| false, now, template(), &mut out);
     }
     let len = a
         .conn
@@ -374,7 +373,7 @@ fn under_load_the_daemon_answers_with_a_cookie_then_lets_the_initiator_in() {
     let init = out[..len].to_vec();
     let InitiationOutcome::Cookie { len } =
         b.daemon
-            .on_initiation(&init, src(), 6, now, template(), &mut out)
+            .on_initiation(&init, src(), &|_| false, now, template(), &mut out)
     else {
         panic!("expected a cookie reply under load");
     };
@@ -397,7 +396,7 @@ fn under_load_the_daemon_answers_with_a_cookie_then_lets_the_initiator_in() {
     let init = out[..len].to_vec();
     assert!(matches!(
         b.daemon
-            .on_initiation(&init, src(), 7, later, template(), &mut out),
+            .on_initiation(&init, src(), &|_| false, later, template(), &mut out),
         InitiationOutcome::Respond { .. }
     ));
     b.daemon.publish();

@@ -143,7 +143,7 @@ impl Check<'_> {
             Err(r) => return Verdict::Drop(r),
         };
         if let Some((expected, noise)) = crate::plane::queue::handshake_kind(header.msg_type) {
-            return self.handshake(dgram, expected, noise);
+            return self.handshake(dgram, expected, noise, header.msg_type);
         }
         match self.unseal(&header, dgram, pre, opener) {
             Ok((plain, opened_by)) => self.classify(header, plain, opened_by, opener),
@@ -173,12 +173,23 @@ impl Check<'_> {
     }
 
     /// A handshake message: for the control loop if the connection takes
-    /// its kind (`noise`) and it has its exact length.
-    fn handshake<'d>(&self, dgram: &'d [u8], expected: usize, noise: bool) -> Verdict<'d> {
-        if self.conn.crypto.as_ref().map(|c| c.noise) != Some(noise) {
-            Verdict::Drop(Refusal::Unsupported)
-        } else if dgram.len() != expected {
+    /// its kind (`noise`), it has its exact length and (a Noise
+    /// initiation) its mac1 was made for our public key.
+    fn handshake<'d>(
+        &self,
+        dgram: &'d [u8],
+        expected: usize,
+        noise: bool,
+        msg_type: MsgType,
+    ) -> Verdict<'d> {
+        let Some(crypto) = self.conn.crypto.as_ref().filter(|c| c.noise == noise) else {
+            return Verdict::Drop(Refusal::Unsupported);
+        };
+        if dgram.len() != expected {
             Verdict::Drop(Refusal::Malformed)
+        } else if noise && msg_type == MsgType::NoiseInitiation && !crypto.mac1_ok(dgram) {
+            // Junk or a scan: one BLAKE2s here, nothing queued.
+            Verdict::Drop(Refusal::BadMac1)
         } else {
             Verdict::Handshake { dgram }
         }

@@ -19,7 +19,6 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +39,7 @@ use crate::dataplane::rx::state::ConnStages;
 use crate::dataplane::rx::summary::Tally;
 use crate::io::source::Source;
 use crate::io::udp::RecvMeta;
-use crate::plane::{ConnShared, ControlDatagram, PathShared, PathTable, PlanSnapshot};
+use crate::plane::{ConnShared, ControlSender, PathShared, PathTable, PlanSnapshot};
 
 /// What the stages of one connection's receive path need: the connection,
 /// where its data goes, where its control messages go.
@@ -50,7 +49,7 @@ pub struct Rx<'a, S: PacketSink> {
     /// Where its packets are written (a tun queue).
     pub tun: &'a S,
     /// Queue to the control loop.
-    pub control: &'a SyncSender<ControlDatagram>,
+    pub control: &'a ControlSender,
     /// Read from a shared port: the path is the header's path id (checked
     /// after authentication), not the socket's.
     pub shared: bool,

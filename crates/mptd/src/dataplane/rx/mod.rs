@@ -64,7 +64,6 @@ mod tests;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,7 +71,7 @@ use tun_rs::SyncDevice;
 
 use crate::dataplane::crypto_pool::CryptoPool;
 use crate::io::udp::{RecvMeta, RECV_TIMEOUT};
-use crate::plane::{ConnShared, ControlDatagram, PathShared, PathTable};
+use crate::plane::{ConnShared, ControlSender, PathShared, PathTable};
 
 use crate::dataplane::rx::batch::{buffers, Batch, RECV_MESSAGES};
 use crate::dataplane::rx::driver::{Rx, WorkerStages};
@@ -90,7 +89,7 @@ pub struct RxWorker {
     /// Tun queue to write to.
     pub tun: Arc<SyncDevice>,
     /// Queue to the control loop.
-    pub control: SyncSender<ControlDatagram>,
+    pub control: ControlSender,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
     /// The crypto stage, shared with every other worker.

@@ -9,7 +9,6 @@
 
 use mpt_proto::wire::HeaderViewMut;
 use std::net::SocketAddr;
-use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Instant;
 
 use mpt_proto::wire::Flags;
@@ -17,7 +16,8 @@ use mpt_proto::wire::Flags;
 use crate::dataplane::rx::batch::RECV_MESSAGES;
 use crate::io::source::Source;
 use crate::io::udp::RecvMeta;
-use crate::plane::{ConnShared, ControlDatagram, CONTROL_DATAGRAM_MAX};
+use crate::plane::queue::SendError;
+use crate::plane::{ConnShared, ControlDatagram, ControlSender, CONTROL_DATAGRAM_MAX};
 
 /// Control messages of the current batch (allocated once).
 pub struct Outbox {
@@ -96,11 +96,11 @@ impl Outbox {
     }
 
     /// Hands the batch's messages to the control loop.
-    pub fn send(&mut self, conn: &ConnShared, control: &SyncSender<ControlDatagram>) {
+    pub fn send(&mut self, conn: &ConnShared, control: &ControlSender) {
         for msg in self.pending.drain(..) {
             match control.try_send(msg) {
-                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-                Err(TrySendError::Full(_)) => conn.drops.control_queue_full.add(1),
+                Ok(()) | Err(SendError::Closed) => {}
+                Err(SendError::Full) => conn.drops.control_queue_full.add(1),
             }
         }
     }

@@ -42,6 +42,8 @@ pub enum Refusal {
     UnauthenticatedControl,
     /// A queue (to the control loop, of repair answers) was full.
     QueueFull,
+    /// A Noise initiation whose mac1 was not made for our public key.
+    BadMac1,
 }
 
 impl Refusal {
@@ -63,6 +65,7 @@ impl Refusal {
             Refusal::InnerSource => &d.inner_source,
             Refusal::UnauthenticatedControl => &d.unauthenticated_control,
             Refusal::QueueFull => &d.control_queue_full,
+            Refusal::BadMac1 => &d.bad_mac1,
         }
     }
 

@@ -12,7 +12,6 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,8 +26,11 @@ use crate::dataplane::rx::sink::Staging;
 use crate::dataplane::rx::state::ConnRxState;
 use crate::io::source::Source;
 use crate::io::udp::{PathSocket, RecvMeta, RECV_TIMEOUT};
+use crate::plane::queue::SendError;
 use crate::plane::shared_port::{SessionMap, SharedStats};
-use crate::plane::{ConnShared, ControlDatagram, CONTROL_DATAGRAM_MAX, SHARED_INITIATION};
+use crate::plane::{
+    ConnShared, ControlDatagram, ControlSender, CONTROL_DATAGRAM_MAX, SHARED_INITIATION,
+};
 use crate::sync::lock_unpoisoned;
 
 /// A receive worker of the shared ports.
@@ -43,7 +45,7 @@ pub struct SharedRxWorker {
     /// Tun queue to write to.
     pub tun: Arc<SyncDevice>,
     /// Queue to the control loop.
-    pub control: SyncSender<ControlDatagram>,
+    pub control: ControlSender,
     /// Set on shutdown.
     pub shutdown: Arc<AtomicBool>,
     /// The crypto stage, shared with every other worker.
@@ -249,8 +251,8 @@ impl SharedRxWorker {
         msg.bytes[..dgram.len()].copy_from_slice(dgram);
         match self.control.try_send(msg) {
             Ok(()) => self.stats.initiations.add(1),
-            Err(TrySendError::Full(_)) => self.stats.queue_full.add(1),
-            Err(TrySendError::Disconnected(_)) => {}
+            Err(SendError::Full) => self.stats.queue_full.add(1),
+            Err(SendError::Closed) => {}
         }
     }
 

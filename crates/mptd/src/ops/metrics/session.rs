@@ -115,7 +115,7 @@ fn handshake_events(
 }
 
 /// The events of the public-key handshake's counters, by label value.
-fn events(c: &HandshakeCounters) -> [(&'static str, u64); 16] {
+fn events(c: &HandshakeCounters) -> [(&'static str, u64); 18] {
     let r = &c.refused;
     [
         ("initiations_sent", c.initiations_sent),
@@ -132,6 +132,8 @@ fn events(c: &HandshakeCounters) -> [(&'static str, u64); 16] {
         ("refused_unknown_peer", r.unknown_peer),
         ("refused_replay", r.replay),
         ("refused_rate_limited", r.rate_limited),
+        ("refused_source_limited", r.source_limited),
+        ("refused_overloaded", r.overloaded),
         ("refused_unknown_index", r.unknown_index),
         ("refused_bad_cookie_reply", r.bad_cookie_reply),
     ]

@@ -132,10 +132,10 @@ fn the_page_has_every_family_typed_and_every_sample_labelled_by_connection() {
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    // 20 path samples, 19 + 2 drops, 11 repairs, 3 + 1 redundancy, 1 tcp,
+    // 20 path samples, 20 + 3 drops, 11 repairs, 3 + 1 redundancy, 1 tcp,
     // 3 equalize, 1 handover, 2 + 14 resequencer (no keys, no handover
     // yet).
-    assert_eq!(samples.len(), 72, "{page}");
+    assert_eq!(samples.len(), 74, "{page}");
     for s in &samples {
         let (series, number) = s.rsplit_once(' ').unwrap();
         assert!(number.parse::<f64>().is_ok(), "{s}");
@@ -349,7 +349,7 @@ fn status_lists_every_counter_of_the_groups_under_its_name() {
             assert_eq!(json[group][name], *value, "{group}.{name}");
         }
     }
-    assert_eq!(json["drops"].as_object().map(|o| o.len()), Some(19));
+    assert_eq!(json["drops"].as_object().map(|o| o.len()), Some(20));
     // The counters and `enabled`.
     assert_eq!(json["repair"].as_object().map(|o| o.len()), Some(12));
     assert_eq!(status["drops"]["no_route"], source.tx.no_route.get());
@@ -357,7 +357,7 @@ fn status_lists_every_counter_of_the_groups_under_its_name() {
         status["drops"]["tun_read_errors"],
         source.tx.tun_errors.get()
     );
-    assert_eq!(status["drops"].as_object().map(|o| o.len()), Some(2));
+    assert_eq!(status["drops"].as_object().map(|o| o.len()), Some(3));
 }
 
 mod dashboards;

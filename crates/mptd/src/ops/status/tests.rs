@@ -49,6 +49,8 @@ fn handshake_counters(base: u64) -> HandshakeCounters {
             rate_limited: base + 16,
             unknown_index: base + 17,
             bad_cookie_reply: base + 18,
+            source_limited: base + 19,
+            overloaded: base + 20,
         },
     }
 }

@@ -33,6 +33,8 @@ fn handshake_json(c: &mpt_proto::noise::HandshakeCounters) -> Value {
             "unknown_peer": r.unknown_peer,
             "replay": r.replay,
             "rate_limited": r.rate_limited,
+            "source_limited": r.source_limited,
+            "overloaded": r.overloaded,
             "unknown_index": r.unknown_index,
             "bad_cookie_reply": r.bad_cookie_reply,
         },
