@@ -80,7 +80,7 @@ pub(super) fn start_netlink(
 
 /// Wakes the control loop (a datagram for no connection on its queue)
 /// when a helper thread has left something for it.
-fn waker(control_tx: &SyncSender<ControlDatagram>) -> impl Fn() + Send + 'static {
+fn waker(control_tx: &ControlSender) -> impl Fn() + Send + 'static {
     let wake_tx = control_tx.clone();
     move || {
         let _full_queue_wakes_it_anyway = wake_tx.try_send(ControlDatagram {
@@ -101,7 +101,7 @@ fn waker(control_tx: &SyncSender<ControlDatagram>) -> impl Fn() + Send + 'static
 /// runs whether or not a path has a name now: a reload may add one.
 pub(super) fn start_resolver(
     threads: &mut Threads,
-    control_tx: &SyncSender<ControlDatagram>,
+    control_tx: &ControlSender,
     shutdown: &Arc<AtomicBool>,
     interval: Duration,
 ) -> Result<Names> {
