@@ -131,6 +131,38 @@ pub fn wildcard_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
+/// Why an included file must not be trusted, if it must not: the file,
+/// or the folder holding it, can be written by users other than its owner
+/// and group (mode `o+w`; a folder with the sticky bit, like /tmp, still
+/// lets anyone add a file). Whoever can write an included file can add a
+/// client with its own key, so such a file is refused, not read.
+pub fn writable_by_others(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777)
+    };
+    if let Some(m) = mode(path).filter(|m| m & 0o002 != 0) {
+        return Some(format!(
+            "the file is writable by anyone (mode {m:o}): whoever can write it can add a client; run: chmod o-w {}",
+            path.display()
+        ));
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let Some(m) = mode(dir).filter(|m| m & 0o002 != 0) {
+        return Some(format!(
+            "its folder {} is writable by anyone (mode {m:o}): whoever can write there can add a client; run: chmod o-w {}",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    None
+}
+
 /// One file's part of the combined text.
 #[derive(Debug)]
 struct Segment {

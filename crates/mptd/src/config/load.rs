@@ -75,6 +75,16 @@ fn parse_inner(
             let mut includes = Vec::new();
             for path in files {
                 let name = path.display().to_string();
+                if let Some(why) = include::writable_by_others(&path) {
+                    return Err(ConfigError {
+                        file: name,
+                        line: 0,
+                        column: 0,
+                        message: format!(
+                            "refused (included by [daemon] include = \"{pattern}\"): {why}"
+                        ),
+                    });
+                }
                 let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
                     file: name.clone(),
                     line: 0,

@@ -943,3 +943,37 @@ fn mss_clamp_can_be_turned_off_and_wants_a_bool() {
         "{e}"
     );
 }
+
+#[test]
+fn include_refuses_files_anyone_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let d = include_dir("writable");
+    let main = d.join("mptd.toml");
+    write(&main, MAIN_WITH_INCLUDE);
+    let client = d.join("clients.d/a.toml");
+    write(&client, &client_conn("a", 2, 3));
+    set(&client, 0o644);
+    set(&d.join("clients.d"), 0o755);
+    assert_eq!(load(&main).expect("valid").connections.len(), 1);
+    // The file writable by anyone: refused, named, with the fix.
+    set(&client, 0o666);
+    let e = load(&main).expect_err("o+w file");
+    assert!(e.file.ends_with("a.toml"), "{e}");
+    assert!(
+        e.message.contains("writable by anyone") && e.message.contains("chmod o-w"),
+        "{e}"
+    );
+    // The folder writable by anyone (even with the sticky bit).
+    set(&client, 0o644);
+    set(&d.join("clients.d"), 0o1777);
+    let e = load(&main).expect_err("o+w folder");
+    assert!(e.message.contains("folder"), "{e}");
+    // Group-writable is the operator's choice (a group of admins).
+    set(&d.join("clients.d"), 0o775);
+    set(&client, 0o664);
+    assert_eq!(load(&main).expect("valid").connections.len(), 1);
+    std::fs::remove_dir_all(&d).unwrap();
+}
