@@ -310,6 +310,14 @@ impl Bed {
     }
 }
 
+/// How many descriptors `d`'s process holds.
+fn open_fds(d: &Daemon) -> usize {
+    let pid = d.pid().expect("daemon running");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("/proc/PID/fd")
+        .count()
+}
+
 fn num(v: &Value, path: &[&str]) -> u64 {
     let mut at = v;
     for k in path {
@@ -345,6 +353,7 @@ fn many_clients_share_one_port() {
     ])
     .expect("test bed");
     bed.start_server(&[0, 1, 2]).expect("server");
+    let fds_before = open_fds(bed.server());
     for k in 0..4 {
         bed.start_client(k).expect("client");
     }
@@ -366,6 +375,17 @@ fn many_clients_share_one_port() {
         },
     )
     .unwrap_or_else(|e| panic!("{e:#}\n{}", bed.logs()));
+    // The four learnt paths send through the shared port's sockets: no
+    // descriptor each (a concentrator's fd count must not grow with its
+    // clients' paths).
+    // (Up to 2 more may be a control-socket connection of the status
+    // reads above that the server has not closed yet: a stream and its
+    // write half.)
+    let fds_after = open_fds(bed.server());
+    assert!(
+        fds_after < fds_before + 4,
+        "the server's descriptors went from {fds_before} to {fds_after} as it learnt 4 paths"
+    );
     let c1 = bed.server_conn("c1").expect("c1");
     assert!(
         remotes(&c1).iter().all(|r| r.starts_with("[fd78:")),

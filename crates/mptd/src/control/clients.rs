@@ -228,13 +228,7 @@ impl ControlLoop {
         let Some(socket) = SharedPort::socket(&self.shared_ports, setup.port, from) else {
             return;
         };
-        let socket = match socket.try_clone() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(conn = %conn.name, error = %e, "cannot use the shared socket for a new path");
-                return;
-            }
-        };
+        let socket = socket.share();
         let new = NewPath {
             name: format!("path{id}"),
             local: socket.local_addr(),

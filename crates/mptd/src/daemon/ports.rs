@@ -47,7 +47,7 @@ pub(super) fn bind(config: &Config, workers: usize) -> Result<SharedPorts> {
                 match PathSocket::bind_shared(any) {
                     Ok(s) => {
                         if w == 0 {
-                            let handle = s.try_clone().context("shared port socket")?;
+                            let handle = s.share();
                             if any.is_ipv4() {
                                 handles.v4 = Some(handle);
                             } else {

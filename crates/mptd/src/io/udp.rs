@@ -9,6 +9,7 @@ use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -40,7 +41,9 @@ pub const RECV_TIMEOUT: Duration = Duration::from_millis(200);
 /// A bound path socket.
 #[derive(Debug)]
 pub struct PathSocket {
-    socket: UdpSocket,
+    /// Shared by [`PathSocket::share`]d handles: one descriptor however
+    /// many learnt paths send through a shared port.
+    socket: Arc<UdpSocket>,
     local: SocketAddr,
     gso: GsoState,
     gro: bool,
@@ -189,7 +192,7 @@ impl PathSocket {
         force_buffer(&s, libc::SO_RCVBUFFORCE);
         force_buffer(&s, libc::SO_SNDBUFFORCE);
         s.bind(&local.into())?;
-        let socket: UdpSocket = s.into();
+        let socket: Arc<UdpSocket> = Arc::new(s.into());
         let local = socket.local_addr()?;
         let gro = set_int_opt(&socket, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
         // When each datagram reached the socket (see `RecvMeta::arrived_ns`);
@@ -204,18 +207,20 @@ impl PathSocket {
         })
     }
 
-    /// A second handle on the same socket (a duplicated descriptor), for
-    /// sending: the learnt paths of client connections all send through
-    /// their shared port's socket. Never read from (the receive workers
-    /// read the original).
-    pub fn try_clone(&self) -> io::Result<PathSocket> {
-        Ok(PathSocket {
-            socket: self.socket.try_clone()?,
+    /// A second handle on the same socket, for sending: the learnt paths
+    /// of client connections all send through their shared port's socket.
+    /// No descriptor is duplicated (a concentrator with 1000 two-path
+    /// clients holds its shared sockets, not 2000 more), and the handle is
+    /// never read from (the receive workers read the original). Each
+    /// handle keeps its own GSO state.
+    pub fn share(&self) -> PathSocket {
+        PathSocket {
+            socket: Arc::clone(&self.socket),
             local: self.local,
             gso: GsoState::new(),
             gro: self.gro,
             mark: self.mark,
-        })
+        }
     }
 
     /// Whether the kernel coalesces received datagrams (UDP_GRO).
