@@ -32,6 +32,20 @@ pub const HISTORY_SLOTS: usize = 1024;
 /// How long after the peer's last request a path's payloads are copied.
 pub const KEEP_COPIES: Duration = Duration::from_secs(10);
 
+/// Paths of one connection that may keep copies at the same time: what
+/// one peer can make us hold is at most this many times [`HISTORY_SLOTS`]
+/// payloads (about 12 MB at MTU 1400), not 64 paths' worth (about 90 MB).
+/// A request on one more path is not served (counted as `missed`) until
+/// another path's copies lapse.
+pub const MAX_COPYING_PATHS: usize = 8;
+
+/// Whether the path whose copy deadline is `asked` may (go on) keep
+/// copies, given every path's deadline (`deadlines`, in ns since the
+/// connection's epoch; 0 or past `now`: not copying).
+fn may_keep_copies(asked: u64, deadlines: impl Iterator<Item = u64>, now: u64) -> bool {
+    asked > now || deadlines.filter(|&d| d > now).count() < MAX_COPYING_PATHS
+}
+
 /// Keys to seal with: `Ok(None)` on a connection without a key, `Err` on
 /// an encrypted one without a session yet (nothing can be sent).
 fn sealing_keys(conn: &ConnShared) -> Result<Option<Arc<SessionKeys>>, ()> {
@@ -175,6 +189,24 @@ pub fn answer(
 ) {
     conn.repairs.peer_requests.add(1);
     let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
+    let deadlines = table.iter().map(|p| p.repair_until_ns.load(Relaxed));
+    if !may_keep_copies(asked_on.repair_until_ns.load(Relaxed), deadlines, conn_ns) {
+        conn.repairs.missed.add(u64::from(nack.count));
+        return;
+    }
+    // Copies of paths whose deadline lapsed go now, not when a transmit
+    // worker next sends there, so the bound above holds for memory too.
+    for p in table.iter() {
+        let until = p.repair_until_ns.load(Relaxed);
+        if until != 0
+            && until <= conn_ns
+            && p.repair_until_ns
+                .compare_exchange(until, 0, Relaxed, Relaxed)
+                .is_ok()
+        {
+            *lock_unpoisoned(&p.repair_history) = None;
+        }
+    }
     asked_on
         .repair_until_ns
         .store(conn_ns + KEEP_COPIES.as_nanos() as u64, Relaxed);
@@ -241,4 +273,26 @@ pub fn send_copy(
             .add((HEADER_LEN + len + keys.map_or(0, |_| TAG_LEN)) as u64);
     }
     sent
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_keeps_copies_on_a_bounded_number_of_paths() {
+        let now = 1_000;
+        // Seven copying, some lapsed or never: an eighth may start.
+        let mut d = vec![2_000u64; MAX_COPYING_PATHS - 1];
+        d.extend([0, 500, 1_000]);
+        assert!(may_keep_copies(0, d.iter().copied(), now));
+        // Eight copying: a ninth may not, a copying one goes on.
+        d.push(5_000);
+        assert!(!may_keep_copies(0, d.iter().copied(), now));
+        assert!(!may_keep_copies(999, d.iter().copied(), now));
+        assert!(may_keep_copies(2_000, d.iter().copied(), now));
+        // One lapses: room again.
+        d[0] = 900;
+        assert!(may_keep_copies(0, d.iter().copied(), now));
+    }
 }
