@@ -401,6 +401,8 @@ for (( r = 1; r <= ROUNDS; r++ )); do
     echo "gap - $r $gap $lost" >>"$WORK/results"
     printf '    round %s longest gap %s ms, %s of 80 pings lost\n' "$r" "$gap" "$lost" >&2
     ip -n "$R1" link set r1w up
+    # The kernel dropped R1's default with the link; put it back.
+    ip -n "$R1" route replace default via 172.16.1.2
     wait_paths "$WORK/b.sock" 2 "after R1's WAN came back"
     "$MPT" --socket "$WORK/b.sock" status >"$WORK/status-b-$r.txt" 2>&1 || true
     stop_b
