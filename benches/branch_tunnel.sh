@@ -47,7 +47,7 @@ OMIT=3
 CC_LIST="cubic,bbr"
 
 usage() {
-    sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
