@@ -37,6 +37,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
             "private_key_file",
             (&d.0.private_key_file, d.0.public_key) != (&d.1.private_key_file, d.1.public_key),
         ),
+        (
+            "route_table_base, fwmark_base or rule_priority_base",
+            d.0.routing != d.1.routing,
+        ),
     ];
     for (key, changed) in daemon_keys {
         if changed {
@@ -75,6 +79,9 @@ fn connection(old: &ConnectionConfig, new: &ConnectionConfig, out: &mut Vec<Stri
             (old.port, old.remote_port) != (new.port, new.remote_port),
         ),
         ("scheduler", old.scheduler != new.scheduler),
+        ("repair", old.repair != new.repair),
+        ("redundancy", old.redundancy != new.redundancy),
+        ("rekey_after", old.rekey_after != new.rekey_after),
         ("key_file", old.key_file != new.key_file),
         ("public_key", old.public_key != new.public_key),
         (
@@ -90,6 +97,17 @@ fn connection(old: &ConnectionConfig, new: &ConnectionConfig, out: &mut Vec<Stri
             ));
         }
     }
+    // A path's uplink table is planned at start (docs/DEPLOY.md).
+    for p in &new.paths {
+        if let Some(o) = old.paths.iter().find(|o| o.name == p.name) {
+            if o.gateway != p.gateway {
+                out.push(format!(
+                    "connection {}: path {}: gateway changed (restart to apply)",
+                    new.name, p.name
+                ));
+            }
+        }
+    }
 }
 
 /// Copies what a reload applied (timers, paths, `allow_peer_paths`) from
@@ -100,7 +118,18 @@ pub fn record_applied(running: &mut Config, new: &Config) {
             r.keepalive = c.keepalive;
             r.dead_timer = c.dead_timer;
             r.allow_peer_paths = c.allow_peer_paths.clone();
+            // Paths are applied, but not their gateway (see above).
+            let gateways: Vec<_> = r
+                .paths
+                .iter()
+                .map(|p| (p.name.clone(), p.gateway))
+                .collect();
             r.paths = c.paths.clone();
+            for p in &mut r.paths {
+                if let Some((_, g)) = gateways.iter().find(|(n, _)| *n == p.name) {
+                    p.gateway = *g;
+                }
+            }
         }
     }
 }
@@ -138,8 +167,16 @@ remote = "127.0.0.2"
                 "name = \"mpt1\"\nmtu = 1300\nmss_clamp = false",
             )
             .replace("10.0.0.0/8", "10.1.0.0/16")
-            .replace("192.168.1.2\"", "192.168.1.9\"\nport = 7000")
-            .replace("a.key", "b.key");
+            .replace(
+                "192.168.1.2\"",
+                "192.168.1.9\"\nport = 7000\nrepair = false\nredundancy = \"off\"",
+            )
+            .replace("a.key", "b.key")
+            .replace(
+                "remote = \"127.0.0.2\"",
+                "remote = \"127.0.0.2\"\ngateway = \"127.0.0.9\"",
+            )
+            .replace("[tunnel]", "route_table_base = 5000\n[tunnel]");
         let new = parse(&changed, "new").unwrap();
         let lines = needs_restart(&running, &new);
         for want in [
@@ -152,13 +189,23 @@ remote = "127.0.0.2"
             "connection a: peer_ipv4 changed",
             "connection a: port or remote_port changed",
             "connection a: key_file changed",
+            "connection a: repair changed",
+            "connection a: redundancy changed",
+            "connection a: path p: gateway changed",
+            "[daemon] route_table_base, fwmark_base or rule_priority_base changed",
         ] {
             assert!(
                 lines.iter().any(|l| l.starts_with(want)),
                 "{want:?} missing from {lines:#?}"
             );
         }
-        assert_eq!(lines.len(), 9, "{lines:#?}");
+        assert_eq!(lines.len(), 13, "{lines:#?}");
+        // Paths are recorded as applied, their gateway is not.
+        let mut running = running;
+        record_applied(&mut running, &new);
+        assert!(needs_restart(&running, &new)
+            .iter()
+            .any(|l| l.contains("path p: gateway changed")));
     }
 
     #[test]
