@@ -100,8 +100,16 @@ impl ControlLoop {
             crypto.register(self.session_map.clone(), Arc::downgrade(&conn));
         }
         for net in &c.networks {
-            if let Err(e) = crate::io::routes::add_route(net, &self.tun_name) {
-                tracing::warn!(conn = %c.name, route = %net, error = %e, "cannot route a new client's network");
+            match crate::io::routes::add_route_if_absent(net, &self.tun_name) {
+                Ok(()) => {}
+                Err(crate::io::routes::RouteError::Refused { errno, .. })
+                    if errno == libc::EEXIST =>
+                {
+                    tracing::warn!(conn = %c.name, route = %net, "a route to a new client's network exists already: left alone (mptd replaces no route it did not create)");
+                }
+                Err(e) => {
+                    tracing::warn!(conn = %c.name, route = %net, error = %e, "cannot route a new client's network");
+                }
             }
         }
         nd.add_peer(peer, ci, psk.clone());

@@ -22,7 +22,7 @@ use std::time::Duration;
 use netlink_packet_core::{
     parse_string, parse_u32, ErrorBuffer, ErrorMessage, NetlinkBuffer, NetlinkHeader,
     NetlinkMessage, NetlinkPayload, NlasIterator, Parseable, NLMSG_ERROR, NLM_F_ACK,
-    NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST,
+    NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
@@ -83,6 +83,18 @@ pub fn add_route(net: &Prefix, dev: &str) -> Result<(), RouteError> {
     let msg = route_message(net, interface_index(dev)?, Change::Replace);
     let flags = NLM_F_CREATE | NLM_F_REPLACE;
     request(RouteNetlinkMessage::NewRoute(msg), flags, "replace")
+}
+
+/// Routes `net` into the tunnel unless a route to it is there already:
+/// mptd never replaces a route it did not create (docs/DEPLOY.md). The
+/// kernel's refusal is [`RouteError::Refused`] with `EEXIST`.
+pub fn add_route_if_absent(net: &Prefix, dev: &str) -> Result<(), RouteError> {
+    let msg = route_message(net, interface_index(dev)?, Change::Replace);
+    request(
+        RouteNetlinkMessage::NewRoute(msg),
+        NLM_F_CREATE | NLM_F_EXCL,
+        "add",
+    )
 }
 
 /// Takes the route to `net` out of the tunnel (a removed client's
