@@ -3,9 +3,9 @@
 //!
 //! The test writes the server's config once (a key pair, a dual-stack
 //! tunnel prefix, `include = "clients.d/*.toml"` and nothing else); then
-//! `mpt client add b1` (the server starts: a server without any client
-//! cannot), `mpt client add b2` + `mpt reload` (a running server takes
-//! it); each branch runs mptd with the printed config, unchanged, and the
+//! the server starts with no client; `mpt client add b1` + `mpt reload`
+//! and `mpt client add b2` + `mpt reload` (a running server takes each);
+//! each branch runs mptd with the printed config, unchanged, and the
 //! key file `--key-out` wrote. Checked: both tunnels carry pings (IPv4 and
 //! IPv6, and branch to branch through the concentrator, which the
 //! default `networks` allows), each printed config passes `mpt config
@@ -229,9 +229,8 @@ fn branches_from_client_add_output() -> Result<()> {
     let server_s = server.to_str().context("temp path")?;
     let socket_s = control.to_str().context("temp path")?;
 
-    // The first branch: add, start the server, start the branch.
-    let t0 = Instant::now();
-    let b1_conf = client_add(dir.path(), &server, "b1", 1)?;
+    // The concentrator starts with no client at all (its include folder
+    // does not even exist yet) and lists none.
     let mut hub = Daemon::start(
         &cc,
         "concentrator",
@@ -240,10 +239,21 @@ fn branches_from_client_add_output() -> Result<()> {
         &dir.path().join("hub.log"),
     )?;
     hub.wait_ready(&cc, TUN, Duration::from_secs(5))?;
+    let list = mpt_ok(&["client", "list", "--config", server_s])?;
+    ensure!(
+        !list.contains("b1") && !list.contains("b2"),
+        "client list before any client:\n{list}"
+    );
+
+    // The first branch: add, reload the running server, start the branch.
+    let t0 = Instant::now();
+    let b1_conf = client_add(dir.path(), &server, "b1", 1)?;
+    let reload = mpt_ok(&["--socket", socket_s, "reload"])?;
+    ensure!(reload.contains("b1: added"), "reload answered: {reload}");
     let mut b1 = BranchDaemon::start(&b[0], &b1_conf, &dir.path().join("b1.log"))?;
     first_answer(&b[0], SERVER_V4, &mut b1)?;
     let first = t0.elapsed();
-    println!("first branch: `mpt client add` to the first answered ping: {first:.2?}");
+    println!("first branch (server running, no client before): `mpt client add` + `mpt reload` to the first answered ping: {first:.2?}");
 
     // The second: add, reload the running server, start the branch.
     let t1 = Instant::now();

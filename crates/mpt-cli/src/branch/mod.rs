@@ -25,7 +25,7 @@ pub use render::{BranchConfig, ClientEntry, HUB_CONNECTION};
 
 /// The shared port when the server has no client yet to take it from
 /// (mptd's default `port`).
-pub const DEFAULT_PORT: u16 = 65022;
+pub const DEFAULT_PORT: u16 = mptd::config::DEFAULT_SHARED_PORT;
 
 /// Why a branch cannot be added as asked: always the operator's to fix
 /// (exit code 2).

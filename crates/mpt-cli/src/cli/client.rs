@@ -86,8 +86,9 @@ the endpoint, port = the shared port), the branch's tunnel address,
 private_key_file = --key-path, and networks = --route (default: the
 tunnel prefixes, so branches reach each other through the concentrator).
 
-A running server takes the new client with `mpt reload`. A server with no
-client yet cannot start: add the first branch, then start mptd. Refused
+A running server takes the new client with `mpt reload`, also the first
+one (a server with include and private_key_file starts with no client and
+opens the default shared port 65022). Refused
 (exit 2): a name or address in use, a name that is no safe file name, a
 server config without include or private_key_file.
 

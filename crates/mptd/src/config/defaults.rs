@@ -35,7 +35,7 @@ pub(super) fn default_mtu() -> u16 {
     1400
 }
 pub(super) fn default_port() -> u16 {
-    65022
+    super::DEFAULT_SHARED_PORT
 }
 pub(super) fn default_keepalive() -> Dur {
     Dur(Duration::from_secs(2))

@@ -21,7 +21,8 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 
 /// [`load`], except that a config with no `[[connection]]` at all passes:
 /// what `mpt client add` reads of a server whose include folder is still
-/// empty. The daemon itself never starts without a peer.
+/// empty. The daemon itself starts without a peer only as a concentrator
+/// awaiting clients (`include` and `private_key_file` set).
 pub fn load_without_peers(path: &Path) -> Result<Config, ConfigError> {
     let text = read(path)?;
     parse_inner(&text, &path.display().to_string(), &load_own_key, false)
@@ -97,11 +98,15 @@ fn parse_inner(
                 includes.push(IncludedFile { path, connections });
             }
             let raw = raw_config(&sources)?;
-            if need_peer && raw.connection.is_empty() {
+            let has_key = raw
+                .daemon
+                .as_ref()
+                .is_some_and(|d| d.get_ref().private_key_file.is_some());
+            if need_peer && raw.connection.is_empty() && !has_key {
                 return Err(sources.error(
                     0,
                     format!(
-                        "no [[connection]] here nor in the {} file(s) matching include = \"{pattern}\": the tunnel would have no peer",
+                        "no [[connection]] here nor in the {} file(s) matching include = \"{pattern}\", and no [daemon] private_key_file to await clients with: the tunnel would have no peer",
                         includes.len()
                     ),
                 ));

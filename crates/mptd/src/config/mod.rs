@@ -281,6 +281,11 @@ pub const MAX_WEIGHT: u32 = 1_000_000;
 /// Most connections one daemon serves (the transmit stage packs the
 /// connection index into 8 bits).
 pub const MAX_CONNECTIONS: usize = 256;
+
+/// A connection's `port` when it names none, and the shared port a
+/// concentrator opens while it awaits its first client (see
+/// [`Config::awaits_clients`]).
+pub const DEFAULT_SHARED_PORT: u16 = 65022;
 /// Shortest and longest `[daemon] resolve_interval`.
 pub const RESOLVE_INTERVAL_RANGE: (Duration, Duration) =
     (Duration::from_secs(1), Duration::from_secs(24 * 3600));
@@ -289,6 +294,13 @@ pub const RESOLVE_INTERVAL_RANGE: (Duration, Duration) =
 pub const MAX_WINDOW: u32 = 1024;
 
 impl Config {
+    /// A concentrator started before its first client: no connection yet,
+    /// clients to come from `include` files on reload. It opens
+    /// [`DEFAULT_SHARED_PORT`].
+    pub fn awaits_clients(&self) -> bool {
+        self.connections.is_empty() && !self.daemon.include.is_empty()
+    }
+
     /// What `mptd --check` and `mpt config check` print for a valid
     /// config: totals, then one line per included file.
     pub fn check_report(&self, file: &Path) -> String {
@@ -322,7 +334,7 @@ impl Config {
     pub fn identity_warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         let any_peer_key = self.connections.iter().any(|c| c.public_key.is_some());
-        if !any_peer_key && self.daemon.private_key_file.is_some() {
+        if !any_peer_key && self.daemon.private_key_file.is_some() && !self.awaits_clients() {
             out.push("[daemon] `private_key_file` is loaded but no connection has a `public_key`: no public-key handshake will run".into());
         }
         out

@@ -635,6 +635,36 @@ fn include_matching_nothing_is_empty() {
 }
 
 #[test]
+fn a_concentrator_with_a_key_may_await_its_first_client() {
+    let d = include_dir("await");
+    let main = d.join("mptd.toml");
+    let file = main.display().to_string();
+    let text = MAIN_WITH_INCLUDE.replace(
+        "control = \"/tmp/x.sock\"",
+        "control = \"/tmp/x.sock\"\nprivate_key_file = \"/etc/mpt/private.key\"",
+    );
+    let c = parse_with(&text, &file, &|_: &Path| Ok(our_public())).expect("awaits clients");
+    assert!(c.connections.is_empty() && c.awaits_clients());
+    assert!(
+        c.identity_warnings().is_empty(),
+        "no warning for a key kept for clients"
+    );
+    // Once a client is there it no longer awaits one.
+    write(&d.join("clients.d/a.toml"), &client_conn("a", 1, 2));
+    let c = parse_with(&text, &file, &|_: &Path| Ok(our_public())).expect("valid");
+    assert!(!c.awaits_clients());
+    // Without include there is nowhere for clients to come from.
+    let bare = text.replace("include = \"clients.d/*.toml\"\n", "");
+    let e = parse_with(&bare, &file, &|_: &Path| Ok(our_public())).unwrap_err();
+    assert!(e.message.contains("no [[connection]]"), "{e}");
+    assert!(
+        e.message.contains("private_key_file"),
+        "says what would do: {e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
 fn include_errors_name_the_included_file_and_position() {
     let d = include_dir("errors");
     let main = d.join("mptd.toml");

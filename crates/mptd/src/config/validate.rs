@@ -72,8 +72,11 @@ pub(super) fn validate(
             ),
         ));
     }
-    if need_peer && connections.is_empty() {
-        return Err((0, "no [[connection]]: the tunnel would have no peer".into()));
+    if need_peer && connections.is_empty() && !may_await_clients(&daemon) {
+        return Err((
+            0,
+            "no [[connection]]: the tunnel would have no peer (a concentrator may start with none when [daemon] has `include` and `private_key_file`, to take clients on reload)".into(),
+        ));
     }
     Ok(Config {
         daemon,
@@ -81,6 +84,14 @@ pub(super) fn validate(
         connections,
         includes: Vec::new(),
     })
+}
+
+/// Whether a config with no connection may still start: a concentrator
+/// whose clients come from `include` files (none written yet) and that
+/// can answer their Noise handshakes. It opens the default shared port
+/// and takes clients as a reload adds them.
+fn may_await_clients(daemon: &DaemonConfig) -> bool {
+    !daemon.include.is_empty() && daemon.private_key_file.is_some()
 }
 
 /// `[daemon]`, or its defaults if the config has none.

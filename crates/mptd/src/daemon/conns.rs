@@ -50,7 +50,11 @@ pub(super) fn build(
     now: Instant,
 ) -> Result<Conns> {
     let noise = match &config.daemon.private_key_file {
-        Some(file) if config.connections.iter().any(|c| c.public_key.is_some()) => {
+        // A concentrator awaiting its first client answers handshakes too.
+        Some(file)
+            if config.awaits_clients()
+                || config.connections.iter().any(|c| c.public_key.is_some()) =>
+        {
             let secret = crate::keys::load_private(file)
                 .with_context(|| format!("[daemon] private_key_file {}", file.display()))?;
             let identity = mpt_proto::noise::Identity::new(secret)

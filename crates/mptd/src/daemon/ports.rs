@@ -29,6 +29,9 @@ pub(super) fn bind(config: &Config, workers: usize) -> Result<SharedPorts> {
         .filter(|c| c.is_client())
         .map(|c| c.port)
         .collect();
+    if config.awaits_clients() {
+        ports.push(crate::config::DEFAULT_SHARED_PORT);
+    }
     ports.sort_unstable();
     ports.dedup();
     let mut sockets: Vec<Vec<PathSocket>> = (0..workers).map(|_| Vec::new()).collect();
