@@ -38,6 +38,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use snow::params::{CipherChoice, DHChoice, HashChoice, NoiseParams};
@@ -46,6 +47,7 @@ use snow::types::{Cipher, Dh, Hash, Random};
 
 use crate::crypto::Cipher as DataCipher;
 use snow::HandshakeState;
+use zeroize::{Zeroize, Zeroizing};
 
 use super::keys::{PublicKey, StaticSecret, KEY_LEN};
 use super::mac::{self, ct_eq, CookieJar, CookieSecret, MacKeys, COOKIE_NONCE_LEN};
@@ -86,11 +88,23 @@ struct SeededResolver {
     seed: [u8; KEY_LEN],
 }
 
+impl Drop for SeededResolver {
+    fn drop(&mut self) {
+        self.seed.zeroize();
+    }
+}
+
 /// Hands out the seed once: one ephemeral key per handshake state. Any
 /// further request fails rather than repeat the bytes.
 struct OneShot {
     seed: [u8; KEY_LEN],
     used: bool,
+}
+
+impl Drop for OneShot {
+    fn drop(&mut self) {
+        self.seed.zeroize();
+    }
 }
 
 impl Random for OneShot {
@@ -99,6 +113,7 @@ impl Random for OneShot {
             Some(src) if !self.used => {
                 dest.copy_from_slice(src);
                 self.used = true;
+                self.seed.zeroize();
                 Ok(())
             }
             _ => Err(snow::Error::Rng),
@@ -125,9 +140,13 @@ impl CryptoResolver for SeededResolver {
 }
 
 /// Our long-term identity: the private key and what derives from it.
+///
+/// Cloning it (one per [`Initiator`], one for the [`Responder`]) shares
+/// the private key: it is held once, behind an `Arc`, and wiped when the
+/// last clone goes.
 #[derive(Clone)]
 pub struct Identity {
-    secret: StaticSecret,
+    secret: Arc<StaticSecret>,
     public: PublicKey,
     /// mac1 and cookie keys of our own public key: what we check.
     macs: MacKeys,
@@ -155,7 +174,7 @@ impl Identity {
         let params: NoiseParams = NOISE_PARAMS.parse().map_err(|_| NoiseError::Crypto)?;
         Ok(Identity {
             macs: MacKeys::of(&public),
-            secret,
+            secret: Arc::new(secret),
             public,
             params,
             cipher: DataCipher::default(),
@@ -179,6 +198,13 @@ impl Identity {
     /// Our public key.
     pub fn public_key(&self) -> PublicKey {
         self.public
+    }
+
+    /// Whether `other` holds the very same private key allocation (the
+    /// key is held once, not copied per clone).
+    #[cfg(test)]
+    pub(crate) fn shares_secret_with(&self, other: &Identity) -> bool {
+        Arc::ptr_eq(&self.secret, &other.secret)
     }
 
     /// What checks the mac1 of initiations (proof that the sender knows
@@ -224,13 +250,13 @@ impl Identity {
         &self,
         remote: Option<&PublicKey>,
         psk: &[u8; PSK_LEN],
-        seed: [u8; KEY_LEN],
+        seed: &[u8; KEY_LEN],
     ) -> Result<HandshakeState, NoiseError> {
-        let builder =
-            snow::Builder::with_resolver(self.params.clone(), Box::new(SeededResolver { seed }))
-                .local_private_key(self.secret.as_bytes())?
-                .prologue(&self.prologue)?
-                .psk(PSK_SLOT, psk)?;
+        let resolver = Box::new(SeededResolver { seed: *seed });
+        let builder = snow::Builder::with_resolver(self.params.clone(), resolver)
+            .local_private_key(self.secret.as_bytes())?
+            .prologue(&self.prologue)?
+            .psk(PSK_SLOT, psk)?;
         Ok(match remote {
             Some(key) => builder
                 .remote_public_key(key.as_bytes())?
@@ -316,8 +342,11 @@ fn split(
         return Err(NoiseError::Crypto);
     }
     // Noise's Split: the first key protects initiator -> responder.
-    let (i2r, r2i) = hs.dangerously_get_raw_split();
-    SessionKeys::from_raw(&i2r, &r2i, role, cipher).map_err(|_| NoiseError::Crypto)
+    let (mut i2r, mut r2i) = hs.dangerously_get_raw_split();
+    let keys = SessionKeys::from_raw(&i2r, &r2i, role, cipher).map_err(|_| NoiseError::Crypto);
+    i2r.zeroize();
+    r2i.zeroize();
+    keys
 }
 
 struct Pending {
@@ -383,12 +412,13 @@ impl Initiator {
         now: Instant,
         mut o: Outgoing<'_>,
     ) -> Result<usize, NoiseError> {
-        let mut seed = [0u8; KEY_LEN];
-        o.entropy.fill(&mut seed);
+        // Wiped on every way out of here.
+        let mut seed = Zeroizing::new([0u8; KEY_LEN]);
+        o.entropy.fill(&mut *seed);
         // The buffer first: no Diffie-Hellman for a message that cannot go.
         let out = o.start(MsgType::NoiseInitiation, 0, INITIATION_LEN)?;
         let psk = self.psk.as_ref().map_or(&NO_PSK, |p| p.as_bytes());
-        let mut hs = self.identity.handshake(Some(&self.peer), psk, seed)?;
+        let mut hs = self.identity.handshake(Some(&self.peer), psk, &seed)?;
         let timestamp = match self.last_timestamp {
             Some(last) if wall <= last => last.successor(),
             _ => wall,
@@ -796,11 +826,11 @@ impl<Id: Copy> Responder<Id> {
             .into());
         }
         self.counters.initiations_processed += 1;
-        let mut seed = [0u8; KEY_LEN];
-        o.entropy.fill(&mut seed);
+        let mut seed = Zeroizing::new([0u8; KEY_LEN]);
+        o.entropy.fill(&mut *seed);
         // The PSK is needed only for the response (psk2): the initiation
         // tells us who the peer is, hence which PSK.
-        let mut hs = self.identity.handshake(None, &NO_PSK, seed)?;
+        let mut hs = self.identity.handshake(None, &NO_PSK, &seed)?;
         let mut payload = [0u8; NOISE_INITIATION_LEN];
         let n = hs.read_message(m.noise(), &mut payload)?;
         let Some(timestamp) = payload

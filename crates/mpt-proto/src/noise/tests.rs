@@ -1116,3 +1116,16 @@ fn the_source_table_is_bounded_under_a_million_sources() {
     }
     assert_eq!(l.sources(), HandshakeLimits::default().source_table);
 }
+
+/// The private key is held once: an initiator, the responder and every
+/// clone of the identity share one allocation (wiped when the last goes).
+#[test]
+fn identity_clones_share_one_private_key() {
+    let id = identity(7);
+    let copy = id.clone();
+    let other = identity(7);
+    assert!(id.shares_secret_with(&copy));
+    assert!(!id.shares_secret_with(&other));
+    let with_aes = copy.with_cipher(crate::crypto::Cipher::Aes256Gcm);
+    assert!(id.shares_secret_with(&with_aes));
+}

@@ -85,7 +85,7 @@ pub(super) fn build(
         let psk = match &c.key_file {
             Some(file) => Some(
                 Psk::from_bytes(
-                    crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
+                    *crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
                 )
                 .with_cipher(config.daemon.cipher),
             ),
