@@ -349,11 +349,37 @@ fn split(
     keys
 }
 
+/// How many answers (responses and cookie replies) to one initiation get
+/// their costly check: a response's two X25519 operations, a cookie
+/// reply's XChaCha20-Poly1305 open. Only answers addressed to the
+/// attempt's session index and, for a response, with a valid mac1 (made
+/// for our public key) count. A genuine responder sends one answer per
+/// initiation (one per copy, should a copy go on each path), so 8 leaves
+/// room; a flood of forged answers to one attempt costs at most 8 checks,
+/// so at most 8 per initiation sent, a rate the caller's retry timers
+/// bound (one attempt per few seconds). What a refused answer gets:
+/// [`NoiseError::Overloaded`], and the attempt stays pending until the
+/// next [`Initiator::initiate`] gives the new attempt a full budget.
+pub const ANSWER_CHECKS_PER_ATTEMPT: u8 = 8;
+
 struct Pending {
     hs: HandshakeState,
     local_index: u32,
     mac1: mac::Mac16,
     sent_at: Instant,
+    /// Costly answer checks left (see [`ANSWER_CHECKS_PER_ATTEMPT`]).
+    checks_left: u8,
+}
+
+impl Pending {
+    /// Takes one costly check from the attempt's budget.
+    fn spend_check(&mut self) -> Result<(), NoiseError> {
+        self.checks_left = self
+            .checks_left
+            .checked_sub(1)
+            .ok_or(NoiseError::Overloaded)?;
+        Ok(())
+    }
 }
 
 /// The dialling end of the handshake with one peer (whose public key we
@@ -441,6 +467,7 @@ impl Initiator {
             local_index,
             mac1,
             sent_at: now,
+            checks_left: ANSWER_CHECKS_PER_ATTEMPT,
         });
         self.counters.initiations_sent += 1;
         Ok(INITIATION_LEN)
@@ -450,7 +477,9 @@ impl Initiator {
     /// that it is addressed to our pending session index, mac1 (keyed with
     /// our public key) and the Noise message. Gives the session's keys and
     /// forgets the attempt. A refused response leaves the attempt pending,
-    /// so a forgery cannot cancel it.
+    /// so a forgery cannot cancel it; the Noise check (two X25519) runs at
+    /// most [`ANSWER_CHECKS_PER_ATTEMPT`] times per attempt, so a flood of
+    /// forgeries costs bounded CPU.
     pub fn handle_response(&mut self, datagram: &[u8]) -> Result<Established, NoiseError> {
         let result = self.response_inner(datagram);
         match &result {
@@ -475,6 +504,7 @@ impl Initiator {
         if !ct_eq(&expected, &r.mac1()) {
             return Err(NoiseError::Mac1);
         }
+        p.spend_check()?;
         let mut payload = [0u8; NOISE_RESPONSE_LEN];
         let n = p.hs.read_message(r.noise(), &mut payload)?;
         if n != 0 {
@@ -501,9 +531,10 @@ impl Initiator {
             let index = c.receiver_index();
             let p = self
                 .pending
-                .as_ref()
+                .as_mut()
                 .filter(|p| p.local_index == index)
                 .ok_or(NoiseError::UnknownIndex { index })?;
+            p.spend_check()?;
             mac::open_cookie(&self.peer_macs.cookie, &p.mac1, &c.sealed())
                 .ok_or(NoiseError::BadCookieReply)
         })();

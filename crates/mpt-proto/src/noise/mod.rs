@@ -66,7 +66,8 @@ mod timestamp;
 pub use error::NoiseError;
 pub use handshake::{
     random_index, source_key, Established, HandshakeLimiter, HandshakeLimits, Identity, Initiator,
-    Mac1Check, Outgoing, Reply, Responder, ResponderConfig, NOISE_PARAMS, PROLOGUE,
+    Mac1Check, Outgoing, Reply, Responder, ResponderConfig, ANSWER_CHECKS_PER_ATTEMPT,
+    NOISE_PARAMS, PROLOGUE,
 };
 pub use keys::{PublicKey, StaticSecret, KEY_LEN};
 pub use mac::{Mac16, COOKIE_NONCE_LEN, COOKIE_SECRET_LIFETIME, MAC_LEN};
