@@ -235,7 +235,7 @@ mod tests {
         let d = tempdir();
         let key = [7u8; KEY_LEN];
         let good = write(&d, "good.key", &format!("{}\n", encode(&key)), 0o600);
-        assert_eq!(load(&good).unwrap(), key);
+        assert_eq!(*load(&good).unwrap(), key);
         let loose = write(&d, "loose.key", &encode(&key), 0o644);
         let e = load(&loose).unwrap_err();
         assert!(

@@ -56,7 +56,10 @@ pub(super) fn build(
             let identity = mpt_proto::noise::Identity::new(secret)
                 .context("setting up the public-key handshake")?
                 .with_cipher(config.daemon.cipher);
-            Some(NoiseDaemon::new(identity))
+            Some(NoiseDaemon::with_limits(
+                identity,
+                config.daemon.handshake.responder_limits(),
+            ))
         }
         _ => None,
     };
