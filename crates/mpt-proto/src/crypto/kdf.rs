@@ -60,13 +60,16 @@ pub(crate) fn handshake_mac_key(psk: &Psk, label: &[u8]) -> Result<hmac::Key, Un
     Ok(hmac::Key::new(hmac::HMAC_SHA256, &*out))
 }
 
+/// Raw key bytes, wiped when dropped.
+pub(crate) type KeyBytes = Zeroizing<[u8; KEY_LEN]>;
+
 /// The two directional session keys: `(initiator_to_responder,
 /// responder_to_initiator)`, wiped when dropped.
 pub(crate) fn session_key_bytes(
     psk: &Psk,
     initiator_nonce: &[u8; 32],
     responder_nonce: &[u8; 32],
-) -> Result<(Zeroizing<[u8; KEY_LEN]>, Zeroizing<[u8; KEY_LEN]>), Unspecified> {
+) -> Result<(KeyBytes, KeyBytes), Unspecified> {
     let mut salt = [0u8; 64];
     salt[..32].copy_from_slice(initiator_nonce);
     salt[32..].copy_from_slice(responder_nonce);
