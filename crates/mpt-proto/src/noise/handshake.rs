@@ -37,7 +37,7 @@
 //!    PSK mixed in) and the keys.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,7 @@ use snow::HandshakeState;
 use zeroize::{Zeroize, Zeroizing};
 
 use super::keys::{PublicKey, StaticSecret, KEY_LEN};
+use super::limits::{HandshakeLimiter, HandshakeLimits};
 use super::mac::{self, ct_eq, CookieJar, CookieSecret, MacKeys, COOKIE_NONCE_LEN};
 use super::messages::{
     parse_cookie_reply, parse_initiation, parse_response, COOKIE_REPLY_BODY_LEN, COOKIE_REPLY_LEN,
@@ -59,7 +60,7 @@ use super::messages::{
 use super::stats::HandshakeCounters;
 use super::timestamp::Tai64n;
 use super::{Entropy, NoiseError};
-use crate::crypto::{Psk, RateLimiter, Role, SessionKeys, SourceLimiter, PSK_LEN};
+use crate::crypto::{Psk, Role, SessionKeys, PSK_LEN};
 use crate::wire::{EncodeError, Flags, Header, MsgType};
 
 /// The Noise protocol name: IK pattern (the initiator knows the
@@ -599,92 +600,6 @@ impl Default for ResponderConfig {
             cookie_secret_lifetime: mac::COOKIE_SECRET_LIFETIME,
             limits: HandshakeLimits::default(),
         }
-    }
-}
-
-/// The token buckets that bound the responder's Diffie-Hellman work
-/// (WireGuard's shape: per source address after the cookie check, plus a
-/// responder-wide bucket).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HandshakeLimits {
-    /// Handshake messages per second from one source address (default 20).
-    pub per_source_per_sec: u32,
-    /// Burst per source address (default 10: a NAT with a few clients
-    /// behind it restarting at once).
-    pub per_source_burst: u32,
-    /// Source addresses tracked (default 4096, ~100 bytes each; the least
-    /// recently used goes when full, so a million sources hold no more).
-    pub source_table: usize,
-    /// Handshake messages per second for the whole responder (default
-    /// 500: each costs two to four X25519 operations, ~25-50 us each, so
-    /// at most ~10 % of a core).
-    pub global_per_sec: u32,
-    /// Burst of the whole responder (default 250).
-    pub global_burst: u32,
-}
-
-impl Default for HandshakeLimits {
-    fn default() -> Self {
-        HandshakeLimits {
-            per_source_per_sec: 20,
-            per_source_burst: 10,
-            source_table: 4096,
-            global_per_sec: 500,
-            global_burst: 250,
-        }
-    }
-}
-
-/// A source address as the limiter keys it: the IPv4 address, or the
-/// IPv6 /64 (one host can use a whole /64); never the port, which a
-/// sender rotates at will.
-pub fn source_key(src: &SocketAddr) -> IpAddr {
-    match src.ip() {
-        IpAddr::V6(a) => {
-            let o = a.octets();
-            let mut k = [0u8; 16];
-            k[..8].copy_from_slice(&o[..8]);
-            IpAddr::V6(k.into())
-        }
-        v4 => v4,
-    }
-}
-
-/// The per-source and global buckets (see [`HandshakeLimits`]).
-#[derive(Debug, Clone)]
-pub struct HandshakeLimiter {
-    sources: SourceLimiter<IpAddr>,
-    global: RateLimiter,
-}
-
-impl HandshakeLimiter {
-    /// Full buckets for `limits`.
-    pub fn new(limits: HandshakeLimits) -> HandshakeLimiter {
-        HandshakeLimiter {
-            sources: SourceLimiter::new(
-                limits.per_source_per_sec,
-                limits.per_source_burst,
-                limits.source_table,
-            ),
-            global: RateLimiter::new(limits.global_per_sec, limits.global_burst),
-        }
-    }
-
-    /// Takes a token from `src`'s bucket, then from the global one (a
-    /// source over its limit spends nothing of the global budget).
-    pub fn admit(&mut self, src: &SocketAddr, now: Instant) -> Result<(), NoiseError> {
-        if !self.sources.allow(source_key(src), now) {
-            return Err(NoiseError::SourceLimited);
-        }
-        if !self.global.allow(now) {
-            return Err(NoiseError::Overloaded);
-        }
-        Ok(())
-    }
-
-    /// Source addresses in the table.
-    pub fn sources(&self) -> usize {
-        self.sources.len()
     }
 }
 
