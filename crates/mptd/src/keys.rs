@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use mpt_proto::noise::{PublicKey, StaticSecret};
+use zeroize::Zeroizing;
 
 /// Length of a pre-shared key in bytes.
 pub const KEY_LEN: usize = 32;
@@ -74,15 +75,16 @@ const PSK_WRITER: &str = "mpt genkey";
 /// What writes private key files.
 const PRIVATE_WRITER: &str = "mpt keypair";
 
-/// Reads and checks a pre-shared key file.
-pub fn load(path: &Path) -> Result<[u8; KEY_LEN], KeyError> {
+/// Reads and checks a pre-shared key file. The key is wiped when the
+/// value is dropped (the file's text and the decoded bytes already are).
+pub fn load(path: &Path) -> Result<Zeroizing<[u8; KEY_LEN]>, KeyError> {
     load_as(path, PSK_WRITER)
 }
 
 /// Reads and checks an X25519 private key file (`[daemon]
 /// private_key_file`, written by `mpt keypair`).
 pub fn load_private(path: &Path) -> Result<StaticSecret, KeyError> {
-    load_as(path, PRIVATE_WRITER).map(StaticSecret::from_bytes)
+    load_as(path, PRIVATE_WRITER).map(|k| StaticSecret::from_bytes(*k))
 }
 
 /// Decodes a base64 X25519 public key (a connection's `public_key`).
@@ -128,7 +130,9 @@ pub fn write_private(path: &Path, secret: &StaticSecret, force: bool) -> Result<
             .open(&tmp)?;
         // The umask can only narrow 0600; make sure of it all the same.
         f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.write_all(format!("{}\n", encode(secret.as_bytes())).as_bytes())?;
+        let text = Zeroizing::new(encode(secret.as_bytes()));
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
         f.sync_all()?;
         if force {
             std::fs::rename(&tmp, path)?;
@@ -153,7 +157,7 @@ pub fn write_private(path: &Path, secret: &StaticSecret, force: bool) -> Result<
     Ok(())
 }
 
-fn load_as(path: &Path, writer: &'static str) -> Result<[u8; KEY_LEN], KeyError> {
+fn load_as(path: &Path, writer: &'static str) -> Result<Zeroizing<[u8; KEY_LEN]>, KeyError> {
     let read_err = |source| KeyError::Read {
         path: path.to_path_buf(),
         source,
@@ -166,8 +170,8 @@ fn load_as(path: &Path, writer: &'static str) -> Result<[u8; KEY_LEN], KeyError>
             mode,
         });
     }
-    let text = std::fs::read_to_string(path).map_err(read_err)?;
-    decode(text.trim()).map_err(|what| KeyError::Format {
+    let text = Zeroizing::new(std::fs::read_to_string(path).map_err(read_err)?);
+    decode_secret(text.trim()).map_err(|what| KeyError::Format {
         path: path.to_path_buf(),
         writer,
         what,
@@ -180,6 +184,22 @@ pub fn decode(text: &str) -> Result<[u8; KEY_LEN], String> {
         .decode(text)
         .map_err(|e| format!("not base64 ({e})"))?;
     <[u8; KEY_LEN]>::try_from(bytes.as_slice()).map_err(|_| format!("found {} bytes", bytes.len()))
+}
+
+/// [`decode`] for a secret: the decoded buffer is wiped, and so is the
+/// key once the caller drops it.
+fn decode_secret(text: &str) -> Result<Zeroizing<[u8; KEY_LEN]>, String> {
+    let bytes = Zeroizing::new(
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| format!("not base64 ({e})"))?,
+    );
+    let mut key = Zeroizing::new([0u8; KEY_LEN]);
+    match bytes.get(..) {
+        Some(b) if b.len() == KEY_LEN => key.copy_from_slice(b),
+        _ => return Err(format!("found {} bytes", bytes.len())),
+    }
+    Ok(key)
 }
 
 /// Encodes a key as `mpt genkey` writes it.
@@ -215,7 +235,7 @@ mod tests {
         let d = tempdir();
         let key = [7u8; KEY_LEN];
         let good = write(&d, "good.key", &format!("{}\n", encode(&key)), 0o600);
-        assert_eq!(load(&good).unwrap(), key);
+        assert_eq!(*load(&good).unwrap(), key);
         let loose = write(&d, "loose.key", &encode(&key), 0o644);
         let e = load(&loose).unwrap_err();
         assert!(

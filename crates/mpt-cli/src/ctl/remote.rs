@@ -192,7 +192,7 @@ impl RemoteClient {
     pub fn connect(remote: &Remote) -> Result<RemoteClient, RemoteError> {
         let psk =
             mptd::keys::load(&remote.key_file).map_err(|e| RemoteError::Key(e.to_string()))?;
-        let key = CmdKey::derive(&Psk::from_bytes(psk), &remote.conn).map_err(|e| {
+        let key = CmdKey::derive(&Psk::from_bytes(*psk), &remote.conn).map_err(|e| {
             RemoteError::Derive {
                 conn: remote.conn.clone(),
                 msg: e.to_string(),

@@ -125,8 +125,8 @@ impl SessionKeys {
     ) -> Result<SessionKeys, Unspecified> {
         let (i2r, r2i) = kdf::session_key_bytes(psk, initiator_nonce, responder_nonce)?;
         let alg = psk.cipher().algorithm();
-        let i2r = LessSafeKey::new(UnboundKey::new(alg, &i2r)?);
-        let r2i = LessSafeKey::new(UnboundKey::new(alg, &r2i)?);
+        let i2r = LessSafeKey::new(UnboundKey::new(alg, &*i2r)?);
+        let r2i = LessSafeKey::new(UnboundKey::new(alg, &*r2i)?);
         let (send, recv) = match role {
             Role::Initiator => (i2r, r2i),
             Role::Responder => (r2i, i2r),

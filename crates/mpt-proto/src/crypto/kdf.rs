@@ -14,6 +14,8 @@
 use ring::hkdf;
 use ring::hmac;
 
+use zeroize::{Zeroize, Zeroizing};
+
 use super::Psk;
 
 /// HKDF info of the MAC key of `HandshakeInit` messages.
@@ -52,29 +54,33 @@ impl hkdf::KeyType for Len {
 /// `label` is one of the `INFO_*_MAC` constants.
 pub(crate) fn handshake_mac_key(psk: &Psk, label: &[u8]) -> Result<hmac::Key, Unspecified> {
     let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &[]).extract(psk.as_bytes());
-    let mut out = [0u8; 32];
+    let mut out = Zeroizing::new([0u8; 32]);
     prk.expand(&[label, psk.cipher().binding()], Len(out.len()))?
-        .fill(&mut out)?;
-    Ok(hmac::Key::new(hmac::HMAC_SHA256, &out))
+        .fill(&mut *out)?;
+    Ok(hmac::Key::new(hmac::HMAC_SHA256, &*out))
 }
 
+/// Raw key bytes, wiped when dropped.
+pub(crate) type KeyBytes = Zeroizing<[u8; KEY_LEN]>;
+
 /// The two directional session keys: `(initiator_to_responder,
-/// responder_to_initiator)`.
+/// responder_to_initiator)`, wiped when dropped.
 pub(crate) fn session_key_bytes(
     psk: &Psk,
     initiator_nonce: &[u8; 32],
     responder_nonce: &[u8; 32],
-) -> Result<([u8; KEY_LEN], [u8; KEY_LEN]), Unspecified> {
+) -> Result<(KeyBytes, KeyBytes), Unspecified> {
     let mut salt = [0u8; 64];
     salt[..32].copy_from_slice(initiator_nonce);
     salt[32..].copy_from_slice(responder_nonce);
     let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &salt).extract(psk.as_bytes());
-    let mut okm = [0u8; 2 * KEY_LEN];
+    let mut okm = Zeroizing::new([0u8; 2 * KEY_LEN]);
     prk.expand(&[INFO_SESSION_KEYS], Len(okm.len()))?
-        .fill(&mut okm)?;
-    let mut i2r = [0u8; KEY_LEN];
-    let mut r2i = [0u8; KEY_LEN];
+        .fill(&mut *okm)?;
+    let mut i2r = Zeroizing::new([0u8; KEY_LEN]);
+    let mut r2i = Zeroizing::new([0u8; KEY_LEN]);
     i2r.copy_from_slice(&okm[..KEY_LEN]);
     r2i.copy_from_slice(&okm[KEY_LEN..]);
+    okm.zeroize();
     Ok((i2r, r2i))
 }

@@ -75,6 +75,10 @@ pub use handshake::{
 pub use ratelimit::{RateLimiter, SourceLimiter};
 pub use replay::{Replay, ReplayWindow, BITMAP_BITS as REPLAY_BITMAP_BITS, REPLAY_WINDOW};
 
+use std::sync::Arc;
+
+use zeroize::Zeroizing;
+
 /// Length of a pre-shared key in bytes.
 pub const PSK_LEN: usize = 32;
 
@@ -87,24 +91,29 @@ pub const PSK_LEN: usize = 32;
 ///
 /// `Debug` never shows the key. There is deliberately no `PartialEq`: two
 /// keys are never compared, only used.
+///
+/// The bytes are held once: clones (the connection's handshake, the Noise
+/// peer table, the command port) share them behind an `Arc`, and the last
+/// one to go wipes them.
 #[derive(Clone)]
 pub struct Psk {
-    bytes: [u8; PSK_LEN],
+    bytes: Arc<Zeroizing<[u8; PSK_LEN]>>,
     cipher: Cipher,
 }
 
 impl Psk {
     /// The key from its raw bytes, with the default cipher
-    /// (ChaCha20-Poly1305).
-    pub const fn from_bytes(bytes: [u8; PSK_LEN]) -> Psk {
+    /// (ChaCha20-Poly1305). `bytes` is a copy: the caller wipes its own
+    /// (e.g. by holding it in [`Zeroizing`]).
+    pub fn from_bytes(bytes: [u8; PSK_LEN]) -> Psk {
         Psk {
-            bytes,
+            bytes: Arc::new(Zeroizing::new(bytes)),
             cipher: Cipher::ChaCha20Poly1305,
         }
     }
 
     /// The same key used with `cipher`.
-    pub const fn with_cipher(self, cipher: Cipher) -> Psk {
+    pub fn with_cipher(self, cipher: Cipher) -> Psk {
         Psk {
             bytes: self.bytes,
             cipher,
@@ -114,6 +123,12 @@ impl Psk {
     /// The data cipher used with this key.
     pub const fn cipher(&self) -> Cipher {
         self.cipher
+    }
+
+    /// Whether `other` holds the very same key allocation.
+    #[cfg(test)]
+    pub(crate) fn shares_bytes_with(&self, other: &Psk) -> bool {
+        Arc::ptr_eq(&self.bytes, &other.bytes)
     }
 
     /// The raw key bytes, as input keying material for HKDF.

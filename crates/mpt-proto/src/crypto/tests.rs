@@ -1128,3 +1128,17 @@ fn cipher_names_round_trip() {
     assert_eq!(Cipher::default(), Cipher::ChaCha20Poly1305);
     assert!(format!("{:?}", psk().with_cipher(Cipher::Aes256Gcm)).contains("aes-256-gcm"));
 }
+
+/// A PSK is held once: clones (and a clone given another cipher) share
+/// the bytes rather than copy them.
+#[test]
+fn psk_clones_share_one_key() {
+    let a = psk();
+    let b = a.clone().with_cipher(Cipher::Aes256Gcm);
+    assert!(a.shares_bytes_with(&b));
+    assert!(!a.shares_bytes_with(&psk()));
+    assert_eq!(
+        format!("{b:?}"),
+        format!("Psk(<redacted>, {})", Cipher::Aes256Gcm)
+    );
+}

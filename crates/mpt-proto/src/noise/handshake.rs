@@ -37,7 +37,8 @@
 //!    PSK mixed in) and the keys.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use snow::params::{CipherChoice, DHChoice, HashChoice, NoiseParams};
@@ -46,8 +47,10 @@ use snow::types::{Cipher, Dh, Hash, Random};
 
 use crate::crypto::Cipher as DataCipher;
 use snow::HandshakeState;
+use zeroize::{Zeroize, Zeroizing};
 
 use super::keys::{PublicKey, StaticSecret, KEY_LEN};
+use super::limits::{HandshakeLimiter, HandshakeLimits};
 use super::mac::{self, ct_eq, CookieJar, CookieSecret, MacKeys, COOKIE_NONCE_LEN};
 use super::messages::{
     parse_cookie_reply, parse_initiation, parse_response, COOKIE_REPLY_BODY_LEN, COOKIE_REPLY_LEN,
@@ -57,7 +60,7 @@ use super::messages::{
 use super::stats::HandshakeCounters;
 use super::timestamp::Tai64n;
 use super::{Entropy, NoiseError};
-use crate::crypto::{Psk, RateLimiter, Role, SessionKeys, SourceLimiter, PSK_LEN};
+use crate::crypto::{Psk, Role, SessionKeys, PSK_LEN};
 use crate::wire::{EncodeError, Flags, Header, MsgType};
 
 /// The Noise protocol name: IK pattern (the initiator knows the
@@ -86,11 +89,23 @@ struct SeededResolver {
     seed: [u8; KEY_LEN],
 }
 
+impl Drop for SeededResolver {
+    fn drop(&mut self) {
+        self.seed.zeroize();
+    }
+}
+
 /// Hands out the seed once: one ephemeral key per handshake state. Any
 /// further request fails rather than repeat the bytes.
 struct OneShot {
     seed: [u8; KEY_LEN],
     used: bool,
+}
+
+impl Drop for OneShot {
+    fn drop(&mut self) {
+        self.seed.zeroize();
+    }
 }
 
 impl Random for OneShot {
@@ -99,6 +114,7 @@ impl Random for OneShot {
             Some(src) if !self.used => {
                 dest.copy_from_slice(src);
                 self.used = true;
+                self.seed.zeroize();
                 Ok(())
             }
             _ => Err(snow::Error::Rng),
@@ -125,9 +141,13 @@ impl CryptoResolver for SeededResolver {
 }
 
 /// Our long-term identity: the private key and what derives from it.
+///
+/// Cloning it (one per [`Initiator`], one for the [`Responder`]) shares
+/// the private key: it is held once, behind an `Arc`, and wiped when the
+/// last clone goes.
 #[derive(Clone)]
 pub struct Identity {
-    secret: StaticSecret,
+    secret: Arc<StaticSecret>,
     public: PublicKey,
     /// mac1 and cookie keys of our own public key: what we check.
     macs: MacKeys,
@@ -155,7 +175,7 @@ impl Identity {
         let params: NoiseParams = NOISE_PARAMS.parse().map_err(|_| NoiseError::Crypto)?;
         Ok(Identity {
             macs: MacKeys::of(&public),
-            secret,
+            secret: Arc::new(secret),
             public,
             params,
             cipher: DataCipher::default(),
@@ -179,6 +199,13 @@ impl Identity {
     /// Our public key.
     pub fn public_key(&self) -> PublicKey {
         self.public
+    }
+
+    /// Whether `other` holds the very same private key allocation (the
+    /// key is held once, not copied per clone).
+    #[cfg(test)]
+    pub(crate) fn shares_secret_with(&self, other: &Identity) -> bool {
+        Arc::ptr_eq(&self.secret, &other.secret)
     }
 
     /// What checks the mac1 of initiations (proof that the sender knows
@@ -224,13 +251,13 @@ impl Identity {
         &self,
         remote: Option<&PublicKey>,
         psk: &[u8; PSK_LEN],
-        seed: [u8; KEY_LEN],
+        seed: &[u8; KEY_LEN],
     ) -> Result<HandshakeState, NoiseError> {
-        let builder =
-            snow::Builder::with_resolver(self.params.clone(), Box::new(SeededResolver { seed }))
-                .local_private_key(self.secret.as_bytes())?
-                .prologue(&self.prologue)?
-                .psk(PSK_SLOT, psk)?;
+        let resolver = Box::new(SeededResolver { seed: *seed });
+        let builder = snow::Builder::with_resolver(self.params.clone(), resolver)
+            .local_private_key(self.secret.as_bytes())?
+            .prologue(&self.prologue)?
+            .psk(PSK_SLOT, psk)?;
         Ok(match remote {
             Some(key) => builder
                 .remote_public_key(key.as_bytes())?
@@ -316,15 +343,44 @@ fn split(
         return Err(NoiseError::Crypto);
     }
     // Noise's Split: the first key protects initiator -> responder.
-    let (i2r, r2i) = hs.dangerously_get_raw_split();
-    SessionKeys::from_raw(&i2r, &r2i, role, cipher).map_err(|_| NoiseError::Crypto)
+    let (mut i2r, mut r2i) = hs.dangerously_get_raw_split();
+    let keys = SessionKeys::from_raw(&i2r, &r2i, role, cipher).map_err(|_| NoiseError::Crypto);
+    i2r.zeroize();
+    r2i.zeroize();
+    keys
 }
+
+/// How many answers (responses and cookie replies) to one initiation get
+/// their costly check: a response's two X25519 operations, a cookie
+/// reply's XChaCha20-Poly1305 open. Only answers addressed to the
+/// attempt's session index and, for a response, with a valid mac1 (made
+/// for our public key) count. A genuine responder sends one answer per
+/// initiation (one per copy, should a copy go on each path), so 8 leaves
+/// room; a flood of forged answers to one attempt costs at most 8 checks,
+/// so at most 8 per initiation sent, a rate the caller's retry timers
+/// bound (one attempt per few seconds). What a refused answer gets:
+/// [`NoiseError::Overloaded`], and the attempt stays pending until the
+/// next [`Initiator::initiate`] gives the new attempt a full budget.
+pub const ANSWER_CHECKS_PER_ATTEMPT: u8 = 8;
 
 struct Pending {
     hs: HandshakeState,
     local_index: u32,
     mac1: mac::Mac16,
     sent_at: Instant,
+    /// Costly answer checks left (see [`ANSWER_CHECKS_PER_ATTEMPT`]).
+    checks_left: u8,
+}
+
+impl Pending {
+    /// Takes one costly check from the attempt's budget.
+    fn spend_check(&mut self) -> Result<(), NoiseError> {
+        self.checks_left = self
+            .checks_left
+            .checked_sub(1)
+            .ok_or(NoiseError::Overloaded)?;
+        Ok(())
+    }
 }
 
 /// The dialling end of the handshake with one peer (whose public key we
@@ -383,12 +439,13 @@ impl Initiator {
         now: Instant,
         mut o: Outgoing<'_>,
     ) -> Result<usize, NoiseError> {
-        let mut seed = [0u8; KEY_LEN];
-        o.entropy.fill(&mut seed);
+        // Wiped on every way out of here.
+        let mut seed = Zeroizing::new([0u8; KEY_LEN]);
+        o.entropy.fill(&mut *seed);
         // The buffer first: no Diffie-Hellman for a message that cannot go.
         let out = o.start(MsgType::NoiseInitiation, 0, INITIATION_LEN)?;
         let psk = self.psk.as_ref().map_or(&NO_PSK, |p| p.as_bytes());
-        let mut hs = self.identity.handshake(Some(&self.peer), psk, seed)?;
+        let mut hs = self.identity.handshake(Some(&self.peer), psk, &seed)?;
         let timestamp = match self.last_timestamp {
             Some(last) if wall <= last => last.successor(),
             _ => wall,
@@ -411,6 +468,7 @@ impl Initiator {
             local_index,
             mac1,
             sent_at: now,
+            checks_left: ANSWER_CHECKS_PER_ATTEMPT,
         });
         self.counters.initiations_sent += 1;
         Ok(INITIATION_LEN)
@@ -420,7 +478,9 @@ impl Initiator {
     /// that it is addressed to our pending session index, mac1 (keyed with
     /// our public key) and the Noise message. Gives the session's keys and
     /// forgets the attempt. A refused response leaves the attempt pending,
-    /// so a forgery cannot cancel it.
+    /// so a forgery cannot cancel it; the Noise check (two X25519) runs at
+    /// most [`ANSWER_CHECKS_PER_ATTEMPT`] times per attempt, so a flood of
+    /// forgeries costs bounded CPU.
     pub fn handle_response(&mut self, datagram: &[u8]) -> Result<Established, NoiseError> {
         let result = self.response_inner(datagram);
         match &result {
@@ -445,6 +505,7 @@ impl Initiator {
         if !ct_eq(&expected, &r.mac1()) {
             return Err(NoiseError::Mac1);
         }
+        p.spend_check()?;
         let mut payload = [0u8; NOISE_RESPONSE_LEN];
         let n = p.hs.read_message(r.noise(), &mut payload)?;
         if n != 0 {
@@ -471,9 +532,10 @@ impl Initiator {
             let index = c.receiver_index();
             let p = self
                 .pending
-                .as_ref()
+                .as_mut()
                 .filter(|p| p.local_index == index)
                 .ok_or(NoiseError::UnknownIndex { index })?;
+            p.spend_check()?;
             mac::open_cookie(&self.peer_macs.cookie, &p.mac1, &c.sealed())
                 .ok_or(NoiseError::BadCookieReply)
         })();
@@ -538,92 +600,6 @@ impl Default for ResponderConfig {
             cookie_secret_lifetime: mac::COOKIE_SECRET_LIFETIME,
             limits: HandshakeLimits::default(),
         }
-    }
-}
-
-/// The token buckets that bound the responder's Diffie-Hellman work
-/// (WireGuard's shape: per source address after the cookie check, plus a
-/// responder-wide bucket).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HandshakeLimits {
-    /// Handshake messages per second from one source address (default 20).
-    pub per_source_per_sec: u32,
-    /// Burst per source address (default 10: a NAT with a few clients
-    /// behind it restarting at once).
-    pub per_source_burst: u32,
-    /// Source addresses tracked (default 4096, ~100 bytes each; the least
-    /// recently used goes when full, so a million sources hold no more).
-    pub source_table: usize,
-    /// Handshake messages per second for the whole responder (default
-    /// 500: each costs two to four X25519 operations, ~25-50 us each, so
-    /// at most ~10 % of a core).
-    pub global_per_sec: u32,
-    /// Burst of the whole responder (default 250).
-    pub global_burst: u32,
-}
-
-impl Default for HandshakeLimits {
-    fn default() -> Self {
-        HandshakeLimits {
-            per_source_per_sec: 20,
-            per_source_burst: 10,
-            source_table: 4096,
-            global_per_sec: 500,
-            global_burst: 250,
-        }
-    }
-}
-
-/// A source address as the limiter keys it: the IPv4 address, or the
-/// IPv6 /64 (one host can use a whole /64); never the port, which a
-/// sender rotates at will.
-pub fn source_key(src: &SocketAddr) -> IpAddr {
-    match src.ip() {
-        IpAddr::V6(a) => {
-            let o = a.octets();
-            let mut k = [0u8; 16];
-            k[..8].copy_from_slice(&o[..8]);
-            IpAddr::V6(k.into())
-        }
-        v4 => v4,
-    }
-}
-
-/// The per-source and global buckets (see [`HandshakeLimits`]).
-#[derive(Debug, Clone)]
-pub struct HandshakeLimiter {
-    sources: SourceLimiter<IpAddr>,
-    global: RateLimiter,
-}
-
-impl HandshakeLimiter {
-    /// Full buckets for `limits`.
-    pub fn new(limits: HandshakeLimits) -> HandshakeLimiter {
-        HandshakeLimiter {
-            sources: SourceLimiter::new(
-                limits.per_source_per_sec,
-                limits.per_source_burst,
-                limits.source_table,
-            ),
-            global: RateLimiter::new(limits.global_per_sec, limits.global_burst),
-        }
-    }
-
-    /// Takes a token from `src`'s bucket, then from the global one (a
-    /// source over its limit spends nothing of the global budget).
-    pub fn admit(&mut self, src: &SocketAddr, now: Instant) -> Result<(), NoiseError> {
-        if !self.sources.allow(source_key(src), now) {
-            return Err(NoiseError::SourceLimited);
-        }
-        if !self.global.allow(now) {
-            return Err(NoiseError::Overloaded);
-        }
-        Ok(())
-    }
-
-    /// Source addresses in the table.
-    pub fn sources(&self) -> usize {
-        self.sources.len()
     }
 }
 
@@ -796,11 +772,11 @@ impl<Id: Copy> Responder<Id> {
             .into());
         }
         self.counters.initiations_processed += 1;
-        let mut seed = [0u8; KEY_LEN];
-        o.entropy.fill(&mut seed);
+        let mut seed = Zeroizing::new([0u8; KEY_LEN]);
+        o.entropy.fill(&mut *seed);
         // The PSK is needed only for the response (psk2): the initiation
         // tells us who the peer is, hence which PSK.
-        let mut hs = self.identity.handshake(None, &NO_PSK, seed)?;
+        let mut hs = self.identity.handshake(None, &NO_PSK, &seed)?;
         let mut payload = [0u8; NOISE_INITIATION_LEN];
         let n = hs.read_message(m.noise(), &mut payload)?;
         let Some(timestamp) = payload

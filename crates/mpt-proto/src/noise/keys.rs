@@ -10,6 +10,7 @@
 
 use snow::params::DHChoice;
 use snow::resolvers::{CryptoResolver, DefaultResolver};
+use zeroize::Zeroize;
 
 /// Length of an X25519 private or public key.
 pub const KEY_LEN: usize = 32;
@@ -17,9 +18,18 @@ pub const KEY_LEN: usize = 32;
 /// A long-term X25519 private key.
 ///
 /// `Debug` never shows it, and there is no `PartialEq`: a secret is used,
-/// never compared.
-#[derive(Clone)]
+/// never compared. Nor is there `Clone`: the key is held once (an
+/// [`super::Identity`] shares it behind an `Arc`), and its bytes are wiped
+/// when it is dropped.
 pub struct StaticSecret([u8; KEY_LEN]);
+
+impl Drop for StaticSecret {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
+impl zeroize::ZeroizeOnDrop for StaticSecret {}
 
 impl StaticSecret {
     /// The key from its 32 raw bytes (e.g. 32 bytes from the OS CSPRNG, or

@@ -167,6 +167,12 @@ pub(crate) struct CookieSecret {
     lifetime: Duration,
 }
 
+impl Drop for CookieSecret {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.secret);
+    }
+}
+
 impl CookieSecret {
     pub(crate) fn new(lifetime: Duration) -> CookieSecret {
         CookieSecret {

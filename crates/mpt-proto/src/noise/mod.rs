@@ -57,6 +57,7 @@
 mod error;
 mod handshake;
 mod keys;
+mod limits;
 mod mac;
 mod messages;
 mod stats;
@@ -65,10 +66,11 @@ mod timestamp;
 
 pub use error::NoiseError;
 pub use handshake::{
-    random_index, source_key, Established, HandshakeLimiter, HandshakeLimits, Identity, Initiator,
-    Mac1Check, Outgoing, Reply, Responder, ResponderConfig, NOISE_PARAMS, PROLOGUE,
+    random_index, Established, Identity, Initiator, Mac1Check, Outgoing, Reply, Responder,
+    ResponderConfig, ANSWER_CHECKS_PER_ATTEMPT, NOISE_PARAMS, PROLOGUE,
 };
 pub use keys::{PublicKey, StaticSecret, KEY_LEN};
+pub use limits::{source_key, HandshakeLimiter, HandshakeLimits};
 pub use mac::{Mac16, COOKIE_NONCE_LEN, COOKIE_SECRET_LIFETIME, MAC_LEN};
 pub use messages::{
     parse_cookie_reply, parse_initiation, parse_response, CookieReply, Initiation, Response,

@@ -1116,3 +1116,97 @@ fn the_source_table_is_bounded_under_a_million_sources() {
     }
     assert_eq!(l.sources(), HandshakeLimits::default().source_table);
 }
+
+/// The private key is held once: an initiator, the responder and every
+/// clone of the identity share one allocation (wiped when the last goes).
+#[test]
+fn identity_clones_share_one_private_key() {
+    let id = identity(7);
+    let copy = id.clone();
+    let other = identity(7);
+    assert!(id.shares_secret_with(&copy));
+    assert!(!id.shares_secret_with(&other));
+    let with_aes = copy.with_cipher(crate::crypto::Cipher::Aes256Gcm);
+    assert!(id.shares_secret_with(&with_aes));
+}
+
+/// A flood of forged responses (right index, mac1 fixed up by someone who
+/// knows the client's public key) costs at most ANSWER_CHECKS_PER_ATTEMPT
+/// Diffie-Hellman checks per attempt; the rest are refused as overloaded
+/// before any X25519, and the next attempt has a full budget again.
+#[test]
+fn forged_responses_cost_a_bounded_number_of_checks_per_attempt() {
+    let now = base();
+    let mut rng = TestRng(40);
+    let mut c = client(None);
+    let mut s = server(None);
+    let a = initiate(&mut c, 1, 0, now, &mut rng);
+    let (_, resp) = respond(&mut s, &a, src(), 2, now, false, &mut rng);
+    let mut forged = resp.clone();
+    forged[HEADER_LEN + 10] ^= 0x40;
+    let mac1_key = mac::MacKeys::of(&identity(CLIENT).public_key()).mac1;
+    let m = mac::mac(&mac1_key, &[&forged[..RESPONSE_LEN - MAC_LEN]]);
+    forged[RESPONSE_LEN - MAC_LEN..].copy_from_slice(&m);
+    for _ in 0..ANSWER_CHECKS_PER_ATTEMPT {
+        assert_eq!(c.handle_response(&forged).unwrap_err(), NoiseError::Decrypt);
+    }
+    for _ in 0..1000 {
+        assert_eq!(
+            c.handle_response(&forged).unwrap_err(),
+            NoiseError::Overloaded
+        );
+    }
+    // Cookie replies to the attempt share the budget.
+    let (_, cr) = respond(&mut server(None), &a, src(), 3, now, true, &mut rng);
+    assert_eq!(
+        c.handle_cookie_reply(&cr, now).unwrap_err(),
+        NoiseError::Overloaded
+    );
+    assert_eq!(
+        c.counters().refused.decrypt,
+        u64::from(ANSWER_CHECKS_PER_ATTEMPT)
+    );
+    assert_eq!(c.counters().refused.overloaded, 1001);
+    // mac1 comes before the budget: junk without it is still `Mac1`.
+    let mut no_mac1 = resp.clone();
+    no_mac1[HEADER_LEN + 10] ^= 0x40;
+    assert_eq!(c.handle_response(&no_mac1).unwrap_err(), NoiseError::Mac1);
+    // A new attempt: the budget is back and the genuine answer works.
+    let a2 = initiate(&mut c, 5, 1, now, &mut rng);
+    let (_, resp2) = respond(
+        &mut s,
+        &a2,
+        src(),
+        6,
+        now + Duration::from_secs(1),
+        false,
+        &mut rng,
+    );
+    assert_eq!(c.handle_response(&resp2).unwrap().remote_index, 6);
+}
+
+/// Forged cookie replies to a pending attempt open at most
+/// ANSWER_CHECKS_PER_ATTEMPT times; the genuine one within budget is kept.
+#[test]
+fn forged_cookie_replies_cost_a_bounded_number_of_opens() {
+    let now = base();
+    let mut rng = TestRng(41);
+    let mut c = client(None);
+    let a = initiate(&mut c, 1, 0, now, &mut rng);
+    let (_, cr) = respond(&mut server(None), &a, src(), 2, now, true, &mut rng);
+    let mut bad = cr.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    for _ in 0..ANSWER_CHECKS_PER_ATTEMPT - 1 {
+        assert_eq!(
+            c.handle_cookie_reply(&bad, now).unwrap_err(),
+            NoiseError::BadCookieReply
+        );
+    }
+    c.handle_cookie_reply(&cr, now).unwrap();
+    assert_eq!(
+        c.handle_cookie_reply(&cr, now).unwrap_err(),
+        NoiseError::Overloaded
+    );
+    assert_eq!(c.counters().cookies_received, 1);
+}

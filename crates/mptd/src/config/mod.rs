@@ -34,6 +34,7 @@ use mpt_proto::path::AdminStatus;
 pub use defaults::DEFAULT_CIPHER;
 pub use duration::parse_duration;
 pub use error::ConfigError;
+pub use handshake::{HandshakeConfig, DEFAULT_HANDSHAKE_QUEUE};
 pub use host::{is_host_name, MAX_HOST_NAME};
 pub use include::IncludedFile;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub use validate::is_interface_name;
 mod defaults;
 mod duration;
 mod error;
+mod handshake;
 mod host;
 mod include;
 mod load;
@@ -106,6 +108,9 @@ pub struct DaemonConfig {
     /// The numbers of the rules, tables and marks mptd's policy routing
     /// uses (`route_table_base`, `fwmark_base`, `rule_priority_base`).
     pub routing: RoutingNumbers,
+    /// The handshake limits (`handshake_source_rate`,
+    /// `handshake_source_burst`, `handshake_rate`, `handshake_queue`).
+    pub handshake: HandshakeConfig,
 }
 
 /// Where mptd's policy routing lives in the kernel's number spaces (see

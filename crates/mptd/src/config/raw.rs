@@ -88,6 +88,15 @@ pub(super) struct RawDaemon {
     pub(super) hook: Option<Spanned<RawHook>>,
     #[serde(default = "default_hook_timeout")]
     pub(super) hook_timeout: Dur,
+    /// See [`super::handshake`].
+    #[serde(default)]
+    pub(super) handshake_source_rate: Option<u32>,
+    #[serde(default)]
+    pub(super) handshake_source_burst: Option<u32>,
+    #[serde(default)]
+    pub(super) handshake_rate: Option<u32>,
+    #[serde(default)]
+    pub(super) handshake_queue: Option<usize>,
 }
 
 /// `[daemon] hook`: `"/path/to/program"` or `["/path/to/program", "arg"]`

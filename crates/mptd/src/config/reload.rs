@@ -41,6 +41,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
             "route_table_base, fwmark_base or rule_priority_base",
             d.0.routing != d.1.routing,
         ),
+        (
+            "handshake_source_rate, handshake_source_burst, handshake_rate or handshake_queue",
+            d.0.handshake != d.1.handshake,
+        ),
     ];
     for (key, changed) in daemon_keys {
         if changed {

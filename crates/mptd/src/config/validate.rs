@@ -24,9 +24,9 @@ use super::raw::{
     RawTunnel,
 };
 use super::{
-    Config, ConnectionConfig, DaemonConfig, PathConfig, RoutingNumbers, SchedulerKind,
-    TunnelConfig, ACCEPT_REMOTE_REMOVED, FWMARK_MASK, MAX_CONNECTIONS, MAX_WEIGHT, MAX_WINDOW,
-    RESOLVE_INTERVAL_RANGE,
+    Config, ConnectionConfig, DaemonConfig, HandshakeConfig, PathConfig, RoutingNumbers,
+    SchedulerKind, TunnelConfig, ACCEPT_REMOTE_REMOVED, FWMARK_MASK, MAX_CONNECTIONS, MAX_WEIGHT,
+    MAX_WINDOW, RESOLVE_INTERVAL_RANGE,
 };
 
 /// Whether `name` can name a network interface (what the kernel takes:
@@ -112,6 +112,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
             hook_timeout: super::defaults::default_hook_timeout().0,
             resolve_interval: DEFAULT_RESOLVE_INTERVAL,
             routing: RoutingNumbers::default(),
+            handshake: HandshakeConfig::default(),
         });
     };
     let span = d.span().start;
@@ -123,6 +124,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
         ));
     }
     let routing = routing_numbers(&d).map_err(|m| (span, m))?;
+    let handshake = super::handshake::handshake_config(&d).map_err(|m| (span, m))?;
     // `private_key_file = ""` (as in the spec's example) means none.
     let private_key_file = d.private_key_file.filter(|p| !p.as_os_str().is_empty());
     let public_key = match &private_key_file {
@@ -183,6 +185,7 @@ fn daemon(raw: Option<Spanned<RawDaemon>>, own_key: OwnKey) -> Result<DaemonConf
     };
     Ok(DaemonConfig {
         routing,
+        handshake,
         control: d.control,
         cmd_port: d.cmd_port,
         cmd_port_admin: d.cmd_port_admin,

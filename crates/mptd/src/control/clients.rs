@@ -43,7 +43,7 @@ impl ControlLoop {
         };
         let psk = match &c.key_file {
             Some(file) => Some(
-                Psk::from_bytes(crate::keys::load(file).map_err(|e| format!("{e:#}"))?)
+                Psk::from_bytes(*crate::keys::load(file).map_err(|e| format!("{e:#}"))?)
                     .with_cipher(self.config.daemon.cipher),
             ),
             None => None,

@@ -46,8 +46,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mpt_proto::crypto::{Psk, Role};
 use mpt_proto::noise::{
-    random_index, Entropy, Established, HandshakeCounters, Identity, Initiator, NoiseError,
-    Outgoing, PublicKey, Reply, Responder, ResponderConfig, Tai64n,
+    random_index, Entropy, Established, HandshakeCounters, HandshakeLimits, Identity, Initiator,
+    NoiseError, Outgoing, PublicKey, Reply, Responder, ResponderConfig, Tai64n,
 };
 use mpt_proto::wire::Header;
 use ring::rand::{SecureRandom, SystemRandom};
@@ -211,8 +211,18 @@ pub enum InitiationOutcome {
 impl NoiseDaemon {
     /// The responder for `identity`, knowing no peer yet.
     pub fn new(identity: Identity) -> NoiseDaemon {
+        NoiseDaemon::with_limits(identity, HandshakeLimits::default())
+    }
+
+    /// The responder for `identity` with the token buckets of `limits`
+    /// (`[daemon] handshake_*`).
+    pub fn with_limits(identity: Identity, limits: HandshakeLimits) -> NoiseDaemon {
+        let cfg = ResponderConfig {
+            limits,
+            ..ResponderConfig::default()
+        };
         NoiseDaemon {
-            responder: Responder::new(identity.clone(), ResponderConfig::default()),
+            responder: Responder::new(identity.clone(), cfg),
             identity,
             rng: OsEntropy::default(),
             load: LoadGauge::default(),

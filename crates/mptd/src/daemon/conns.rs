@@ -60,7 +60,10 @@ pub(super) fn build(
             let identity = mpt_proto::noise::Identity::new(secret)
                 .context("setting up the public-key handshake")?
                 .with_cipher(config.daemon.cipher);
-            Some(NoiseDaemon::new(identity))
+            Some(NoiseDaemon::with_limits(
+                identity,
+                config.daemon.handshake.responder_limits(),
+            ))
         }
         _ => None,
     };
@@ -89,7 +92,7 @@ pub(super) fn build(
         let psk = match &c.key_file {
             Some(file) => Some(
                 Psk::from_bytes(
-                    crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
+                    *crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
                 )
                 .with_cipher(config.daemon.cipher),
             ),

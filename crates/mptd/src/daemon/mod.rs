@@ -44,7 +44,7 @@ use crate::ops::control_socket::{self, StatusSource};
 use crate::plane::route::Router;
 use crate::plane::routing::SharedRouting;
 use crate::plane::shared_port::SharedStats;
-use crate::plane::{ConnSet, TxStats, TxWakes, CONTROL_QUEUE, HANDSHAKE_QUEUE};
+use crate::plane::{ConnSet, TxStats, TxWakes, CONTROL_QUEUE};
 
 /// Runs the daemon until SIGTERM or SIGINT. `config_path` is re-read on
 /// SIGHUP and `mpt reload`.
@@ -82,8 +82,11 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let tx_stats = Arc::new(TxStats::default());
     let router = Arc::new(Router::from_config(&config));
     let conn_set = Arc::new(ConnSet::new(conns.shared.clone(), router.clone()));
-    let (control_tx, control_rx) =
-        crate::plane::control_queues(CONTROL_QUEUE, HANDSHAKE_QUEUE, tx_stats.clone());
+    let (control_tx, control_rx) = crate::plane::control_queues(
+        CONTROL_QUEUE,
+        config.daemon.handshake.queue,
+        tx_stats.clone(),
+    );
     let mut workers = workers::Threads::default();
 
     let keys = conns::key_exchanges(&config, &mut conns)?;

@@ -51,7 +51,7 @@ pub const CONTROL_QUEUE: usize = 4096;
 /// what the responder-wide bucket lets through (500/s), so a legitimate
 /// burst (a concentrator's clients coming back after an outage) fits,
 /// and a flood is cut here at the cost of a `try_send`.
-pub const HANDSHAKE_QUEUE: usize = 1024;
+pub const HANDSHAKE_QUEUE: usize = crate::config::DEFAULT_HANDSHAKE_QUEUE;
 
 /// Handshake messages the control loop handles per round, after the
 /// session queue: with two to four X25519 each (~25-50 us), at most a few

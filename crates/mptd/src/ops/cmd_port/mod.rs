@@ -124,7 +124,7 @@ pub fn start(
             Some(file) => {
                 let psk =
                     crate::keys::load(file).with_context(|| format!("connection {}", c.name))?;
-                let key = CmdKey::derive(&Psk::from_bytes(psk), &c.name)
+                let key = CmdKey::derive(&Psk::from_bytes(*psk), &c.name)
                     .map_err(|e| anyhow::anyhow!("connection {}: {e}", c.name))?;
                 Some(Mutex::new(CmdVerifier::new(key)))
             }
