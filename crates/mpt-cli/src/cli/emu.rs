@@ -45,8 +45,7 @@ Examples:
   mpt emu run --a m0 --b m1 --rate 10mbit --outage 10s+5s --relay 20MB
   mpt emu run --a m0 --b m1 --loss 1% --ge 0.01,0.3 --seed 7 --report-json out.json
   mpt emu run --a m0 --b m1 --trace lte.trace --periodic 20s/2s
-  mpt emu run --a m0 --b m1 --trace Verizon-LTE-short.down --trace-format mahimahi \
-      --ba trace=Verizon-LTE-short.up --delay 20ms
+  mpt emu run --a m0 --b m1 --trace-format mahimahi --ab trace=lte.up --ba trace=lte.down
 
 Trace file (--trace-format mpt, the default): lines `TIME RATE [DELAY]`
 (bare numbers: s, bit/s, ms; '-' keeps the configured value; rate 0 = no
