@@ -720,7 +720,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__emu__subcmd__run)
-            opts="-h --a --b --netns --profile --rate --delay --jitter --jitter-dist --reorder --loss --ge --queue --outage --periodic --relay --trace --ab --ba --seed --duration --report-json --keep-offloads --rt-priority --log --socket --help"
+            opts="-h --a --b --netns --profile --rate --delay --jitter --jitter-dist --reorder --loss --ge --queue --outage --periodic --relay --trace --trace-format --ab --ba --seed --duration --report-json --keep-offloads --rt-priority --log --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -783,6 +783,10 @@ _mpt() {
                     return 0
                     ;;
                 --trace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --trace-format)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -99,6 +99,7 @@ complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l periodic -d 'Periodic contacts UP/DOWN, e.g. 20s/10s (starts up)' -r
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l relay -d 'Store-and-forward custody: hold up to BYTES over outages instead of dropping' -r
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l trace -d 'Rate/delay trace file (TIME RATE [DELAY] per line)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l trace-format -d 'How --trace is read: mpt (TIME RATE [DELAY]) or mahimahi (one delivery opportunity per line, ms)' -r
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l ab -d 'Override for a->b only, KEY=VALUE (repeatable), e.g. --ab rate=2mbit' -r
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l ba -d 'Override for b->a only, KEY=VALUE (repeatable)' -r
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from run" -l seed -d 'Seed for loss and jitter (default: the profile\'s, else 1)' -r

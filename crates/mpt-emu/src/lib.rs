@@ -21,7 +21,8 @@
 //! * [`model`] — the link model: packet size and arrival time in, departure
 //!   time or drop reason out; virtual time only, unit-tested with a seed.
 //!   Built from [`pacer`] (absolute-timeline rate pacing), [`loss`],
-//!   [`schedule`] (outages) and [`trace`] (time-varying rate/delay).
+//!   [`schedule`] (outages) and [`trace`] (time-varying rate/delay; also
+//!   read from Mahimahi's delivery-opportunity files by [`mahimahi`]).
 //! * [`profile`] — TOML link profiles, presets, layering with flags.
 //! * [`wire`] — the real-time driver: packet sockets read and written in
 //!   batches, coarse sleep + spin; [`gso`] cuts GSO aggregates into packets.
@@ -38,6 +39,7 @@
 
 pub mod gso;
 pub mod loss;
+pub mod mahimahi;
 pub mod model;
 pub mod netns;
 pub mod pacer;

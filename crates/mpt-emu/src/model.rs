@@ -190,7 +190,8 @@ impl LinkModel {
         at.saturating_duration_since(self.epoch)
     }
 
-    /// Is the link able to transmit at `at` (schedule and trace)?
+    /// Is the link up at `at` (schedule and trace)? A gap between the
+    /// delivery opportunities of a Mahimahi trace is not an outage.
     pub fn is_up(&self, at: Instant) -> bool {
         let t = self.offset(at);
         self.cfg.schedule.is_up(t)
@@ -198,26 +199,42 @@ impl LinkModel {
                 .cfg
                 .trace
                 .as_ref()
-                .is_none_or(|tr| tr.zero_rate_until(t).is_none())
+                .is_none_or(|tr| tr.gaps_queue() || tr.zero_rate_until(t).is_none())
     }
 
     /// The first instant at or after `at` when the link is up; `None` if it
     /// never comes back.
     pub fn next_up(&self, at: Instant) -> Option<Instant> {
+        self.next_start(at).map(|(t, _)| t)
+    }
+
+    /// The first instant at or after `at` when the link can transmit, and
+    /// whether an outage (schedule, or a zero step of a trace in our own
+    /// format) postponed it, rather than only the gaps of a trace whose
+    /// gaps queue.
+    fn next_start(&self, at: Instant) -> Option<(Instant, bool)> {
         let mut t = self.offset(at);
+        let mut outage = false;
         for _ in 0..MAX_EDGE_STEPS {
             if let Some(end) = self.cfg.schedule.down_until(t) {
                 t = end;
+                outage = true;
                 continue;
             }
-            if let Some(end) = self.cfg.trace.as_ref().and_then(|tr| tr.zero_rate_until(t)) {
+            if let Some((end, tr)) = self
+                .cfg
+                .trace
+                .as_ref()
+                .and_then(|tr| Some((tr.zero_rate_until(t)?, tr)))
+            {
                 if end == Duration::MAX {
                     return None;
                 }
                 t = end;
+                outage |= !tr.gaps_queue();
                 continue;
             }
-            return Some(at.max(self.epoch.checked_add(t)?));
+            return Some((at.max(self.epoch.checked_add(t)?), outage));
         }
         None
     }
@@ -240,19 +257,21 @@ impl LinkModel {
 
         // 1. Availability.
         let ready = self.pacer.start_time(now);
-        let Some(start) = self.next_up(ready) else {
+        let Some((start, outage)) = self.next_start(ready) else {
             return Verdict::Drop(if self.cfg.relay.is_some() {
                 DropReason::RelayFull
             } else {
                 DropReason::Outage
             });
         };
+        // Waiting for a Mahimahi delivery opportunity is queueing; waiting
+        // out an outage needs a relay.
         let postponed = start > ready;
-        if postponed && self.cfg.relay.is_none() {
+        if outage && self.cfg.relay.is_none() {
             return Verdict::Drop(DropReason::Outage);
         }
         // In custody: arrived during an outage, or waits for the contact.
-        let relayed = self.cfg.relay.is_some() && (postponed || !self.is_up(now));
+        let relayed = self.cfg.relay.is_some() && (outage || !self.is_up(now));
 
         // 2. Buffer limit.
         let size = bytes as u64;
@@ -673,5 +692,36 @@ mod tests {
                 other => panic!("t = {t:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn mahimahi_gaps_queue_packets_until_the_next_opportunity() {
+        // Opportunities at 0 (the loop's 10 ms) and 5 ms of every 10 ms.
+        let trace = super::super::mahimahi::parse("5\n10\n").ok();
+        let cfg = LinkConfig {
+            trace,
+            queue: 100 * 1514,
+            ..LinkConfig::default()
+        };
+        let mut m = LinkModel::new(cfg, Instant::now(), 1);
+        let t0 = m.epoch();
+        assert!(
+            m.is_up(t0 + ms(2)),
+            "a gap between opportunities is no outage"
+        );
+        // 40 full-size frames at once: nothing dropped, one frame per
+        // opportunity, each 1 ms long, at 0, 5, 10, 15 ... ms.
+        let v = feed(&mut m, 40, 1514, Duration::ZERO);
+        let out = forwarded(&v);
+        assert_eq!(out.len(), 40, "{:?}", &v[..3]);
+        for (i, (_, s)) in out.iter().enumerate() {
+            assert_eq!(s.tx_start - t0, ms(5 * i as u64), "frame {i}");
+            assert_eq!(s.tx_end - s.tx_start, ms(1), "frame {i}");
+            assert!(!s.relayed);
+        }
+        // The queue still limits: a burst beyond it is tail-dropped.
+        let v = feed(&mut m, 200, 1514, Duration::ZERO);
+        assert!(drops(&v, DropReason::Queue) > 0);
+        assert_eq!(drops(&v, DropReason::Outage), 0);
     }
 }

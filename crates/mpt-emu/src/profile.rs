@@ -18,6 +18,7 @@
 //! periodic = "20s/10s"     # up/down cycle
 //! relay = "50MB"           # store-and-forward custody store, or "off"
 //! trace = "lte.trace"      # rate/delay trace, relative to this file
+//! trace_format = "mpt"     # mpt (TIME RATE [DELAY]) | mahimahi (opportunities)
 //!
 //! [a_to_b]                 # overrides for a -> b only (same keys)
 //! [b_to_a]
@@ -36,7 +37,7 @@ use serde::Deserialize;
 use super::loss::{GeParams, LossConfig};
 use super::model::{JitterDist, LinkConfig, DEFAULT_QUEUE_BYTES};
 use super::schedule::{Periodic, Schedule, Window};
-use super::trace::Trace;
+use super::trace::{Trace, TraceFormat};
 use super::units;
 
 /// Presets shipped in `conf/links/` and compiled in, so `--profile lte` works
@@ -198,6 +199,9 @@ pub struct LinkSpec {
     /// Resolved against `base_dir` when the config is built.
     #[serde(default, deserialize_with = "de_path")]
     pub trace: Option<PathBuf>,
+    /// How `trace` is read (default: our own format).
+    #[serde(default)]
+    pub trace_format: Option<TraceFormat>,
     /// Directory that a relative `trace` is resolved against.
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
@@ -220,7 +224,8 @@ impl LinkSpec {
             queue,
             outage,
             periodic,
-            relay
+            relay,
+            trace_format
         );
         if other.trace.is_some() {
             self.trace = other.trace.clone();
@@ -259,7 +264,8 @@ impl LinkSpec {
                     Some(dir) if path.is_relative() => dir.join(path),
                     _ => path.clone(),
                 };
-                Some(Trace::load(&full).map_err(ConfigError::Invalid)?)
+                let format = self.trace_format.unwrap_or_default();
+                Some(Trace::load_as(&full, format).map_err(ConfigError::Invalid)?)
             }
             None => None,
         };

@@ -8,22 +8,33 @@
 //!
 //! | case | bound |
 //! |---|---|
-//! | rate 1, 10, 100 Mbit/s | achieved within +-1 % (whole Ethernet frames) |
-//! | rate 1 and 3 Gbit/s | achieved within +-3 % |
+//! | capacity: full-size frames flat out, nothing shaped | reported; sets the top rate |
+//! | rate 1, 10, 100 Mbit/s, ... up to the top rate | achieved within +-1 % up to 100 Mbit/s, +-5 % above |
+//! | Mahimahi trace, 1000 packets/s mean with gaps | achieved mean within +-2 %, no outage drops |
 //! | delay 300 ms, >= 1000 packets | mean error (one-way minus 300 ms) < 0.1 ms |
 //! | loss, PER 5 % | lost count inside the exact 99 % binomial interval |
 //! | outage windows | every edge within 5 ms of schedule |
 //! | relay custody | every packet sent during the outage delivered, in order, after it |
 //!
+//! Why the top rate is measured, not fixed: what a machine can verify is
+//! what its own path (sender, wire, receiver, all on the same cores) can
+//! carry while other work runs. A fixed 3 Gbit/s check sat near that limit
+//! on the 2-core CI VM and failed two runs in three under a parallel build
+//! (2.888 Gbit/s, most frames never read). So the self-test first measures
+//! the capacity of the path with the shaper off, then checks the decades
+//! from 1 Mbit/s up to [`TOP_FRACTION`] of it, rounded down to one
+//! significant digit. Every rate is offered at [`OFFERED_FACTOR`] times
+//! itself, so a shaper that ignored the rate would pass the excess through
+//! (+10 %, measured: a wire with its rate disabled gave +10.0 % at every
+//! rate and +20 % on the Mahimahi trace) and fail every bound.
+//!
 //! At 1 Gbit/s and more the wire's thread polls without ever sleeping, so
 //! the kernel's real-time throttling (95 % of each second by default) can
 //! stop it for up to 50 ms a second, and the far end's receive path runs on
 //! its CPU too; the absolute timeline catches up only as fast as the spare
-//! capacity allows. On a machine shared with other builds 1 Gbit/s falls
-//! about 2 % short (hence the 3 % bound), and 3 Gbit/s, near the wire's
-//! limit there, can fail (measured: docs/results/2026-11-26-link-emulator.md).
-//! The receiver may fall behind at these rates; the socket's drop counter
-//! (`SO_RXQ_OVFL`) tells how many datagrams arrived between two it read.
+//! capacity allows (see [`rate_bound_pct`]). The receiver may fall behind
+//! at these rates; the socket's drop counter (`SO_RXQ_OVFL`) tells how many
+//! datagrams arrived between two it read.
 //!
 //! The delay error is measured end to end, so it includes the veth and
 //! socket path (tens of microseconds), not only the wire's own departure
@@ -252,17 +263,124 @@ pub fn binomial_interval_99(n: u64, p: f64) -> (u64, u64) {
     (lo.unwrap_or(n), n)
 }
 
-/// `bound_pct`: the largest accepted rate error, `None` to report only.
-fn rate_check(
-    bed: &Testbed,
-    rate: u64,
-    bound_pct: Option<f64>,
-    stop: &AtomicBool,
-) -> Result<Check, SelftestError> {
+/// The top rate checked is this fraction of the measured capacity, rounded
+/// down to one significant digit: the shaped flow (offered at
+/// [`OFFERED_FACTOR`] times the rate) then stays well inside what the path
+/// can carry, so a shortfall is the shaper's and not the machine's.
+pub const TOP_FRACTION: f64 = 0.5;
+
+/// Each rate is offered at this multiple of itself so that the link never
+/// idles; a shaper that ignored the rate would deliver this excess.
+pub const OFFERED_FACTOR: f64 = 1.1;
+
+/// Rate bounds: within +-1 % up to 100 Mbit/s; above, +-5 %. On two cores
+/// shared with other work a gigabit flow loses its sender or receiver for
+/// milliseconds (the wire's own pacing stays exact, see its figure), so
+/// the receiver-side rate falls 2-3 % short; 5 % holds that and still
+/// fails a shaper that ignores the rate (+10 %, the excess offered) or
+/// misses it by more than 5 %.
+pub fn rate_bound_pct(rate: u64) -> f64 {
+    if rate <= 100_000_000 {
+        1.0
+    } else {
+        5.0
+    }
+}
+
+/// `x` rounded down to one significant digit: 3.7e9 -> 3e9, 640e6 -> 600e6.
+pub fn round_down_1sig(x: f64) -> u64 {
+    if !x.is_finite() || x < 1.0 {
+        return 0;
+    }
+    let unit = 10f64.powi(x.log10().floor() as i32);
+    ((x / unit).floor() * unit) as u64
+}
+
+/// The rates checked on a path of `capacity` bit/s: the decades from
+/// 1 Mbit/s up to the top rate, and the top rate.
+pub fn rates_to_check(capacity: f64) -> Vec<u64> {
+    let top = round_down_1sig(capacity * TOP_FRACTION);
+    let mut rates: Vec<u64> = [
+        1_000_000,
+        10_000_000,
+        100_000_000,
+        1_000_000_000,
+        10_000_000_000,
+    ]
+    .into_iter()
+    .filter(|&r| r <= top)
+    .collect();
+    if top >= 1_000_000 && rates.last() != Some(&top) {
+        rates.push(top);
+    }
+    rates
+}
+
+/// Did a shaped run pass: achieved within `bound_pct` of `requested`.
+pub fn rate_passes(requested: u64, achieved: Option<f64>, bound_pct: f64) -> bool {
+    achieved.is_some_and(|a| ((a / requested as f64 - 1.0) * 100.0).abs() <= bound_pct)
+}
+
+/// What reached `b` in a case with full-size frames: the rate (frames read
+/// plus those its socket dropped, between the first and last read) and the
+/// socket's drops.
+fn receiver_rate(recs: &[Record], frame: usize) -> (Option<f64>, usize) {
+    match (recs.first(), recs.last()) {
+        (Some(f), Some(l)) if recs.len() > 10 && l.rx_ns > f.rx_ns => {
+            let dropped = l.socket_drops.wrapping_sub(f.socket_drops) as usize;
+            let frames = recs.len() - 1 + dropped;
+            (
+                Some((frames * frame * 8) as f64 / ((l.rx_ns - f.rx_ns) as f64 * 1e-9)),
+                dropped,
+            )
+        }
+        _ => (None, 0),
+    }
+}
+
+/// The capacity of the emulator path itself: full-size frames sent flat out
+/// for 1 s through a wire that shapes nothing.
+fn capacity_check(bed: &Testbed, stop: &AtomicBool) -> Result<(Check, f64), SelftestError> {
+    let frame = traffic::frame_len(FULL_PAYLOAD);
+    let flow = Flow {
+        until: Some(Duration::from_secs(1)),
+        payload: FULL_PAYLOAD,
+        gap: Duration::from_nanos(1),
+        count: 4_000_000,
+    };
+    let link = LinkConfig::default();
+    let out = run_case(bed, link, flow, Duration::from_millis(200), stop)?;
+    let (achieved, socket_drops) = receiver_rate(&out.records, frame);
+    let capacity = achieved.unwrap_or(0.0);
+    let top = round_down_1sig(capacity * TOP_FRACTION);
+    Ok((
+        Check {
+            name: "capacity (unshaped)".into(),
+            requested: "flat out, 1 s".into(),
+            measured: format!(
+                "{} over {} frames ({socket_drops} not read); top rate checked {}",
+                format_rate(capacity),
+                out.records.len() + socket_drops,
+                format_rate(top as f64)
+            ),
+            bound: format!(">= 2 Mbit/s; top = {TOP_FRACTION} x, rounded down"),
+            pass: Some(top >= 1_000_000),
+            values: json!({
+                "capacity_bps": achieved, "top_rate_bps": top, "fraction": TOP_FRACTION,
+                "frames": out.records.len(), "socket_drops": socket_drops,
+                "sent": out.log.sent_ok(), "wire_rx": out.wire.rx_frames, "wire_tx": out.wire.tx_frames,
+            }),
+        },
+        capacity,
+    ))
+}
+
+fn rate_check(bed: &Testbed, rate: u64, stop: &AtomicBool) -> Result<Check, SelftestError> {
+    let bound_pct = rate_bound_pct(rate);
     let frame = traffic::frame_len(FULL_PAYLOAD);
     // Offer 10 % more than the link takes so it never idles; the wire's
     // queue absorbs the excess (and tail-drops once full).
-    let offered = rate as f64 * 1.1;
+    let offered = rate as f64 * OFFERED_FACTOR;
     let gap = Duration::from_secs_f64(frame as f64 * 8.0 / offered);
     let secs = if rate <= 1_000_000 { 2.5 } else { 1.5 };
     // 64 frames, or 20 ms at the rate if more: the queue is full in steady
@@ -276,6 +394,7 @@ fn rate_check(
         ..LinkConfig::default()
     };
     let flow = Flow {
+        until: None,
         payload: FULL_PAYLOAD,
         gap,
         count: (secs / gap.as_secs_f64()) as u64,
@@ -283,20 +402,7 @@ fn rate_check(
     // Long enough for a receiver that fell behind to drain its socket.
     let out = run_case(bed, link, flow, Duration::from_millis(200), stop)?;
     let recs = &out.records;
-    // Frames that reached `b` between the first and the last one read: the
-    // ones read, and those its socket dropped when the receiver fell behind
-    // (at gigabit rates, on two cores shared with the wire and the sender).
-    let (achieved, socket_drops) = match (recs.first(), recs.last()) {
-        (Some(f), Some(l)) if recs.len() > 10 && l.rx_ns > f.rx_ns => {
-            let dropped = l.socket_drops.wrapping_sub(f.socket_drops) as usize;
-            let frames = recs.len() - 1 + dropped;
-            (
-                Some((frames * frame * 8) as f64 / ((l.rx_ns - f.rx_ns) as f64 * 1e-9)),
-                dropped,
-            )
-        }
-        _ => (None, 0),
-    };
+    let (achieved, socket_drops) = receiver_rate(recs, frame);
     let err_pct = achieved.map(|a| (a / rate as f64 - 1.0) * 100.0);
     let wire_err = out.wire.rate.error_pct;
     Ok(Check {
@@ -316,12 +422,13 @@ fn rate_check(
             ),
             _ => format!("too few frames received ({})", recs.len()),
         },
-        bound: bound_pct.map_or("none".into(), |b| format!("+-{b} %")),
-        pass: bound_pct.map(|b| err_pct.is_some_and(|e| e.abs() <= b)),
+        bound: format!("+-{bound_pct} %"),
+        pass: Some(rate_passes(rate, achieved, bound_pct)),
         values: json!({
             "requested_bps": rate,
             "achieved_bps": achieved,
             "error_pct": err_pct,
+            "bound_pct": bound_pct,
             "frames": recs.len(),
             "socket_drops": socket_drops,
             "wire_achieved_bps": out.wire.rate.achieved_bps,
@@ -329,6 +436,70 @@ fn rate_check(
             "sent": out.log.sent_ok(),
             "wire_drops_queue": out.wire.drops.queue, "wire_rx": out.wire.rx_frames, "wire_tx": out.wire.tx_frames, "wire_delay_err_us": out.wire.delay_error_us.mean, "wire_read_latency_us": out.wire.read_latency_us.mean,
         }),
+    })
+}
+
+/// The Mahimahi trace of [`mahimahi_check`]: a 40 ms loop with 2
+/// opportunities a millisecond for 10 ms, a 10 ms gap, then 1 a
+/// millisecond for 20 ms: 40 opportunities in 40 ms, 1000 full-size
+/// packets a second (12.112 Mbit/s of frames), gaps and bursts included.
+pub fn mahimahi_test_trace() -> String {
+    let mut lines = Vec::new();
+    for ms in 1..=40u32 {
+        let n = match ms {
+            1..=10 => 2,
+            11..=20 => 0,
+            _ => 1,
+        };
+        lines.extend(std::iter::repeat_n(ms.to_string(), n));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// A Mahimahi trace of known mean rate shapes a real flow: full-size frames
+/// offered at 1.2 times the mean for 2 s arrive at the mean within 2 %, and
+/// nothing is dropped as an outage (the gaps queue).
+pub fn mahimahi_check(bed: &Testbed, stop: &AtomicBool) -> Result<Check, SelftestError> {
+    let trace = super::mahimahi::parse(&mahimahi_test_trace())
+        .map_err(|e| SelftestError::Traffic(io::Error::other(e.to_string())))?;
+    let want = trace
+        .mean_rate(None, Duration::ZERO, Duration::from_secs(1))
+        .unwrap_or(0.0);
+    let frame = traffic::frame_len(FULL_PAYLOAD);
+    let link = LinkConfig {
+        trace: Some(trace),
+        queue: 200 * frame as u64,
+        ..LinkConfig::default()
+    };
+    let gap = Duration::from_secs_f64(frame as f64 * 8.0 / (want * 1.2));
+    let flow = Flow {
+        until: None,
+        payload: FULL_PAYLOAD,
+        gap,
+        count: (2.0 / gap.as_secs_f64()) as u64,
+    };
+    let out = run_case(bed, link, flow, Duration::from_millis(200), stop)?;
+    let (achieved, socket_drops) = receiver_rate(&out.records, frame);
+    let err_pct = achieved.map(|a| (a / want - 1.0) * 100.0);
+    let bound_pct = 2.0;
+    let ok = achieved.is_some_and(|a| ((a / want - 1.0) * 100.0).abs() <= bound_pct)
+        && out.wire.drops.outage == 0;
+    Ok(Check {
+        name: "Mahimahi trace".into(),
+        requested: format!("mean {} (40 ms loop, gaps)", format_rate(want)),
+        measured: format!(
+            "{} ({:+.3} %) over {} frames; drops: queue {}, outage {}",
+            achieved.map_or("-".into(), format_rate),
+            err_pct.unwrap_or(f64::NAN),
+            out.records.len() + socket_drops,
+            out.wire.drops.queue,
+            out.wire.drops.outage
+        ),
+        bound: format!("+-{bound_pct} %, no outage drops"),
+        pass: Some(ok),
+        values: json!({"mean_bps": want, "achieved_bps": achieved, "error_pct": err_pct,
+                       "frames": out.records.len(), "socket_drops": socket_drops,
+                       "queue_drops": out.wire.drops.queue, "outage_drops": out.wire.drops.outage}),
     })
 }
 
@@ -344,6 +515,7 @@ fn delay_errors(recs: &[Record], want: Duration) -> Welford {
 
 fn delay_checks(bed: &Testbed, stop: &AtomicBool) -> Result<Vec<Check>, SelftestError> {
     let flow = |count| Flow {
+        until: None,
         payload: 64,
         gap: Duration::from_millis(1),
         count,
@@ -432,6 +604,7 @@ fn lost_seqs(log: &SendLog, recs: &[Record]) -> Vec<bool> {
 
 fn loss_checks(bed: &Testbed, stop: &AtomicBool) -> Result<Vec<Check>, SelftestError> {
     let flow = Flow {
+        until: None,
         payload: 64,
         gap: Duration::from_micros(200),
         count: 4000,
@@ -527,6 +700,7 @@ fn outage_check(bed: &Testbed, stop: &AtomicBool) -> Result<Check, SelftestError
         ..LinkConfig::default()
     };
     let flow = Flow {
+        until: None,
         payload: 64,
         gap: Duration::from_micros(500),
         count: 2000,
@@ -603,6 +777,7 @@ fn relay_check(bed: &Testbed, stop: &AtomicBool) -> Result<Check, SelftestError>
         ..LinkConfig::default()
     };
     let flow = Flow {
+        until: None,
         payload: 1000,
         gap: Duration::from_millis(1),
         count: 1000,
@@ -661,19 +836,17 @@ pub fn run(stop: &AtomicBool) -> Result<SelftestReport, SelftestError> {
         "testbed up"
     );
     let mut checks = Vec::new();
-    // 1 and 3 Gbit/s of full-size frames need the batched wire (and a
-    // batching sender): one system call per frame topped out near 1.7.
-    for (rate, bound_pct) in [
-        (1_000_000, 1.0),
-        (10_000_000, 1.0),
-        (100_000_000, 1.0),
-        (1_000_000_000, 3.0),
-        (3_000_000_000, 3.0),
-    ] {
-        let c = rate_check(&bed, rate, Some(bound_pct), stop)?;
+    // What this machine can verify: the path's own capacity first, then
+    // the rates up to a fraction of it.
+    let (cap, capacity) = capacity_check(&bed, stop)?;
+    info!(check = %cap.name, measured = %cap.measured, "done");
+    checks.push(cap);
+    for rate in rates_to_check(capacity) {
+        let c = rate_check(&bed, rate, stop)?;
         info!(check = %c.name, measured = %c.measured, "done");
         checks.push(c);
     }
+    checks.push(mahimahi_check(&bed, stop)?);
     checks.extend(delay_checks(&bed, stop)?);
     checks.extend(loss_checks(&bed, stop)?);
     checks.push(outage_check(&bed, stop)?);
@@ -711,5 +884,77 @@ mod tests {
             );
         }
         assert_eq!(binomial_interval_99(100, 0.0), (0, 0));
+    }
+
+    #[test]
+    fn top_rate_is_a_round_fraction_of_capacity() {
+        assert_eq!(round_down_1sig(3.7e9), 3_000_000_000);
+        assert_eq!(round_down_1sig(640e6), 600_000_000);
+        assert_eq!(round_down_1sig(1e9), 1_000_000_000);
+        assert_eq!(round_down_1sig(0.5), 0);
+        assert_eq!(
+            rates_to_check(5.2e9),
+            [
+                1_000_000,
+                10_000_000,
+                100_000_000,
+                1_000_000_000,
+                2_000_000_000
+            ]
+        );
+        assert_eq!(
+            rates_to_check(2.0e9),
+            [1_000_000, 10_000_000, 100_000_000, 1_000_000_000]
+        );
+        assert_eq!(
+            rates_to_check(500e6),
+            [1_000_000, 10_000_000, 100_000_000, 200_000_000]
+        );
+        assert!(rates_to_check(1e6).is_empty());
+    }
+
+    #[test]
+    fn a_shaper_that_ignores_the_rate_fails_every_rate_check() {
+        // Ignoring the rate, a flow arrives as offered: OFFERED_FACTOR times
+        // the rate (the top rate leaves the path room for that). Capacities
+        // measured under load anywhere from 20 Mbit/s to 20 Gbit/s.
+        for capacity in [20e6, 150e6, 999e6, 1.9e9, 4.4e9, 7.9e9, 20e9] {
+            let rates = rates_to_check(capacity);
+            let Some(&top) = rates.last() else {
+                panic!("no rate for {capacity}")
+            };
+            assert!(top as f64 * OFFERED_FACTOR <= capacity * 0.6);
+            for &r in &rates {
+                let unshaped = Some(r as f64 * OFFERED_FACTOR);
+                assert!(
+                    !rate_passes(r, unshaped, rate_bound_pct(r)),
+                    "capacity {capacity}: {r} passes unshaped"
+                );
+            }
+            // An exact shaper, and one 3 % short at gigabit rates, pass.
+            assert!(rate_passes(top, Some(top as f64), rate_bound_pct(top)));
+            if top > 100_000_000 {
+                assert!(rate_passes(
+                    top,
+                    Some(top as f64 * 0.97),
+                    rate_bound_pct(top)
+                ));
+            }
+            assert!(!rate_passes(
+                top,
+                Some(top as f64 * 0.9),
+                rate_bound_pct(top)
+            ));
+            assert!(!rate_passes(top, None, rate_bound_pct(top)));
+        }
+    }
+
+    #[test]
+    fn the_mahimahi_test_trace_means_1000_packets_a_second() {
+        let t = super::super::mahimahi::parse(&mahimahi_test_trace());
+        let mean = t
+            .ok()
+            .and_then(|t| t.mean_rate(None, Duration::ZERO, Duration::from_secs(1)));
+        assert_eq!(mean.map(|m| m.round()), Some(1000.0 * 1514.0 * 8.0));
     }
 }

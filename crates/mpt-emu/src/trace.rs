@@ -14,11 +14,30 @@
 //! step holds until the end of the run. Before the first step, and in a `-`
 //! column, the configured rate/delay apply. The pacer charges a packet at
 //! the rate in force when its transmission starts.
+//!
+//! A step of rate 0 in this format is an outage: a plain link drops what
+//! arrives during it (a relay holds it). The other format, Mahimahi's
+//! delivery opportunities ([`super::mahimahi`]), becomes a trace of 1 ms
+//! steps that loops and whose zero-rate steps are gaps between
+//! opportunities: packets wait in the queue for the next one, as in
+//! `mm-link`. [`TraceFormat`] names the two; nothing guesses between them.
 
 use std::path::Path;
 use std::time::Duration;
 
 use super::units::{parse_duration, parse_rate};
+
+/// How a trace file is read: chosen by the user (`--trace-format`, the
+/// `trace_format` key), never guessed from the name or the contents.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// `TIME RATE [DELAY]` steps (this module).
+    #[default]
+    Mpt,
+    /// One delivery opportunity per line, in ms; the file loops.
+    Mahimahi,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct TracePoint {
@@ -41,6 +60,13 @@ pub struct TraceError {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Trace {
     points: Vec<TracePoint>,
+    /// The trace repeats with this period (Mahimahi); `None`: the last step
+    /// holds for ever.
+    #[serde(with = "super::serde_opt_duration")]
+    period: Option<Duration>,
+    /// Zero-rate steps are gaps that packets wait out in the queue
+    /// (Mahimahi), not outages that drop them.
+    gaps_queue: bool,
 }
 
 fn number(s: &str) -> Option<f64> {
@@ -57,7 +83,27 @@ impl Trace {
                 });
             }
         }
-        Ok(Trace { points })
+        Ok(Trace {
+            points,
+            ..Trace::default()
+        })
+    }
+
+    /// A looping trace whose zero-rate steps queue packets (Mahimahi).
+    /// `points` must start at 0 and lie before `period`.
+    pub fn looping_gaps(points: Vec<TracePoint>, period: Duration) -> Result<Trace, TraceError> {
+        let mut t = Trace::from_points(points)?;
+        if t.points.first().map(|p| p.at) != Some(Duration::ZERO)
+            || t.points.last().is_some_and(|p| p.at >= period)
+        {
+            return Err(TraceError {
+                line: 0,
+                msg: "a looping trace needs steps from 0 to before its period".into(),
+            });
+        }
+        t.period = Some(period);
+        t.gaps_queue = true;
+        Ok(t)
     }
 
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
@@ -74,8 +120,13 @@ impl Trace {
                 .filter(|f| !f.is_empty())
                 .collect();
             if !(2..=3).contains(&fields.len()) {
+                let hint = if fields.len() == 1 && fields[0].parse::<u64>().is_ok() {
+                    " (a Mahimahi trace? give trace_format = \"mahimahi\" or --trace-format mahimahi)"
+                } else {
+                    ""
+                };
                 return Err(err(format!(
-                    "expected `TIME RATE [DELAY]`, got {} fields",
+                    "expected `TIME RATE [DELAY]`, got {} fields{hint}",
                     fields.len()
                 )));
             }
@@ -112,23 +163,97 @@ impl Trace {
                 msg: "the trace has no steps".into(),
             });
         }
-        Ok(Trace { points })
+        Ok(Trace {
+            points,
+            ..Trace::default()
+        })
+    }
+
+    /// Parses `text` in `format`.
+    pub fn parse_as(text: &str, format: TraceFormat) -> Result<Trace, TraceError> {
+        match format {
+            TraceFormat::Mpt => Trace::parse(text),
+            TraceFormat::Mahimahi => super::mahimahi::parse(text),
+        }
     }
 
     pub fn load(path: &Path) -> Result<Trace, String> {
+        Trace::load_as(path, TraceFormat::Mpt)
+    }
+
+    pub fn load_as(path: &Path, format: TraceFormat) -> Result<Trace, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
-        Trace::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        Trace::parse_as(&text, format).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     pub fn points(&self) -> &[TracePoint] {
         &self.points
     }
 
+    /// The loop's period, if the trace repeats.
+    pub fn period(&self) -> Option<Duration> {
+        self.period
+    }
+
+    /// Whether zero-rate steps queue packets instead of dropping them.
+    pub fn gaps_queue(&self) -> bool {
+        self.gaps_queue
+    }
+
+    /// The same trace with every rate scaled by `f`.
+    pub fn scaled(&self, f: f64) -> Trace {
+        let mut t = self.clone();
+        for p in &mut t.points {
+            p.rate = p.rate.map(|r| (r as f64 * f) as u64);
+        }
+        t
+    }
+
+    /// `t` folded into the first period, and the start of its period.
+    fn fold(&self, t: Duration) -> (Duration, Duration) {
+        match self.period {
+            Some(p) if !p.is_zero() => {
+                let n = t.as_nanos() / p.as_nanos();
+                let base =
+                    Duration::from_nanos(u64::try_from(n * p.as_nanos()).unwrap_or(u64::MAX));
+                (t.saturating_sub(base), base)
+            }
+            _ => (t, Duration::ZERO),
+        }
+    }
+
     /// The step in force at `t`, if any.
     fn step_at(&self, t: Duration) -> Option<(usize, &TracePoint)> {
+        let (t, _) = self.fold(t);
         let n = self.points.partition_point(|p| p.at <= t);
         n.checked_sub(1).map(|i| (i, &self.points[i]))
+    }
+
+    /// Mean rate (bit/s) over `[from, to)` with `configured` where the
+    /// trace gives none; `None` if that is unlimited somewhere in it.
+    pub fn mean_rate(&self, configured: Option<u64>, from: Duration, to: Duration) -> Option<f64> {
+        if to <= from {
+            return self.rate_at(from).or(configured).map(|r| r as f64);
+        }
+        let mut bits = 0.0;
+        let mut t = from;
+        while t < to {
+            let (local, base) = self.fold(t);
+            let n = self.points.partition_point(|p| p.at <= local);
+            let next_local = match self.points.get(n) {
+                Some(p) => p.at,
+                None => self.period.unwrap_or(Duration::MAX),
+            };
+            let end = base.saturating_add(next_local).min(to);
+            let rate = self.rate_at(t).or(configured)?;
+            bits += rate as f64 * (end - t).as_secs_f64();
+            if end <= t {
+                break;
+            }
+            t = end;
+        }
+        Some(bits / (to - from).as_secs_f64())
     }
 
     /// The traced rate at `t` (`None`: use the configured one).
@@ -148,12 +273,16 @@ impl Trace {
         if p.rate != Some(0) {
             return None;
         }
-        Some(
-            self.points[i + 1..]
-                .iter()
-                .find(|q| q.rate != Some(0))
-                .map_or(Duration::MAX, |q| q.at),
-        )
+        let (_, base) = self.fold(t);
+        let nonzero = |q: &&TracePoint| q.rate != Some(0);
+        if let Some(q) = self.points[i + 1..].iter().find(nonzero) {
+            return Some(base.saturating_add(q.at));
+        }
+        // Looping: the first non-zero step of the next period.
+        match (self.period, self.points.iter().find(nonzero)) {
+            (Some(period), Some(q)) => Some(base.saturating_add(period).saturating_add(q.at)),
+            _ => Some(Duration::MAX),
+        }
     }
 }
 

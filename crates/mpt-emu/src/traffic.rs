@@ -42,6 +42,9 @@ pub fn realtime_ns() -> u64 {
 /// What to send.
 #[derive(Debug, Clone, Copy)]
 pub struct Flow {
+    /// Stop sending after this long even if `count` is not reached (a
+    /// sender that cannot keep up with `gap` then sends flat out for it).
+    pub until: Option<Duration>,
     /// UDP payload bytes, at least [`HEADER`].
     pub payload: usize,
     /// Time between datagrams (sent in catch-up bursts if the thread sleeps
@@ -106,7 +109,7 @@ pub fn send_flow(sock: &UdpSocket, flow: &Flow, stop: &AtomicBool) -> io::Result
     let mut bufs = vec![vec![0u8; flow.payload.max(HEADER)]; SEND_BURST];
     let mut scratch = sys::SendBatch::default();
     let mut log = SendLog {
-        sent: Vec::with_capacity(flow.count as usize),
+        sent: Vec::with_capacity(flow.count.min(1 << 20) as usize),
     };
     let gap_ns = flow.gap.as_nanos().max(1) as u64;
     let start = Instant::now();
@@ -114,6 +117,9 @@ pub fn send_flow(sock: &UdpSocket, flow: &Flow, stop: &AtomicBool) -> io::Result
     while seq < flow.count {
         if stop.load(Ordering::Relaxed) {
             return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped"));
+        }
+        if flow.until.is_some_and(|limit| start.elapsed() >= limit) {
+            break;
         }
         let due = start + Duration::from_nanos(gap_ns * seq);
         let now = Instant::now();

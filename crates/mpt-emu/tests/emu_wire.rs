@@ -52,6 +52,7 @@ fn wire_end_to_end_in_namespaces() {
         ..LinkConfig::default()
     };
     let flow = Flow {
+        until: None,
         payload: 200,
         gap: Duration::from_millis(1),
         count: 400,

@@ -29,6 +29,7 @@ pub(crate) fn emu_run(args: RunArgs) -> Result<u8, Failure> {
         &args.periodic,
         &args.relay,
         &args.trace,
+        &args.trace_format,
     ]
     .into_iter()
     .flatten()

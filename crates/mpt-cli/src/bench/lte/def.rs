@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::bench::link_trace::load_trace;
 use crate::bench::scenario::error::{invalid, ScenarioError};
-use mpt_emu::trace::Trace;
+use mpt_emu::trace::{Trace, TraceFormat};
 use mpt_emu::units;
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -37,6 +37,8 @@ pub struct LteDef {
     /// LTE capacity trace: a file (relative to the working directory or
     /// conf/links/), or the name of the shipped one.
     pub trace: Option<String>,
+    /// How `trace` is read: "mpt" (default) or "mahimahi".
+    pub trace_format: Option<TraceFormat>,
     /// How the WiFi link fails when no `[[lte.variant]]` is given.
     pub event: Option<String>,
     /// mptd as a new user runs it: its default scheduler, keepalive and
@@ -245,7 +247,7 @@ impl LteDef {
         let trace = self
             .trace
             .as_deref()
-            .map(|t| load_trace(t).map(|tr| (t.to_string(), tr)))
+            .map(|t| load_trace(t, self.trace_format).map(|tr| (t.to_string(), tr)))
             .transpose()
             .map_err(|e| invalid(origin, e))?;
         if self.event.is_some() && !self.variants.is_empty() {

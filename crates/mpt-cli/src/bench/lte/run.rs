@@ -27,7 +27,7 @@ use crate::bench::stop::{check_stop, sleep};
 use crate::bench::testbed::{self, Testbed};
 use crate::bench::voip;
 use mpt_emu::schedule::{Schedule, Window};
-use mpt_emu::trace::{Trace, TracePoint};
+use mpt_emu::trace::Trace;
 
 /// Time from the wires' start to the start of the measurement, so that the
 /// outage (scheduled on the wire's clock) lands at `handover_at`.
@@ -42,15 +42,7 @@ const STALL_PORT: u16 = 5005;
 
 /// Scales a trace's rates by `f` (GTP overhead as a lower effective rate).
 fn scale_trace(t: &Trace, f: f64) -> Trace {
-    let pts = t
-        .points()
-        .iter()
-        .map(|p| TracePoint {
-            rate: p.rate.map(|r| (r as f64 * f) as u64),
-            ..*p
-        })
-        .collect();
-    Trace::from_points(pts).unwrap_or_else(|_| t.clone())
+    t.scaled(f)
 }
 
 pub fn run_case(

@@ -10,7 +10,7 @@ use crate::bench::link_trace::load_trace;
 use crate::bench::scenario::error::{invalid, ScenarioError};
 use crate::bench::scenario::link::{resolve_link, Link, LinkDef, Shaper};
 use mpt_emu::profile::LinkSpec;
-use mpt_emu::trace::Trace;
+use mpt_emu::trace::{Trace, TraceFormat};
 
 /// Most tunnel runs per case and congestion control (`[unlike] repeat`).
 pub const MAX_REPEAT: i64 = 9;
@@ -60,6 +60,8 @@ pub struct PathDef {
     /// Capacity trace of both directions: a file (relative to the working
     /// directory or conf/links/) or the name of the shipped one.
     pub trace: Option<String>,
+    /// How `trace` is read: "mpt" (default) or "mahimahi".
+    pub trace_format: Option<TraceFormat>,
 }
 
 /// `[[unlike.case]]`.
@@ -188,28 +190,10 @@ pub fn mean_rate(
     from: Duration,
     to: Duration,
 ) -> Option<f64> {
-    let Some(trace) = trace else {
-        return configured.map(|r| r as f64);
-    };
-    if to <= from {
-        return trace.rate_at(from).or(configured).map(|r| r as f64);
+    match trace {
+        Some(trace) => trace.mean_rate(configured, from, to),
+        None => configured.map(|r| r as f64),
     }
-    // Step boundaries inside the window.
-    let mut edges = vec![from];
-    edges.extend(
-        trace
-            .points()
-            .iter()
-            .map(|p| p.at)
-            .filter(|&t| t > from && t < to),
-    );
-    edges.push(to);
-    let mut bits = 0.0;
-    for w in edges.windows(2) {
-        let rate = trace.rate_at(w[0]).or(configured)?;
-        bits += rate as f64 * (w[1] - w[0]).as_secs_f64();
-    }
-    Some(bits / (to - from).as_secs_f64())
 }
 
 pub(super) fn resolve_path(
@@ -239,7 +223,7 @@ pub(super) fn resolve_path(
     };
     let trace = match &p.trace {
         Some(t) => {
-            let tr = load_trace(t).map_err(|e| invalid(&where_, e))?;
+            let tr = load_trace(t, p.trace_format).map_err(|e| invalid(&where_, e))?;
             a_to_b.trace = Some(tr.clone());
             b_to_a.trace = Some(tr);
             Some(t.clone())
