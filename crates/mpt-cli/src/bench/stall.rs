@@ -206,6 +206,8 @@ mod tests {
         assert!((st.longest_stall_ms - 590.0).abs() < 1e-6);
         assert!((st.longest_stall_at_s - 0.41).abs() < 1e-9);
         assert!((st.mbps - 0.04).abs() < 1e-9);
+        // Per second: 4000 B in the first, 1000 B in the second.
+        assert_eq!(st.mbps_per_s, [0.032, 0.008]);
         assert_eq!(analyse(&[], "bbr").bytes, 0);
     }
 }

@@ -16,9 +16,15 @@ the ideal rate) and single-stream TCP through the tunnel, with the CPU use
 of both mptd processes. Namespaces, processes and qdiscs are removed on
 every exit path, Ctrl-C included (partial results are still written).
 
-Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json,
-results.csv, plot.svg, and work/ with the mptd configs and logs and the
-iperf3 JSON. mptd is taken from MPTD_BIN, next to `mpt`, or PATH.
+Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json
+(with `meta`: the mpt commit and profile, kernel, CPU, load, congestion
+control, sysctls, the scenario's SHA-256, seeds), results.csv, plot.svg and
+the suite's other charts, index.html (all charts with the table), and
+work/ with the mptd configs and logs and the iperf3 JSON. mptd is taken
+from MPTD_BIN, next to `mpt`, or PATH.
+
+`mpt bench compare OLD.json NEW.json` sets two runs side by side (see its
+--help); `mpt bench replot DIR` redraws a folder's charts and index.html.
 
 `clients` (one server, many clients) is different: namespaces
 mptemu-<pid>-clients-{s,c}, one server mptd and --clients client mptds
@@ -47,7 +53,9 @@ Examples:
   sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths vs tunnel
   sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
   sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
-  sudo mpt bench clients --clients 200 --senders 4 --flood";
+  sudo mpt bench clients --clients 200 --senders 4 --flood
+  mpt bench compare bench-out/unlike-A/results.json bench-out/unlike-B/results.json
+  mpt bench replot bench-out/unlike-B";
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {

@@ -90,12 +90,12 @@ pub fn compare(old: &Value, new: &Value) -> Comparison {
         (Some(a), Some(b)) => warnings.extend(a.differences(&b)),
         (a, b) => {
             let which = match (a.is_none(), b.is_none()) {
-                (true, true) => "neither file",
-                (true, false) => "OLD",
-                _ => "NEW",
+                (true, true) => "OLD and NEW have",
+                (true, false) => "OLD has",
+                _ => "NEW has",
             };
             warnings.push(format!(
-                "{which} has no run metadata (written before `meta`): only kernel and cores compared"
+                "{which} no run metadata (written before `meta`): only kernel and cores compared"
             ));
             for key in ["kernel", "cores"] {
                 let (x, y) = (old.get(key), new.get(key));
@@ -215,7 +215,8 @@ impl Comparison {
             self.lines.iter().filter(|l| l.verdict == "worse").count(),
         );
         out += &format!(
-            "\n{} figure(s): {better} better and {worse} worse beyond the spread; [lo..hi] = range of the runs\n",
+            "\n{} figure(s): {better} better and {worse} worse beyond the spread; [lo..hi] = range of \
+             the runs; `1 run` = a single run on both sides, no spread to judge by\n",
             self.lines.len()
         );
         out

@@ -150,46 +150,56 @@ impl Report {
                 format!("{:.2} {:.2} {:.2}", l.m1, l.m5, l.m15)
             })
         };
-        let mut facts: Vec<(&str, String)> = vec![
-            (
-                "mpt",
+        let mut facts: Vec<(&str, String)> = if m.commit.is_empty() {
+            vec![(
+                "conditions",
                 format!(
-                    "{} {}{} ({})",
-                    m.mpt_version,
-                    m.commit,
-                    if m.dirty { " dirty" } else { "" },
-                    m.profile
+                    "not recorded (written before `meta`); kernel {}, {} cores",
+                    self.kernel, self.cores
                 ),
-            ),
-            ("kernel", m.kernel.clone()),
-            ("CPU", format!("{} ({} cores)", m.cpu_model, m.cores)),
-            (
-                "load before / after",
-                format!("{} / {}", load(&m.load_before), load(&m.load_after)),
-            ),
-            ("congestion control", m.congestion_controls.join(", ")),
-            (
-                "scenario",
-                format!(
-                    "{} sha256 {} {}",
-                    m.scenario_source, m.scenario_sha256, m.overrides
+            )]
+        } else {
+            vec![
+                (
+                    "mpt",
+                    format!(
+                        "{} {}{} ({})",
+                        m.mpt_version,
+                        m.commit,
+                        if m.dirty { " dirty" } else { "" },
+                        m.profile
+                    ),
                 ),
-            ),
-            ("seeds", format!("{:?}", m.seeds)),
-            (
-                "run",
-                format!(
-                    "{} s per measurement, {:.0} s wall, {}",
-                    self.duration_s,
-                    self.wall_s,
-                    if self.complete {
-                        "complete"
-                    } else {
-                        "INCOMPLETE"
-                    }
+                ("kernel", m.kernel.clone()),
+                ("CPU", format!("{} ({} cores)", m.cpu_model, m.cores)),
+                (
+                    "load before / after",
+                    format!("{} / {}", load(&m.load_before), load(&m.load_after)),
                 ),
-            ),
-        ];
+                ("congestion control", m.congestion_controls.join(", ")),
+                (
+                    "scenario",
+                    format!(
+                        "{} sha256 {} {}",
+                        m.scenario_source, m.scenario_sha256, m.overrides
+                    ),
+                ),
+                ("seeds", format!("{:?}", m.seeds)),
+                (
+                    "run",
+                    format!(
+                        "{} s per measurement, {:.0} s wall, {}",
+                        self.duration_s,
+                        self.wall_s,
+                        if self.complete {
+                            "complete"
+                        } else {
+                            "INCOMPLETE"
+                        }
+                    ),
+                ),
+            ]
+        };
         for (k, v) in &m.sysctls {
             facts.push((k.as_str(), v.clone()));
         }
