@@ -37,7 +37,12 @@ impl Panels {
     pub fn render(&self) -> String {
         let cols = self.cols.max(1).min(self.charts.len().max(1));
         let rows = self.charts.len().div_ceil(cols).max(1);
-        let (w, h) = (PANEL.w * cols as f64, HEAD + PANEL.h * rows as f64);
+        // As wide as the panels, or the title (about 8 px a character).
+        let title_w = PANEL.l + 8.0 * self.title.chars().count() as f64;
+        let (w, h) = (
+            (PANEL.w * cols as f64).max(title_w),
+            HEAD + PANEL.h * rows as f64,
+        );
         let (mut xmax, mut ymax) = (0.0_f64, 0.0_f64);
         for c in &self.charts {
             let (x, y) = c.data_max();

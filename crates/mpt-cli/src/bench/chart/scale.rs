@@ -12,6 +12,10 @@ pub struct Axis {
 
 /// Largest number of intervals between ticks.
 const MAX_STEPS: f64 = 8.0;
+/// Data this close past a tick (a fraction of a step) ends the axis on
+/// that tick: iperf3's 8 "one-second" intervals end at 8.01 s, which
+/// should not stretch the axis to 10.
+const SLACK: f64 = 0.01;
 
 /// The smallest 1-2-5 step that covers `span` in at most [`MAX_STEPS`]
 /// intervals.
@@ -22,7 +26,7 @@ pub fn step_125(span: f64) -> f64 {
     let raw = span / MAX_STEPS;
     let e = 10f64.powf(raw.log10().floor());
     for m in [1.0, 2.0, 5.0, 10.0] {
-        if raw <= m * e * (1.0 + 1e-9) {
+        if raw <= m * e * (1.0 + SLACK) {
             return m * e;
         }
     }
@@ -44,8 +48,8 @@ impl Axis {
             (0.0, 1.0)
         };
         let step = step_125(hi - lo);
-        let min = (lo / step + 1e-9).floor() * step;
-        let max = ((hi / step - 1e-9).ceil() * step).max(min + step);
+        let min = (lo / step + SLACK).floor() * step;
+        let max = ((hi / step - SLACK).ceil() * step).max(min + step);
         Axis { min, max, step }
     }
 
@@ -115,15 +119,21 @@ mod tests {
             ["0.0", "0.5", "1.0", "1.5", "2.0", "2.5"]
         );
         assert_eq!(Axis::new(100.0).max, 100.0);
+        assert_eq!(Axis::new(8.01), Axis::new(8.0));
+        assert_eq!(Axis::new(8.0).max, 8.0);
         assert_eq!(Axis::new(1260.0).max, 1400.0);
         for bad in [0.0, -3.0, f64::NAN, f64::INFINITY] {
             assert_eq!(Axis::new(bad), Axis::new(1.0), "{bad}");
         }
-        // Never below the value, at most 8 steps, steps 1, 2 or 5 x 10^k.
+        // Never more than the slack below the value, at most 8 steps,
+        // steps 1, 2 or 5 x 10^k.
         for v in [0.013, 1.0, 3.3, 47.0, 999.0, 12_345.0] {
             let a = Axis::new(v);
             let n = a.ticks().len() - 1;
-            assert!(a.max >= v && (1..=8).contains(&n), "{v} -> {a:?}");
+            assert!(
+                a.max >= v - SLACK * a.step && (1..=8).contains(&n),
+                "{v} -> {a:?}"
+            );
             let m = a.step / 10f64.powf(a.step.log10().floor());
             assert!(
                 [1.0, 2.0, 5.0].iter().any(|k| (k - m).abs() < 1e-6),
