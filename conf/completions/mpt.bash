@@ -52,6 +52,24 @@ _mpt() {
             mpt,status)
                 cmd="mpt__subcmd__status"
                 ;;
+            mpt__subcmd__bench,compare)
+                cmd="mpt__subcmd__bench__subcmd__compare"
+                ;;
+            mpt__subcmd__bench,help)
+                cmd="mpt__subcmd__bench__subcmd__help"
+                ;;
+            mpt__subcmd__bench,replot)
+                cmd="mpt__subcmd__bench__subcmd__replot"
+                ;;
+            mpt__subcmd__bench__subcmd__help,compare)
+                cmd="mpt__subcmd__bench__subcmd__help__subcmd__compare"
+                ;;
+            mpt__subcmd__bench__subcmd__help,help)
+                cmd="mpt__subcmd__bench__subcmd__help__subcmd__help"
+                ;;
+            mpt__subcmd__bench__subcmd__help,replot)
+                cmd="mpt__subcmd__bench__subcmd__help__subcmd__replot"
+                ;;
             mpt__subcmd__client,add)
                 cmd="mpt__subcmd__client__subcmd__add"
                 ;;
@@ -148,6 +166,12 @@ _mpt() {
             mpt__subcmd__help,status)
                 cmd="mpt__subcmd__help__subcmd__status"
                 ;;
+            mpt__subcmd__help__subcmd__bench,compare)
+                cmd="mpt__subcmd__help__subcmd__bench__subcmd__compare"
+                ;;
+            mpt__subcmd__help__subcmd__bench,replot)
+                cmd="mpt__subcmd__help__subcmd__bench__subcmd__replot"
+                ;;
             mpt__subcmd__help__subcmd__client,add)
                 cmd="mpt__subcmd__help__subcmd__client__subcmd__add"
                 ;;
@@ -234,7 +258,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__bench)
-            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --clients --paths-per-client --senders --port-per-client --flood --rekey-after --log --socket --help"
+            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --clients --paths-per-client --senders --port-per-client --flood --rekey-after --log --socket --help compare replot help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -280,6 +304,106 @@ _mpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__bench__subcmd__compare)
+            opts="-h --json --log --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__bench__subcmd__help)
+            opts="compare replot help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__bench__subcmd__help__subcmd__compare)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__bench__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__bench__subcmd__help__subcmd__replot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__bench__subcmd__replot)
+            opts="-h --log --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --log)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -888,8 +1012,36 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__help__subcmd__bench)
-            opts=""
+            opts="compare replot"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__help__subcmd__bench__subcmd__compare)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        mpt__subcmd__help__subcmd__bench__subcmd__replot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -122,23 +122,36 @@ complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from help" -f -a "selftest" -d 'Measure the emulator\'s accuracy in throw-away namespaces (needs root)'
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from help" -f -a "profiles" -d 'List the link profile presets, or print one'
 complete -c mpt -n "__fish_mpt_using_subcommand emu; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l paths -d 'Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32)' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l duration -d 'Seconds per measurement (1..3600)' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l combos -d 'Inner-in-outer IP versions: 4in4, 6in4, 4in6, 6in6 (comma-separated) or all' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l out -d 'Output directory (default ./bench-out/<scenario>-<timestamp>)' -r -F
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l mptd -d 'mptd binary (default: MPTD_BIN, next to mpt, then PATH)' -r -F
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l scheduler -d 'mptd\'s scheduler in every case (default: the scenario\'s; `unlike` leaves mptd\'s default, the others ask for weighted)' -r -f -a "adaptive\t''
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l paths -d 'Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l duration -d 'Seconds per measurement (1..3600)' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l combos -d 'Inner-in-outer IP versions: 4in4, 6in4, 4in6, 6in6 (comma-separated) or all' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l out -d 'Output directory (default ./bench-out/<scenario>-<timestamp>)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l mptd -d 'mptd binary (default: MPTD_BIN, next to mpt, then PATH)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l scheduler -d 'mptd\'s scheduler in every case (default: the scenario\'s; `unlike` leaves mptd\'s default, the others ask for weighted)' -r -f -a "adaptive\t''
 weighted\t''"
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l clients -d 'clients: client mptds on one server [default: 200; --quick: 8]' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l paths-per-client -d 'clients: paths of each client [default: 2]' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l senders -d 'clients: clients sending TCP at once [default: 4; --quick: 2]' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l rekey-after -d 'clients: the last client renews its keys this often; it is measured alone against client 0 without rekeys, both paced at half the single client\'s rate (TCP retransmits); 0 = off [default: 2]' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l quick -d 'Short run for CI: the scenario\'s [quick] settings (ethernet: 2 paths, 3 s)'
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l port-per-client -d 'clients: give every client connection on the server its own port and configured paths, as before the shared port [default: all clients on the server\'s one port 65022, their paths learnt]'
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -l flood -d 'clients: a flood of forged handshake initiations from spoofed addresses, alone (server memory), then 3 rounds of the senders quiet / flooded / flooded at a closed port (the flooder\'s own CPU cost) / paced at half rate, quiet and flooded'
-complete -c mpt -n "__fish_mpt_using_subcommand bench" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l clients -d 'clients: client mptds on one server [default: 200; --quick: 8]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l paths-per-client -d 'clients: paths of each client [default: 2]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l senders -d 'clients: clients sending TCP at once [default: 4; --quick: 2]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l rekey-after -d 'clients: the last client renews its keys this often; it is measured alone against client 0 without rekeys, both paced at half the single client\'s rate (TCP retransmits); 0 = off [default: 2]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l quick -d 'Short run for CI: the scenario\'s [quick] settings (ethernet: 2 paths, 3 s)'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l port-per-client -d 'clients: give every client connection on the server its own port and configured paths, as before the shared port [default: all clients on the server\'s one port 65022, their paths learnt]'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l flood -d 'clients: a flood of forged handshake initiations from spoofed addresses, alone (server memory), then 3 rounds of the senders quiet / flooded / flooded at a closed port (the flooder\'s own CPU cost) / paced at half rate, quiet and flooded'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -a "compare" -d 'Compare two results.json side by side: change and whether it is beyond the runs\' spread'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -a "replot" -d 'Redraw the charts and index.html of a results folder from its results.json and work/'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from compare" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from compare" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from compare" -l json -d 'Machine output: the comparison as JSON'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from compare" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from replot" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from replot" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from replot" -s h -l help -d 'Print help'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "compare" -d 'Compare two results.json side by side: change and whether it is beyond the runs\' spread'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "replot" -d 'Redraw the charts and index.html of a results folder from its results.json and work/'
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l log -d 'Log filter (tracing env-filter syntax; RUST_LOG overrides), e.g. debug [default: info; warn for bench, whose progress goes to stdout]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -l socket -d 'mptd\'s control socket (status, path, reload)' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand genkey" -s h -l help -d 'Print help'
@@ -209,6 +222,8 @@ complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "run" -d 'Emulate a link between interfaces A and B until Ctrl-C, SIGTERM or --duration'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "selftest" -d 'Measure the emulator\'s accuracy in throw-away namespaces (needs root)'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from emu" -f -a "profiles" -d 'List the link profile presets, or print one'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "compare" -d 'Compare two results.json side by side: change and whether it is beyond the runs\' spread'
+complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "replot" -d 'Redraw the charts and index.html of a results folder from its results.json and work/'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from client" -f -a "add" -d 'Add a branch: its key pair, a free tunnel address, the server\'s client file; print the branch\'s config'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from client" -f -a "list" -d 'List the server\'s clients (and whether each is connected, if mptd answers)'
 complete -c mpt -n "__fish_mpt_using_subcommand help; and __fish_seen_subcommand_from client" -f -a "remove" -d 'Delete a client\'s file; `mpt reload` then cuts the client off'

@@ -27,7 +27,7 @@ fn run(scenario: &str) -> serde_json::Value {
         "mpt bench {scenario} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&res.stderr)
     );
-    for f in ["results.json", "results.csv", "plot.svg"] {
+    for f in ["results.json", "results.csv", "plot.svg", "index.html"] {
         assert!(out.join(f).is_file(), "{f} missing in {}", out.display());
     }
     let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
@@ -39,6 +39,12 @@ fn run(scenario: &str) -> serde_json::Value {
 fn bench_lte_and_dtn_quick() {
     assert!(mpt_emu::sys::is_root(), "needs root (network namespaces)");
     let v = run("lte-gateway");
+    // The run's conditions (RunMeta) are recorded.
+    let m = &v["meta"];
+    assert!(!m["commit"].as_str().unwrap_or("").is_empty(), "{m}");
+    assert_eq!(m["scenario_source"], "preset lte-gateway", "{m}");
+    assert_eq!(m["scenario_sha256"].as_str().map_or(0, str::len), 64, "{m}");
+    assert!(m["load_after"]["m1"].is_number(), "{m}");
     let l = &v["rows"][0]["lte"];
     assert!(l["voip"]["received"].as_u64().unwrap_or(0) > 0, "{l}");
     assert!(

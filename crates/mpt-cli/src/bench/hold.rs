@@ -173,7 +173,8 @@ pub fn quantile_ms(
 }
 
 /// Resequencing delay of one measurement against the target.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct HoldCheck {
     /// Packets the receiving resequencer delivered in the window.
     pub delivered: u64,
@@ -204,6 +205,12 @@ pub struct HoldCheck {
     /// By the interpolated estimate (the same as `pass` when that is
     /// known; otherwise a best guess).
     pub pass_estimate: Option<bool>,
+    /// The window's hold histogram (power-of-two ms buckets, as
+    /// [`quantile_ms`] reads them) and the longest hold seen, ms: the
+    /// hold-time CDF of the report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hold_counts: Vec<u64>,
+    pub max_hold_ms: Option<f64>,
 }
 
 impl HoldCheck {
@@ -235,7 +242,33 @@ impl HoldCheck {
                 }
             }),
             pass_estimate: all.map(|q| q.est <= limit),
+            hold_counts: window.counts.to_vec(),
+            max_hold_ms: Some(max_ms),
         }
+    }
+
+    /// The CDF of the hold over all delivered packets (not held = 0), at
+    /// the upper limit of every bucket (capped by the longest hold): (ms,
+    /// fraction delivered within). Empty without a histogram.
+    pub fn cdf(&self) -> Vec<(f64, f64)> {
+        let held: u64 = self.hold_counts.iter().sum();
+        let not_held = self.delivered.saturating_sub(held);
+        let total = not_held + held;
+        if total == 0 || self.hold_counts.is_empty() {
+            return Vec::new();
+        }
+        let max = self.max_hold_ms.unwrap_or(f64::INFINITY);
+        let mut seen = not_held;
+        let mut out = vec![(0.0, seen as f64 / total as f64)];
+        for (k, c) in self.hold_counts.iter().enumerate() {
+            if *c == 0 {
+                continue;
+            }
+            seen += c;
+            let hi = bucket_ms(k).1.map_or(max, |h| h.min(max));
+            out.push((hi.max(bucket_ms(k).0), seen as f64 / total as f64));
+        }
+        out
     }
 }
 

@@ -36,7 +36,8 @@ const SERVER_ATTEMPTS: usize = 3;
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
 /// What one iperf3 run measured.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Measurement {
     /// Goodput at the receiver, Mbit/s (UDP: delivered datagrams x payload).
     pub mbps: f64,

@@ -165,6 +165,21 @@ fn kernel() -> String {
         .unwrap_or_default()
 }
 
+/// The emulator's loss seeds (see `testbed`): path i draws from i + 1, a
+/// hop in series from 101.
+fn seeds(cases: &[Case]) -> Vec<u64> {
+    let mut s: Vec<u64> = Vec::new();
+    for c in cases {
+        s.extend((0..c.links.len() as u64).map(|i| i + 1));
+        if c.series.is_some() {
+            s.push(101);
+        }
+    }
+    s.sort_unstable();
+    s.dedup();
+    s
+}
+
 /// Runs every case; writes the results (partial ones too, on error or
 /// interrupt) and returns the report or the first error.
 pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
@@ -187,6 +202,12 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         kernel: kernel(),
         complete: false,
+        meta: report::meta::RunMeta::begin(
+            &s.source,
+            &s.source_sha256,
+            &s.overrides,
+            seeds(&s.cases),
+        ),
         rows: Vec::new(),
     };
     println!(
@@ -217,6 +238,8 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
     }
     report.wall_s = started.elapsed().as_secs_f64();
     report.complete = result.is_ok();
+    let asked = report.asked_ccs();
+    report.meta.finish(asked);
     report.write(&opts.out)?;
     result.map(|()| report)
 }

@@ -21,7 +21,8 @@ use serde::Serialize;
 use mpt_emu::sys;
 
 /// What the stream saw.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct StallStats {
     /// Congestion control of the source.
     pub cc: String,
@@ -33,6 +34,10 @@ pub struct StallStats {
     pub longest_stall_ms: f64,
     /// When that stall began, s since the first byte.
     pub longest_stall_at_s: f64,
+    /// Goodput in each second since the first byte, Mbit/s (the
+    /// report's time series).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mbps_per_s: Vec<f64>,
 }
 
 /// The receiving end: accepts one connection and reads until it closes.
@@ -103,6 +108,13 @@ pub fn analyse(log: &[(Instant, usize)], cc: &str) -> StallStats {
     let span = last.0.duration_since(first.0).as_secs_f64();
     if span > 0.0 {
         st.mbps = st.bytes as f64 * 8.0 / span / 1e6;
+    }
+    for &(t, n) in log {
+        let s = t.duration_since(first.0).as_secs() as usize;
+        if st.mbps_per_s.len() <= s {
+            st.mbps_per_s.resize(s + 1, 0.0);
+        }
+        st.mbps_per_s[s] += n as f64 * 8.0 / 1e6;
     }
     for w in log.windows(2) {
         let gap = w[1].0.duration_since(w[0].0).as_secs_f64() * 1e3;
@@ -194,6 +206,8 @@ mod tests {
         assert!((st.longest_stall_ms - 590.0).abs() < 1e-6);
         assert!((st.longest_stall_at_s - 0.41).abs() < 1e-9);
         assert!((st.mbps - 0.04).abs() < 1e-9);
+        // Per second: 4000 B in the first, 1000 B in the second.
+        assert_eq!(st.mbps_per_s, [0.032, 0.008]);
         assert_eq!(analyse(&[], "bbr").bytes, 0);
     }
 }

@@ -212,7 +212,8 @@ fn set_dscp(sock: &UdpSocket, v6: bool, dscp: u8) -> io::Result<()> {
 }
 
 /// What the flow saw.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct VoipStats {
     pub sent: u64,
     pub received: u64,

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 pub(crate) const BENCH_HELP: &str = "\
 SCENARIO is a preset (ethernet, satellite, lte-gateway, handover, dtn-relay,
@@ -16,9 +16,15 @@ the ideal rate) and single-stream TCP through the tunnel, with the CPU use
 of both mptd processes. Namespaces, processes and qdiscs are removed on
 every exit path, Ctrl-C included (partial results are still written).
 
-Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json,
-results.csv, plot.svg, and work/ with the mptd configs and logs and the
-iperf3 JSON. mptd is taken from MPTD_BIN, next to `mpt`, or PATH.
+Output in --out (default ./bench-out/<scenario>-<UTC time>): results.json
+(with `meta`: the mpt commit and profile, kernel, CPU, load, congestion
+control, sysctls, the scenario's SHA-256, seeds), results.csv, plot.svg and
+the suite's other charts, index.html (all charts with the table), and
+work/ with the mptd configs and logs and the iperf3 JSON. mptd is taken
+from MPTD_BIN, next to `mpt`, or PATH.
+
+`mpt bench compare OLD.json NEW.json` sets two runs side by side (see its
+--help); `mpt bench replot DIR` redraws a folder's charts and index.html.
 
 `clients` (one server, many clients) is different: namespaces
 mptemu-<pid>-clients-{s,c}, one server mptd and --clients client mptds
@@ -47,12 +53,18 @@ Examples:
   sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths vs tunnel
   sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
   sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
-  sudo mpt bench clients --clients 200 --senders 4 --flood";
+  sudo mpt bench clients --clients 200 --senders 4 --flood
+  mpt bench compare bench-out/unlike-A/results.json bench-out/unlike-B/results.json
+  mpt bench replot bench-out/unlike-B";
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
+    /// Tools for results already written (no root needed).
+    #[command(subcommand)]
+    pub(crate) tool: Option<BenchTool>,
     /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, clients) or TOML file.
-    pub(crate) scenario: String,
+    #[arg(required = true)]
+    pub(crate) scenario: Option<String>,
     /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
     #[arg(long, value_name = "LIST", value_delimiter = ',',
           value_parser = clap::value_parser!(u32).range(1..=32))]
@@ -101,6 +113,46 @@ pub(crate) struct BenchArgs {
     /// client's rate (TCP retransmits); 0 = off [default: 2].
     #[arg(long, value_name = "SECONDS", help_heading = "mpt bench clients")]
     pub(crate) rekey_after: Option<u64>,
+}
+
+pub(crate) const COMPARE_HELP: &str = "\
+Reads two results.json files of `mpt bench` (any suite; files written
+before the run metadata existed too) and prints every figure of every
+case side by side: old, new, the change in percent and whether the change
+is beyond the measured spread. Where the runs' conditions differ (kernel,
+CPU, cores, build profile, congestion control, sysctls, scenario hash,
+overrides, load) it warns first: such figures are not like for like.
+
+Spread rule: a change is beyond the spread when the ranges of the runs
+(lowest to highest run of each side; `unlike` repeats its tunnel runs
+with `repeat`) do not overlap; a single run is a range of width zero.
+With one run on both sides there is no spread to judge by (`1 run`).
+
+Exit code 0 whatever changed (1: a file unreadable).
+
+Examples:
+  mpt bench compare bench-out/unlike-OLD/results.json bench-out/unlike-NEW/results.json
+  mpt bench compare old.json new.json --json | jq '.lines[] | select(.verdict == \"worse\")'";
+
+/// Tools for results already written.
+#[derive(Subcommand, Debug)]
+pub(crate) enum BenchTool {
+    /// Compare two results.json side by side: change and whether it is beyond the runs' spread.
+    #[command(after_help = COMPARE_HELP)]
+    Compare {
+        /// The earlier run's results.json.
+        old: PathBuf,
+        /// The later run's results.json.
+        new: PathBuf,
+        /// Machine output: the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Redraw the charts and index.html of a results folder from its results.json and work/.
+    Replot {
+        /// A folder `mpt bench` wrote (results.json, work/).
+        dir: PathBuf,
+    },
 }
 
 fn p_bench_seconds(s: &str) -> Result<f64, String> {

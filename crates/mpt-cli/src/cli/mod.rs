@@ -109,7 +109,11 @@ pub(crate) enum Command {
         cmd: EmuCommand,
     },
     /// Benchmark the tunnel on an emulated testbed (needs root, iperf3, mptd).
-    #[command(after_help = bench::BENCH_HELP)]
+    #[command(
+        after_help = bench::BENCH_HELP,
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
     Bench(BenchArgs),
     /// Write a new pre-shared key (32 random bytes, base64) for `key_file`.
     #[command(after_help = GENKEY_HELP)]

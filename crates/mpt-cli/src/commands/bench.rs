@@ -12,7 +12,13 @@ use crate::exit::{runtime, usage, Failure};
 /// `mpt bench SCENARIO`: the scenario's cases on an emulated testbed.
 pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
     use mpt_cli::bench::{self, scenario};
-    if args.scenario == "clients" {
+    if let Some(tool) = args.tool {
+        return super::bench_tools::run(tool);
+    }
+    let Some(name) = args.scenario.clone() else {
+        return Err(usage(anyhow::anyhow!("a SCENARIO is needed")));
+    };
+    if name == "clients" {
         return bench_clients(args);
     }
     let clients_only = [
@@ -43,7 +49,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         quick: args.quick,
         scheduler: args.scheduler,
     };
-    let sc = scenario::load(&args.scenario, &ov).map_err(usage)?;
+    let sc = scenario::load(&name, &ov).map_err(usage)?;
     let mptd = match args.mptd {
         Some(p) if p.is_file() => p,
         Some(p) => {

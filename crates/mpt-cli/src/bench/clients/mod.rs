@@ -63,6 +63,7 @@ use flood::measure_flood;
 use report::{proc_mem, RekeyResult};
 use traffic::{pick_senders, tcp_at_once};
 
+use crate::bench::report::meta::{sha256_hex, RunMeta};
 pub use options::Options;
 pub use report::Report;
 
@@ -94,6 +95,12 @@ pub fn run(o: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
             .map_or(0, |d| d.as_secs()),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         kernel: kernel(),
+        meta: RunMeta::begin(
+            "built-in clients",
+            &sha256_hex(o.settings().as_bytes()),
+            &o.settings(),
+            Vec::new(),
+        ),
         ..Report::default()
     };
     println!(
@@ -108,6 +115,7 @@ pub fn run(o: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
     let result = measure(o, &work, &mut report, stop);
     report.wall_s = started.elapsed().as_secs_f64();
     report.complete = result.is_ok();
+    report.meta.finish(Vec::new());
     report.write(&o.out)?;
     result.map(|()| report)
 }

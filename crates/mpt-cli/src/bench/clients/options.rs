@@ -32,6 +32,21 @@ pub struct Options {
 }
 
 impl Options {
+    /// The settings that shape the measurements, as a line for the record
+    /// (`RunMeta`; their hash stands in for a scenario file's).
+    pub fn settings(&self) -> String {
+        format!(
+            "clients={} paths_per_client={} senders={} duration_s={} shared_port={} flood={} rekey_after_s={}",
+            self.clients,
+            self.paths_per_client,
+            self.senders,
+            self.duration.as_secs_f64(),
+            self.shared_port,
+            self.flood,
+            self.rekey_after.map_or(0.0, |d| d.as_secs_f64()),
+        )
+    }
+
     /// The defaults of `mpt bench clients` (200 clients, 2 paths, 4
     /// senders, 10 s, the shared port, no flood, rekeys every 2 s).
     pub fn new(out: PathBuf, mptd: PathBuf) -> Options {

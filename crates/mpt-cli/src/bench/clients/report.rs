@@ -141,6 +141,8 @@ pub struct Report {
     pub wall_s: f64,
     pub cores: usize,
     pub kernel: String,
+    /// The build, machine, settings and load of the run.
+    pub meta: crate::bench::report::meta::RunMeta,
     /// Every step done.
     pub complete: bool,
     /// Every client up (session established, every path up) in time.

@@ -30,9 +30,10 @@
 //!
 //! Layout: [`def`] is the `[lte]` table and its variants, [`run`] one case
 //! (with [`wifi`] watching the WiFi path come back and [`target`] judging
-//! it), [`result`] what a case measured and [`report`] its table, CSV and
-//! chart.
+//! it), [`result`] what a case measured, [`report`] its table and CSV and
+//! [`charts`] its charts.
 
+pub mod charts;
 pub mod def;
 pub mod report;
 pub mod result;

@@ -1,9 +1,8 @@
-//! `lte-gateway` results as a table, results.csv and plot.svg (VoIP delay
-//! over time with the WiFi outage shaded).
+//! `lte-gateway` results as a table and results.csv (the charts are
+//! [`super::charts`]).
 
 use serde::Serialize;
 
-use crate::bench::chart::line::{Chart, Series};
 use crate::bench::csv_rows::{self, f1, f3, f4, opt3, CsvError};
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
@@ -155,45 +154,4 @@ pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
         })
         .collect();
     csv_rows::to_string(&rows)
-}
-
-/// VoIP one-way delay over time (dots), lost packets at the bottom, the
-/// WiFi outage shaded.
-pub fn svg(scenario: &str, rows: &[Row]) -> String {
-    let mut c = Chart {
-        title: format!("mpt bench {}: VoIP one-way delay over time", scenario),
-        xlabel: "time since start (s)".into(),
-        ylabel: "one-way delay (ms)".into(),
-        ..Chart::default()
-    };
-    for row in rows {
-        let Some(l) = &row.lte else { continue };
-        c.series.push(Series {
-            label: format!("{}: VoIP delay", l.variant),
-            points: l
-                .timeline
-                .iter()
-                .filter_map(|(t, d)| d.map(|d| (*t, d)))
-                .collect(),
-            dots: true,
-            ..Series::default()
-        });
-        c.series.push(Series {
-            label: format!("{}: VoIP lost", l.variant),
-            points: l
-                .timeline
-                .iter()
-                .filter(|(_, d)| d.is_none())
-                .map(|(t, _)| (*t, 0.0))
-                .collect(),
-            dots: true,
-            ..Series::default()
-        });
-        c.shade.push((
-            l.handover_at_s,
-            l.handover_at_s + l.handover_len_s,
-            "WiFi outage".into(),
-        ));
-    }
-    c.render()
 }

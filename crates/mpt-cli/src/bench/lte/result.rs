@@ -1,13 +1,14 @@
 //! What one `lte-gateway` case measured (results.json `rows[].lte`).
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::bench::iperf::Measurement;
 use crate::bench::stall::StallStats;
 use crate::bench::voip::VoipStats;
 
 /// Results of one `lte-gateway` case.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LteResult {
     /// The variant, as in the progress lines.
     pub variant: String,
@@ -39,10 +40,25 @@ pub struct LteResult {
     /// B receives; addr-change: B from A's new address), ms.
     pub path_back_ms: Option<f64>,
     /// How the WiFi link failed: "silent", "link-down" or "addr-change".
-    pub event: &'static str,
+    #[serde(deserialize_with = "event")]
+    pub event: EventName,
     /// The target for this variant and whether it was met.
     pub target: Option<String>,
     pub pass: Option<bool>,
     /// VoIP per-packet timeline: (s since start, one-way delay ms; null = lost).
     pub timeline: Vec<(f64, Option<f64>)>,
+}
+
+/// An event's name; an alias, so that serde reads it with [`event`]
+/// instead of borrowing from the input.
+pub type EventName = &'static str;
+
+/// Reads `event` back (`mpt bench replot`): one of the known names, ""
+/// for anything else.
+fn event<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    let s = String::deserialize(d)?;
+    Ok(["silent", "link-down", "addr-change"]
+        .into_iter()
+        .find(|e| *e == s)
+        .unwrap_or(""))
 }

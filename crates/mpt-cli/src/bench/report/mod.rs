@@ -1,23 +1,31 @@
-//! Results: one [`Row`] per case; written as results.json, results.csv and
-//! plot.svg (hand-written SVG line chart), and printed as a table.
+//! Results: one [`Row`] per case; written as results.json, results.csv,
+//! the suite's charts and index.html ([`files`]), and printed as a table.
+//! [`meta`] records the run's conditions, [`figures`] and [`compare`] set
+//! two runs side by side, [`timeseries`] reads the per-second data.
 //!
 //! A [`Report`] holds one [`row::Row`] per case; its formats are the
 //! scenario family's ([`crate::bench::lte::report`] and so on) where the
 //! rows carry a family's results, else [`throughput`]'s.
 
+pub mod compare;
+pub mod figures;
+pub mod files;
+pub mod meta;
 pub mod row;
 pub mod throughput;
+pub mod timeseries;
 
-use std::path::Path;
+pub use files::replot;
 
-use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench::csv_rows::CsvError;
 use crate::bench::{dtn, lte, unlike};
+use meta::RunMeta;
 use row::Row;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Report {
     pub scenario: String,
     pub description: String,
@@ -32,10 +40,27 @@ pub struct Report {
     pub cores: usize,
     pub kernel: String,
     pub complete: bool,
+    /// The build, machine, settings and load of the run.
+    pub meta: RunMeta,
     pub rows: Vec<Row>,
 }
 
 impl Report {
+    /// Congestion controls the rows asked for by name (unlike runs, the
+    /// lte bulk flow).
+    pub fn asked_ccs(&self) -> Vec<String> {
+        let mut cc = Vec::new();
+        for r in &self.rows {
+            if let Some(u) = &r.unlike {
+                cc.extend(u.runs.iter().map(|c| c.cc.clone()));
+            }
+            if let Some(st) = r.lte.as_ref().and_then(|l| l.stall.as_ref()) {
+                cc.push(st.cc.clone());
+            }
+        }
+        cc
+    }
+
     pub fn table(&self) -> String {
         if self.rows.iter().any(|r| r.lte.is_some()) {
             return lte::report::table(&self.rows);
@@ -60,36 +85,6 @@ impl Report {
             return unlike::report::csv(&self.rows, self.duration_s);
         }
         throughput::csv(&self.rows)
-    }
-
-    /// The chart: the scenario family's, or throughput against the swept
-    /// variable.
-    pub fn svg(&self) -> String {
-        if self.rows.iter().any(|r| r.lte.is_some()) {
-            return lte::report::svg(&self.scenario, &self.rows);
-        }
-        if self.rows.iter().any(|r| r.dtn.is_some()) {
-            return dtn::report::svg(&self.scenario, &self.rows);
-        }
-        if self.rows.iter().any(|r| r.unlike.is_some()) {
-            return unlike::report::svg(&self.scenario, &self.rows);
-        }
-        throughput::svg(&self.scenario, &self.rows)
-    }
-
-    /// Writes results.json, results.csv and plot.svg into `dir`.
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let json = serde_json::to_string_pretty(self).context("serializing results")?;
-        for (name, text) in [
-            ("results.json", json + "\n"),
-            ("results.csv", self.csv().context("writing results.csv")?),
-            ("plot.svg", self.svg()),
-        ] {
-            let p = dir.join(name);
-            std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
-        }
-        Ok(())
     }
 }
 
@@ -133,11 +128,15 @@ mod tests {
             cores: 2,
             kernel: String::new(),
             complete: true,
+            meta: RunMeta::default(),
             rows,
         };
         assert!(rep.table().contains("4in4 N=2"));
         assert_eq!(rep.csv().expect("csv").lines().count(), 3);
-        let svg = rep.svg();
-        assert!(svg.starts_with("<svg") && svg.contains("polyline"));
+        let charts = rep.charts(std::path::Path::new("/nonexistent"));
+        assert_eq!(charts.len(), 1);
+        assert!(charts[0].svg.starts_with("<svg") && charts[0].svg.contains("polyline"));
+        let html = rep.index_html(&charts);
+        assert!(html.contains("<img src=\"plot.svg\"") && html.contains("4in4 N=2"));
     }
 }

@@ -4,7 +4,7 @@
 //! types, never the other way round.
 
 use mpt_api::Status;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench::dtn::result::DtnResult;
 use crate::bench::iperf::Measurement;
@@ -12,7 +12,8 @@ use crate::bench::lte::result::LteResult;
 use crate::bench::unlike::result::UnlikeResult;
 
 /// Measurements of one case.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Row {
     /// Inner-in-outer IP versions, e.g. "4in4".
     pub combo: String,
@@ -57,8 +58,9 @@ pub struct Row {
     /// `lte-gateway`: VoIP, bulk and handover figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lte: Option<LteResult>,
-    /// `dtn-relay`: bundle figures.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `dtn-relay`: bundle figures (not read back by `mpt bench replot`:
+    /// the dtn suite's result types are its own).
+    #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
     pub dtn: Option<DtnResult>,
     /// `unlike`: raw per-path baselines and the tunnel, per congestion control.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::row::Row;
 use crate::bench::chart::line::{Chart, Series, XTicks};
+use crate::bench::chart::panels::Panels;
 use crate::bench::csv_rows::{self, f1, opt4, CsvError};
 use crate::bench::iperf::Measurement;
 use crate::bench::text::opt;
@@ -168,7 +169,9 @@ pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
 }
 
 /// Throughput against the swept variable (N, or RTT when N is fixed),
-/// one line per test and case family, and the ideal as a dashed line.
+/// one line per test and the ideal as a dashed line; with several case
+/// families (combos, loss rates, an extra link) a panel per family on
+/// shared axes.
 pub fn svg(scenario: &str, rows: &[Row]) -> String {
     let by_n = {
         let mut ns: Vec<usize> = rows.iter().map(|r| r.n).collect();
@@ -182,15 +185,8 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
             r.rtt_ms.unwrap_or(0.0)
         }
     };
-    // Series keyed by everything but x, in first-seen order.
-    let mut series: Vec<Line> = Vec::new();
-    let mut push = |label: String, x: f64, y: f64, dashed: bool| {
-        if let Some(s) = series.iter_mut().find(|s| s.0 == label) {
-            s.1.push((x, y));
-        } else {
-            series.push((label, vec![(x, y)], dashed));
-        }
-    };
+    // Per family, series keyed by everything but x, in first-seen order.
+    let mut fams: Vec<(String, Vec<Line>)> = Vec::new();
     for r in rows {
         let mut fam = r.combo.clone();
         if !by_n {
@@ -202,8 +198,21 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
         if r.extra {
             fam += " +terr";
         }
+        if !fams.iter().any(|f| f.0 == fam) {
+            fams.push((fam.clone(), Vec::new()));
+        }
+        let Some((_, series)) = fams.iter_mut().find(|f| f.0 == fam) else {
+            continue;
+        };
+        let mut push = |label: String, x: f64, y: f64, dashed: bool| {
+            if let Some(s) = series.iter_mut().find(|s| s.0 == label) {
+                s.1.push((x, y));
+            } else {
+                series.push((label, vec![(x, y)], dashed));
+            }
+        };
         let x = x_of(r);
-        push(format!("ideal {fam}"), x, r.ideal_mbps, true);
+        push("ideal".into(), x, r.ideal_mbps, true);
         for (name, m) in [
             ("UDP", &r.udp),
             ("TCP", &r.tcp),
@@ -212,56 +221,49 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
             ("raw TCP", &r.raw_tcp),
         ] {
             if let Some(m) = m {
-                let y = if name.starts_with("raw") && by_n {
-                    m.mbps * r.n as f64
+                let raw = name.starts_with("raw");
+                let (y, label) = if raw && by_n {
+                    (m.mbps * r.n as f64, format!("N x {name}"))
                 } else {
-                    m.mbps
+                    (m.mbps, name.to_string())
                 };
-                let label = if name.starts_with("raw") && by_n {
-                    format!("N x {name} {fam}")
-                } else {
-                    format!("{name} {fam}")
-                };
-                push(label, x, y, name.starts_with("raw"));
+                push(label, x, y, raw);
             }
         }
     }
-    // Ideal lines that coincide are drawn once.
-    let mut seen: Vec<Vec<(u64, u64)>> = Vec::new();
-    series.retain(|(label, pts, _)| {
-        if !label.starts_with("ideal") {
-            return true;
-        }
-        let key: Vec<(u64, u64)> = pts
-            .iter()
-            .map(|(x, y)| (x.to_bits(), y.to_bits()))
-            .collect();
-        if seen.contains(&key) {
-            false
-        } else {
-            seen.push(key);
-            true
-        }
-    });
-    Chart {
-        title: format!(
-            "mpt bench {scenario}: goodput vs {}",
-            if by_n { "number of paths" } else { "RTT" }
-        ),
+    let chart = |title: String, lines: Vec<Line>| Chart {
+        title,
         xlabel: if by_n { "paths (N)" } else { "RTT (ms)" }.into(),
         ylabel: "Mbit/s".into(),
-        series: series
+        series: lines
             .into_iter()
             .map(|(label, points, dashed)| Series {
-                color: label.starts_with("ideal").then_some(IDEAL_COLOR),
+                color: (label == "ideal").then_some(IDEAL_COLOR),
                 label,
                 points,
                 dashed,
                 ..Series::default()
             })
             .collect(),
-        x_ticks: XTicks::AtData,
+        x_ticks: if by_n { XTicks::AtData } else { XTicks::Nice },
         ..Chart::default()
+    };
+    let title = format!(
+        "mpt bench {scenario}: goodput vs {}",
+        if by_n { "number of paths" } else { "RTT" }
+    );
+    if fams.len() == 1 {
+        let (fam, lines) = fams.remove(0);
+        return chart(format!("{title} ({fam})"), lines).render();
+    }
+    Panels {
+        title: format!("{title}, a panel per case family"),
+        charts: fams
+            .into_iter()
+            .map(|(fam, lines)| chart(fam, lines))
+            .collect(),
+        cols: 2,
+        share_y: true,
     }
     .render()
 }

@@ -27,4 +27,10 @@ pub struct Scenario {
     pub dtn: Option<DtnParams>,
     /// Set for `unlike`-style scenarios; its cases match `cases` one to one.
     pub unlike: Option<UnlikeParams>,
+    /// Where it came from (a file path or `preset NAME`) and the SHA-256
+    /// of its TOML text (set by [`super::load`]; empty otherwise).
+    pub source: String,
+    pub source_sha256: String,
+    /// The command-line overrides it was loaded with, as flags.
+    pub overrides: String,
 }

@@ -92,6 +92,9 @@ pub fn load(name_or_path: &str, ov: &Overrides) -> Result<Scenario, ScenarioErro
         error,
     })?;
     let mut scenario = expand(&name, &origin, file, ov)?;
+    scenario.source_sha256 = crate::bench::report::meta::sha256_hex(text.as_bytes());
+    scenario.source = origin;
+    scenario.overrides = ov.flags();
     if let Some(sched) = &ov.scheduler {
         for case in &mut scenario.cases {
             case.scheduler = Some(sched.clone());
@@ -278,6 +281,9 @@ pub fn expand(
         lte,
         dtn,
         unlike: None,
+        source: String::new(),
+        source_sha256: String::new(),
+        overrides: String::new(),
     })
 }
 

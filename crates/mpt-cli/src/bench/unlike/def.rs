@@ -35,7 +35,7 @@ impl TargetKind {
 }
 
 /// The tunnel must reach `ratio` x (best | sum of) the raw paths.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Target {
     pub of: TargetKind,
     pub ratio: f64,
@@ -110,7 +110,8 @@ fn one() -> i64 {
 }
 
 /// A path as reported.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PathInfo {
     pub name: String,
     /// Configured rate A -> B (the direction of the TCP data), Mbit/s.

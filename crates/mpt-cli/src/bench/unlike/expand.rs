@@ -162,5 +162,8 @@ pub fn expand(
             repeat,
             cases: ucases,
         }),
+        source: String::new(),
+        source_sha256: String::new(),
+        overrides: String::new(),
     })
 }

@@ -33,8 +33,10 @@
 //! Layout: [`def`] is the `[unlike]` table and its cases, [`expand`] turns
 //! it into testbed cases, [`run`] measures one, [`verdict`] judges the
 //! tunnel against the raw paths, [`result`] holds what a case measured and
-//! [`report`] (with [`text`]) writes it out.
+//! [`report`] (with [`text`]) writes it out, with [`charts`] beside its bar
+//! chart.
 
+pub mod charts;
 pub mod def;
 pub mod expand;
 #[cfg(test)]

@@ -391,6 +391,7 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
                 mark: u
                     .target
                     .map(|t| (run.verdict.required_mbps, format!("target {}", t.label()))),
+                spread: vec![("tunnel".into(), run.tunnel_runs_mbps.clone())],
             });
         }
     }
@@ -482,6 +483,7 @@ mod tests {
             cores: 2,
             kernel: String::new(),
             complete: true,
+            meta: Default::default(),
             rows: vec![row],
         };
         let table = rep.table();
@@ -534,7 +536,9 @@ mod tests {
             table.contains("hold p99 ms") && table.contains("PASS"),
             "{table}"
         );
-        let svg = rep.svg();
+        let svg = rep.charts(std::path::Path::new("/nonexistent"))[0]
+            .svg
+            .clone();
         assert!(svg.contains("<rect") && svg.contains("wifi+lte"));
     }
 

@@ -1,7 +1,7 @@
 //! What one `unlike` case measured (results.json `rows[].unlike`): per
 //! congestion control the raw paths, the tunnel runs and the verdict.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::def::{PathInfo, Target};
 use super::verdict::Verdict;
@@ -9,7 +9,8 @@ use crate::bench::hold::HoldCheck;
 use crate::bench::iperf::Measurement;
 
 /// One congestion control's measurements in one case.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CcRun {
     pub cc: String,
     /// Raw TCP over each path alone, in path order.
@@ -50,7 +51,8 @@ impl CcRun {
 }
 
 /// Results of one `unlike` case.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct UnlikeResult {
     pub case: String,
     pub paths: Vec<PathInfo>,

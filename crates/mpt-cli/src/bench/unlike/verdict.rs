@@ -1,11 +1,12 @@
 //! The tunnel's goodput against the raw paths' under a case's target.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::def::{Target, TargetKind};
 
 /// The tunnel against the raw paths.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Verdict {
     pub best_raw_mbps: f64,
     /// Index of the best raw path.
