@@ -84,12 +84,7 @@ fn next_port() -> u16 {
 impl Server {
     /// Starts a server in `ns` on a fresh port and returns once it listens
     /// (under `mptcpize run` if `mptcp`).
-    pub fn start(
-        ns: &str,
-        log: &Path,
-        mptcp: bool,
-        stop: &AtomicBool,
-    ) -> anyhow::Result<Server> {
+    pub fn start(ns: &str, log: &Path, mptcp: bool, stop: &AtomicBool) -> anyhow::Result<Server> {
         let mut failures = Vec::new();
         for _ in 0..SERVER_ATTEMPTS {
             let port = next_port();

@@ -274,7 +274,10 @@ mod tests {
         assert_eq!(u.bytes, vec![60_000, 40_000]);
         assert!(u.all_paths_used);
         assert_eq!(u.share, vec![0.6, 0.4]);
-        assert_eq!(u.label(&["wifi".into(), "lte".into()]), "wifi 60 % + lte 40 %");
+        assert_eq!(
+            u.label(&["wifi".into(), "lte".into()]),
+            "wifi 60 % + lte 40 %"
+        );
         assert_eq!(ratio(30.0, 40.0, &u), Some(0.75));
         // Keepalives only on path 1: one subflow.
         let u = PathUse::between(&[0, 0], &[1_000_000, 500]);

@@ -509,9 +509,8 @@ impl Testbed {
     pub fn restart_traced_wires(&mut self) -> anyhow::Result<()> {
         for i in 0..self.wires.len() {
             let cfg = &self.wire_cfgs[i];
-            let timed = |d: &mpt_emu::model::LinkConfig| {
-                d.trace.is_some() || !d.schedule.is_always_up()
-            };
+            let timed =
+                |d: &mpt_emu::model::LinkConfig| d.trace.is_some() || !d.schedule.is_always_up();
             if !timed(&cfg.a_to_b) && !timed(&cfg.b_to_a) {
                 continue;
             }

@@ -107,7 +107,9 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
                 run.mptcp
                     .as_ref()
                     .map_or("-".into(), |b| format!("{:.2}", b.kept.m.mbps)),
-                run.mptcp.as_ref().map_or("-".into(), |b| b.use_label(&names)),
+                run.mptcp
+                    .as_ref()
+                    .map_or("-".into(), |b| b.use_label(&names)),
                 run.mptcp
                     .as_ref()
                     .map_or("-".into(), |b| opt(b.mpt_over_mptcp, 2)),
@@ -467,11 +469,11 @@ mod tests {
     use super::*;
     use crate::bench::hold::Snapshot;
     use crate::bench::iperf::Measurement;
+    use crate::bench::mptcp::PathUse;
     use crate::bench::report::Report;
+    use crate::bench::unlike::baseline::MptcpRun;
     use crate::bench::unlike::def::{PathInfo, Target, TargetKind};
     use crate::bench::unlike::result::CcRun;
-    use crate::bench::mptcp::PathUse;
-    use crate::bench::unlike::baseline::MptcpRun;
     use crate::bench::unlike::verdict::verdict;
 
     fn target(of: TargetKind, ratio: f64) -> Target {
@@ -603,7 +605,10 @@ mod tests {
             lines[1]
         );
         assert!(lines[2].contains(",false,,,,,,,,"), "{}", lines[2]);
-        assert!(table.contains("62.50  wifi 70 % + lte 30 %  0.80"), "{table}");
+        assert!(
+            table.contains("62.50  wifi 70 % + lte 30 %  0.80"),
+            "{table}"
+        );
         // 990 of 1000 packets not held: p99 over all is 0, over the held
         // ones the 16..32 ms bucket capped by the 25 ms maximum; the limit
         // is the measured spread (24 ms) + 10.
