@@ -433,7 +433,7 @@ pub fn csv(rows: &[Row], duration_s: f64) -> Result<String, CsvError> {
 pub fn svg(scenario: &str, rows: &[Row]) -> String {
     let mut c = BarChart {
         title: format!(
-            "mpt bench {}: one TCP stream, raw paths alone vs the tunnel (and kernel MPTCP)",
+            "mpt bench {}: one TCP stream: paths alone, tunnel, MPTCP",
             scenario
         ),
         ylabel: "goodput (Mbit/s)".into(),
