@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
-# demo.sh: TCP throughput through mpt over N unshaped veth paths, in clear
-# and encrypted, next to the raw veth throughput measured in the same run.
+# demo.sh: what mpt is for, in two parts.
 #
-#   sudo scripts/demo.sh [--paths 1,2,4] [--duration 5] [--streams 1]
+# Part 1 (uplinks, about two minutes): one TCP stream over emulated uplinks
+# that differ: DSL + LTE + a GEO satellite, and a WiFi that goes silent for
+# 3 s beside LTE. Each path alone, then through mpt, then kernel MPTCP
+# over the same paths (when the kernel has it; mptcpize is installed with
+# apt-get if missing), side by side: `mpt bench conf/scenarios/demo.toml`.
+# The table, results.json/csv and a chart (plot.svg) go to --out (default
+# bench-out/demo-<UTC time>); the chart's path is printed at the end.
+#
+# Part 2 (LAN speed): TCP throughput through mpt over N unshaped veth
+# paths, in clear and encrypted, next to the raw veth throughput measured
+# in the same run (the CPU is the limit here, not the paths).
+#
+#   sudo scripts/demo.sh [--part all|uplinks|lan] [--out DIR]
+#                        [--paths 1,2,4] [--duration 5] [--streams 1]
 #                        [--modes clear,encrypted,chacha] [--key]
 #                        [--scheduler adaptive|weighted]
 #
+# --part picks the parts (default all). The other options are part 2's:
 # --streams S runs S parallel TCP streams (iperf3 -P S), through the tunnel
 # and over raw veth alike. --modes picks the tunnel runs: clear (no key),
 # encrypted (both sides get the same freshly generated key_file, mode 600:
@@ -32,9 +45,11 @@ DURATION=5
 STREAMS=1
 MODES="clear,encrypted"
 SCHEDULER="adaptive"
+PART="all"
+OUT=""
 
 usage() {
-    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -51,6 +66,10 @@ while [[ $# -gt 0 ]]; do
         --key) MODES="encrypted"; shift ;;
         --scheduler) SCHEDULER="${2:?--scheduler needs adaptive or weighted}"; shift 2 ;;
         --scheduler=*) SCHEDULER="${1#*=}"; shift ;;
+        --part) PART="${2:?--part needs all, uplinks or lan}"; shift 2 ;;
+        --part=*) PART="${1#*=}"; shift ;;
+        --out) OUT="${2:?--out needs a directory}"; shift 2 ;;
+        --out=*) OUT="${1#*=}"; shift ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 ;;
     esac
@@ -60,6 +79,7 @@ done
 [[ "$STREAMS" =~ ^[0-9]+$ && "$STREAMS" -ge 1 && "$STREAMS" -le 128 ]] || { echo "--streams: expected 1..128, got '$STREAMS'" >&2; exit 2; }
 [[ "$MODES" =~ ^(clear|encrypted|chacha)(,(clear|encrypted|chacha))*$ ]] || { echo "--modes: expected a list of clear, encrypted, chacha (e.g. clear,encrypted), got '$MODES'" >&2; exit 2; }
 [[ "$SCHEDULER" == adaptive || "$SCHEDULER" == weighted ]] || { echo "--scheduler: expected adaptive or weighted, got '$SCHEDULER'" >&2; exit 2; }
+[[ "$PART" == all || "$PART" == uplinks || "$PART" == lan ]] || { echo "--part: expected all, uplinks or lan, got '$PART'" >&2; exit 2; }
 IFS=, read -r -a PATH_COUNTS <<<"$PATHS_LIST"
 IFS=, read -r -a MODE_LIST <<<"$MODES"
 for n in "${PATH_COUNTS[@]}"; do
@@ -144,6 +164,31 @@ MPTD="${MPTD_BIN:-$TARGET_DIR/release/mptd}"
 MPTD="$(cd "$(dirname "$MPTD")" && pwd)/$(basename "$MPTD")"
 MPT_CLI="$(dirname "$MPTD")/mpt"
 CLK_TCK="$(getconf CLK_TCK)"
+
+# --- part 1: unlike uplinks, each alone, mpt, kernel MPTCP ---------------------
+PLOT=""
+if [[ "$PART" != lan ]]; then
+    if ! command -v mptcpize >/dev/null 2>&1; then
+        say "installing mptcpize (runs iperf3 over kernel MPTCP, the baseline beside mpt)"
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mptcpize >/dev/null 2>&1; then
+            apt-get update -qq || true
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mptcpize >/dev/null \
+                || say "could not install mptcpize (apt-get install -y mptcpize): no MPTCP column"
+        fi
+    fi
+    [[ -x "$MPT_CLI" ]] || { echo "mpt not found at $MPT_CLI: build it first: cargo build --release --bins" >&2; exit 1; }
+    OUT="${OUT:-bench-out/demo-$(date -u +%Y%m%d-%H%M%S)}"
+    say "part 1: one TCP stream over unlike uplinks: each path alone, mpt, kernel MPTCP (about 2 minutes)"
+    "$MPT_CLI" bench conf/scenarios/demo.toml --mptd "$MPTD" --out "$OUT" --baseline auto
+    PLOT="$(cd "$OUT" && pwd)/plot.svg"
+    echo "chart: $PLOT"
+    if [[ "$PART" == uplinks ]]; then
+        exit 0
+    fi
+fi
+
+# --- part 2: LAN speed over unshaped veths -----------------------------------------
+say "part 2: LAN speed: TCP through mpt over unshaped veth paths (the CPU is the limit)"
 
 # --- helpers -------------------------------------------------------------------
 # write_config SIDE(1|2) N CONTROL MODE
@@ -322,3 +367,7 @@ for r in "${RESULTS[@]}"; do
     done
     echo "$line"
 done
+if [[ -n "$PLOT" ]]; then
+    echo
+    echo "part 1's chart (each uplink alone, mpt, kernel MPTCP): $PLOT"
+fi

@@ -67,6 +67,9 @@ pub struct Run<'a> {
     pub omit: Duration,
     /// Parallel streams (`-P`); the measurement is their sum.
     pub streams: u32,
+    /// Client and server under `mptcpize run`: their TCP sockets are
+    /// MPTCP sockets (the kernel MPTCP baseline, [`super::mptcp`]).
+    pub mptcp: bool,
 }
 
 /// A one-off `iperf3 -s -1` listening in a namespace; stopped on drop.
@@ -80,19 +83,15 @@ fn next_port() -> u16 {
 }
 
 impl Server {
-    /// Starts a server in `ns` on a fresh port and returns once it listens.
-    pub fn start(ns: &str, log: &Path, stop: &AtomicBool) -> anyhow::Result<Server> {
+    /// Starts a server in `ns` on a fresh port and returns once it listens
+    /// (under `mptcpize run` if `mptcp`).
+    pub fn start(ns: &str, log: &Path, mptcp: bool, stop: &AtomicBool) -> anyhow::Result<Server> {
         let mut failures = Vec::new();
         for _ in 0..SERVER_ATTEMPTS {
             let port = next_port();
             let port_s = port.to_string();
-            let mut p = Proc::spawn_in(
-                ns,
-                "iperf3 -s -1",
-                Path::new("iperf3"),
-                &["-s", "-1", "-p", &port_s],
-                log.to_path_buf(),
-            )?;
+            let (program, args) = command(mptcp, &["-s", "-1", "-p", &port_s]);
+            let mut p = Proc::spawn_in(ns, "iperf3 -s -1", program, &args, log.to_path_buf())?;
             let end = Instant::now() + SERVER_READY_TIMEOUT;
             loop {
                 check_stop(stop)?;
@@ -117,6 +116,18 @@ impl Server {
             "no iperf3 server could start in {ns}: {}",
             failures.join("; ")
         )
+    }
+}
+
+/// iperf3 with `args`, or `mptcpize run iperf3 args` (which execs iperf3
+/// with MPTCP sockets, so the process is still called iperf3).
+fn command<'a>(mptcp: bool, args: &[&'a str]) -> (&'static Path, Vec<&'a str>) {
+    if mptcp {
+        let mut v = vec!["run", "iperf3"];
+        v.extend_from_slice(args);
+        (Path::new("mptcpize"), v)
+    } else {
+        (Path::new("iperf3"), args.to_vec())
     }
 }
 
@@ -160,7 +171,7 @@ fn server_log(json_out: &Path) -> PathBuf {
 }
 
 pub fn run(r: &Run<'_>, stop: &AtomicBool) -> anyhow::Result<Measurement> {
-    let server = Server::start(r.server_ns, &server_log(r.json_out), stop)?;
+    let server = Server::start(r.server_ns, &server_log(r.json_out), r.mptcp, stop)?;
     let secs = r.duration.as_secs().max(1).to_string();
     let mut args: Vec<String> = vec![
         "-c".into(),
@@ -193,10 +204,11 @@ pub fn run(r: &Run<'_>, stop: &AtomicBool) -> anyhow::Result<Measurement> {
         ]);
     }
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (program, argv) = command(r.mptcp, &argv);
     let mut p = Proc::spawn_in(
         r.ns,
         "iperf3 client",
-        Path::new("iperf3"),
+        program,
         &argv,
         r.json_out.to_path_buf(),
     )?;

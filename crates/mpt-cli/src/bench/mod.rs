@@ -30,6 +30,7 @@ pub mod iperf;
 mod iperf_json;
 pub mod link_trace;
 pub mod lte;
+pub mod mptcp;
 pub mod options;
 pub mod process;
 pub mod progress;
@@ -367,6 +368,7 @@ fn run_case(
                     omit: s.omit,
                     // UDP offers its rate as one stream (-b is per stream).
                     streams: if udp.is_none() { s.streams } else { 1 },
+                    mptcp: false,
                 },
                 stop,
             )

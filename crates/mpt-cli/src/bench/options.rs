@@ -1,5 +1,5 @@
-//! What `mpt bench` runs and where: the scenario, the output directory and
-//! the mptd binary.
+//! What `mpt bench` runs and where: the scenario, the output directory, the
+//! mptd binary and whether kernel MPTCP runs as a baseline.
 
 use std::path::PathBuf;
 
@@ -10,4 +10,7 @@ pub struct Options {
     pub scenario: Scenario,
     pub out: PathBuf,
     pub mptd: PathBuf,
+    /// Measure kernel MPTCP beside the tunnel where the suite supports it
+    /// (`unlike`), resolved from `--baseline` by [`super::mptcp::resolve`].
+    pub mptcp: bool,
 }

@@ -499,22 +499,26 @@ impl Testbed {
         out
     }
 
-    /// Restarts every wire whose link follows a trace, so that the trace
-    /// starts again from its beginning: measurements taken one after the
-    /// other then see the same capacity over time. The other wires run on.
+    /// Restarts every wire whose link follows a trace or an outage
+    /// schedule, so that trace and schedule start again from their
+    /// beginning: measurements taken one after the other then see the same
+    /// capacity over time and the same outage at the same second. The other
+    /// wires run on.
     /// Frames in flight on a restarted wire are lost (call it between
     /// measurements; mptd only misses a keepalive or two).
     pub fn restart_traced_wires(&mut self) -> anyhow::Result<()> {
         for i in 0..self.wires.len() {
             let cfg = &self.wire_cfgs[i];
-            if cfg.a_to_b.trace.is_none() && cfg.b_to_a.trace.is_none() {
+            let timed =
+                |d: &mpt_emu::model::LinkConfig| d.trace.is_some() || !d.schedule.is_always_up();
+            if !timed(&cfg.a_to_b) && !timed(&cfg.b_to_a) {
                 continue;
             }
             let cfg = cfg.clone();
             let old = self.wires.remove(i);
             self.retired.push(wire_report(old));
             let new = Wire::start(cfg)
-                .with_context(|| format!("restarting emulator wire {i} (traced link)"))?;
+                .with_context(|| format!("restarting emulator wire {i} (timed link)"))?;
             self.wires.insert(i, new);
         }
         Ok(())

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 pub(crate) const BENCH_HELP: &str = "\
 SCENARIO is a preset (ethernet, satellite, lte-gateway, handover, dtn-relay,
-unlike, clients) or a
+unlike, demo, clients) or a
 scenario TOML file (see conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
 joined by the case's paths (tbf-shaped veths, or veths through the link
 emulator in a middle namespace), runs mptd on both sides and measures with
@@ -50,7 +50,7 @@ Examples:
   sudo mpt bench ethernet --quick --out /tmp/bench
   sudo mpt bench ethernet --paths 4 --combos all
   sudo mpt bench satellite --quick
-  sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths vs tunnel
+  sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths, tunnel, kernel MPTCP
   sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
   sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
   sudo mpt bench clients --clients 200 --senders 4 --flood
@@ -62,7 +62,7 @@ pub(crate) struct BenchArgs {
     /// Tools for results already written (no root needed).
     #[command(subcommand)]
     pub(crate) tool: Option<BenchTool>,
-    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, clients) or TOML file.
+    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, demo, clients) or TOML file.
     #[arg(required = true)]
     pub(crate) scenario: Option<String>,
     /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
@@ -88,6 +88,12 @@ pub(crate) struct BenchArgs {
     /// leaves mptd's default, the others ask for weighted).
     #[arg(long, value_parser = ["adaptive", "weighted"])]
     pub(crate) scheduler: Option<String>,
+    /// Kernel MPTCP beside the tunnel in `unlike` (iperf3 under `mptcpize
+    /// run`, one subflow per path, bytes per path checked): auto = when
+    /// mptcpize is installed; mptcp = always (installs mptcpize with
+    /// apt-get if missing); none = off.
+    #[arg(long, value_name = "KIND", value_parser = ["auto", "mptcp", "none"], default_value = "auto")]
+    pub(crate) baseline: String,
     /// clients: client mptds on one server [default: 200; --quick: 8].
     #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
     pub(crate) clients: Option<usize>,

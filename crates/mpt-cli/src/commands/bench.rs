@@ -60,6 +60,20 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         }
         None => bench::find_mptd().map_err(runtime)?,
     };
+    let choice = match args.baseline.as_str() {
+        "mptcp" => bench::mptcp::Choice::Mptcp,
+        "none" => bench::mptcp::Choice::None,
+        _ => bench::mptcp::Choice::Auto,
+    };
+    let mptcp = if sc.unlike.is_some() {
+        bench::mptcp::resolve(choice).map_err(runtime)?
+    } else if choice == bench::mptcp::Choice::Mptcp {
+        return Err(usage(anyhow::anyhow!(
+            "--baseline mptcp applies to `mpt bench unlike` (and unlike scenario files) only"
+        )));
+    } else {
+        false
+    };
     let out = args.out.unwrap_or_else(|| bench::default_out(&sc.name));
     let stop = signal::install()
         .context("installing signal handlers")
@@ -68,6 +82,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         scenario: sc,
         out,
         mptd,
+        mptcp,
     };
     match bench::run(&opts, stop) {
         Ok(report) => {

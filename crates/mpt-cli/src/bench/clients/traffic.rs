@@ -29,7 +29,7 @@ pub(crate) fn tcp_at_once(
     let mut servers = Vec::new();
     for &i in senders {
         let log = work.join(format!("iperf3-{tag}-{i}-server.log"));
-        servers.push(iperf::Server::start(bed.s.name(), &log, stop)?);
+        servers.push(iperf::Server::start(bed.s.name(), &log, false, stop)?);
     }
     let secs = o.duration.as_secs().max(1).to_string();
     let cpu0 = (bed.server.cpu_time(), Instant::now());

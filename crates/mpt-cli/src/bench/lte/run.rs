@@ -276,6 +276,7 @@ pub fn run_case(
                     cc: None,
                     omit: Duration::ZERO,
                     streams: 1,
+                    mptcp: false,
                 },
                 stop,
             );

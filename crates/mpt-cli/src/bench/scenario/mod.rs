@@ -58,6 +58,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         "unlike",
         include_str!("../../../../../conf/scenarios/unlike.toml"),
     ),
+    (
+        "demo",
+        include_str!("../../../../../conf/scenarios/demo.toml"),
+    ),
 ];
 
 pub fn preset_names() -> Vec<&'static str> {

@@ -123,6 +123,19 @@ pub struct PathInfo {
     pub loss: f64,
     pub queue_bytes: u64,
     pub trace: Option<String>,
+    /// Outage windows (`emu.outage`): the link goes silent both ways from
+    /// `.0` for `.1` seconds after the start of every measurement.
+    pub outage_s: Vec<(f64, f64)>,
+}
+
+impl PathInfo {
+    /// " silent 4 s+3 s" per outage window, or "".
+    pub fn outage_label(&self) -> String {
+        self.outage_s
+            .iter()
+            .map(|(at, len)| format!(" silent at {at:.0} s for {len:.0} s"))
+            .collect()
+    }
 }
 
 /// A resolved case.
@@ -241,6 +254,13 @@ pub(super) fn resolve_path(
         loss: a_to_b.loss.per,
         queue_bytes: a_to_b.queue,
         trace,
+        outage_s: p
+            .emu
+            .outage
+            .iter()
+            .flatten()
+            .map(|w| (w.start.as_secs_f64(), w.len.as_secs_f64()))
+            .collect(),
     };
     Ok((link, info))
 }

@@ -30,12 +30,18 @@
 //! wire restarted before every measurement, so each sees the same capacity
 //! over time from the start of the trace.
 //!
+//! With `--baseline mptcp` (the default when `mptcpize` is installed)
+//! kernel MPTCP runs after each tunnel run over the same paths, its bytes
+//! per path counted to prove every subflow carried data, and the tables
+//! give mpt / MPTCP beside the raw-path ratios ([`baseline`]).
+//!
 //! Layout: [`def`] is the `[unlike]` table and its cases, [`expand`] turns
 //! it into testbed cases, [`run`] measures one, [`verdict`] judges the
 //! tunnel against the raw paths, [`result`] holds what a case measured and
 //! [`report`] (with [`text`]) writes it out, with [`charts`] beside its bar
 //! chart.
 
+pub mod baseline;
 pub mod charts;
 pub mod def;
 pub mod expand;

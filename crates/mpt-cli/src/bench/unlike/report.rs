@@ -6,11 +6,13 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::baseline::MptcpBaseline;
 use super::result::UnlikeResult;
 use super::text::{fmt_p99, hold_label, pass_label};
 use crate::bench::chart::bar::{BarChart, BarGroup};
 use crate::bench::csv_rows::{self, f4, opt1, opt2, opt4, opt_plain, plain, CsvError};
 use crate::bench::hold::{self, HoldCheck};
+use crate::bench::mptcp;
 use crate::bench::report::row::Row;
 use crate::bench::text::opt;
 
@@ -63,6 +65,9 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
         "/sum".into(),
         "target".into(),
         "result".into(),
+        "MPTCP".into(),
+        "MPTCP bytes per path".into(),
+        "mpt/MPTCP".into(),
         "hold p99 ms".into(),
         "spread ms".into(),
         "measured".into(),
@@ -84,6 +89,7 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
                 .zip(&run.raw)
                 .map(|(p, m)| format!("{} {:.2}", p.name, m.mbps))
                 .collect();
+            let names: Vec<String> = u.paths.iter().map(|p| p.name.clone()).collect();
             rows.push(vec![
                 u.case.clone(),
                 run.cc.clone(),
@@ -98,6 +104,15 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
                 opt(run.verdict.frac_sum, 2),
                 u.target.map_or("-".into(), |t| t.label()),
                 pass_label(run.verdict.pass).into(),
+                run.mptcp
+                    .as_ref()
+                    .map_or("-".into(), |b| format!("{:.2}", b.kept.m.mbps)),
+                run.mptcp
+                    .as_ref()
+                    .map_or("-".into(), |b| b.use_label(&names)),
+                run.mptcp
+                    .as_ref()
+                    .map_or("-".into(), |b| opt(b.mpt_over_mptcp, 2)),
                 run.hold.as_ref().map_or("-".into(), fmt_p99),
                 run.hold
                     .as_ref()
@@ -123,6 +138,14 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
          unless --scheduler, equal weights",
         duration_s,
         if counts.is_empty() { "1".into() } else { counts.join(" or ") }
+    );
+    let _ = writeln!(
+        s,
+        "MPTCP: kernel MPTCP (iperf3 under mptcpize run, one subflow per path, the tunnel idle), \
+         run after each tunnel run, the median kept; bytes per path: each path's share of the bytes \
+         B received during the kept run (ONE PATH: a path carried < {:.0} %, no ratio); mpt/MPTCP = \
+         tunnel / MPTCP",
+        mptcp::MIN_SHARE * 100.0
     );
     let _ = writeln!(
         s,
@@ -153,6 +176,7 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
                 if let Some(t) = &p.trace {
                     let _ = write!(d, " (mean of trace {t})");
                 }
+                d += &p.outage_label();
                 d
             })
             .collect();
@@ -173,7 +197,7 @@ const PATH_COLUMNS: [&str; 7] = [
 ];
 
 /// results.csv columns after the paths'.
-const RUN_COLUMNS: [&str; 28] = [
+const RUN_COLUMNS: [&str; 35] = [
     "best_raw_mbps",
     "sum_raw_mbps",
     "tunnel_mbps",
@@ -186,6 +210,13 @@ const RUN_COLUMNS: [&str; 28] = [
     "target_ratio",
     "required_mbps",
     "pass",
+    "mptcp_mbps",
+    "mptcp_retransmits",
+    "mptcp_run",
+    "mptcp_runs_mbps",
+    "mptcp_path_bytes",
+    "mptcp_all_paths_used",
+    "mpt_over_mptcp",
     "cpu_a_pct",
     "cpu_b_pct",
     "duration_s",
@@ -233,6 +264,7 @@ struct CsvRow<'a> {
     #[serde(serialize_with = "f4")]
     required_mbps: f64,
     pass: Option<bool>,
+    mptcp: MptcpCols,
     #[serde(serialize_with = "opt4")]
     cpu_a_pct: Option<f64>,
     #[serde(serialize_with = "opt4")]
@@ -258,6 +290,37 @@ struct PathCols<'a> {
     #[serde(serialize_with = "opt4")]
     raw_mbps: Option<f64>,
     raw_retransmits: Option<u64>,
+}
+
+/// The kernel MPTCP baseline's columns; all empty without it.
+#[derive(Debug, Default, Serialize)]
+struct MptcpCols {
+    #[serde(serialize_with = "opt4")]
+    mbps: Option<f64>,
+    retransmits: Option<u64>,
+    run: Option<usize>,
+    /// Every run's goodput, "a/b/c".
+    runs_mbps: String,
+    /// Bytes B received per path in the kept run, "a/b".
+    path_bytes: String,
+    all_paths_used: Option<bool>,
+    #[serde(serialize_with = "opt4")]
+    mpt_over_mptcp: Option<f64>,
+}
+
+impl From<&MptcpBaseline> for MptcpCols {
+    fn from(b: &MptcpBaseline) -> MptcpCols {
+        let join = |v: Vec<String>| v.join("/");
+        MptcpCols {
+            mbps: Some(b.kept.m.mbps),
+            retransmits: b.kept.m.retransmits,
+            run: Some(b.run),
+            runs_mbps: join(b.runs_mbps.iter().map(|m| format!("{m:.4}")).collect()),
+            path_bytes: join(b.kept.paths.bytes.iter().map(u64::to_string).collect()),
+            all_paths_used: Some(b.kept.paths.all_paths_used),
+            mpt_over_mptcp: b.mpt_over_mptcp,
+        }
+    }
 }
 
 /// The resequencing hold's columns; all empty without a hold check.
@@ -353,6 +416,7 @@ pub fn csv(rows: &[Row], duration_s: f64) -> Result<String, CsvError> {
                 target_ratio: u.target.map(|t| t.ratio),
                 required_mbps: v.required_mbps,
                 pass: v.pass,
+                mptcp: run.mptcp.as_ref().map(MptcpCols::from).unwrap_or_default(),
                 cpu_a_pct: run.cpu_a_pct,
                 cpu_b_pct: run.cpu_b_pct,
                 duration_s,
@@ -369,7 +433,7 @@ pub fn csv(rows: &[Row], duration_s: f64) -> Result<String, CsvError> {
 pub fn svg(scenario: &str, rows: &[Row]) -> String {
     let mut c = BarChart {
         title: format!(
-            "mpt bench {}: one TCP stream, raw paths alone vs the tunnel",
+            "mpt bench {}: one TCP stream: paths alone, tunnel, MPTCP",
             scenario
         ),
         ylabel: "goodput (Mbit/s)".into(),
@@ -385,6 +449,9 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
                 .collect();
             // The median tunnel run (the one judged).
             bars.push(("tunnel".into(), run.tunnel.mbps));
+            if let Some(b) = &run.mptcp {
+                bars.push(("kernel MPTCP".into(), b.kept.m.mbps));
+            }
             c.groups.push(BarGroup {
                 label: format!("{}\n{}", u.case, run.cc),
                 bars,
@@ -403,7 +470,9 @@ mod tests {
     use super::*;
     use crate::bench::hold::Snapshot;
     use crate::bench::iperf::Measurement;
+    use crate::bench::mptcp::PathUse;
     use crate::bench::report::Report;
+    use crate::bench::unlike::baseline::MptcpRun;
     use crate::bench::unlike::def::{PathInfo, Target, TargetKind};
     use crate::bench::unlike::result::CcRun;
     use crate::bench::unlike::verdict::verdict;
@@ -440,6 +509,14 @@ mod tests {
                 25.0,
                 Some(24.0),
             )),
+            mptcp: MptcpBaseline::from_runs(
+                vec![MptcpRun {
+                    m: m(62.5),
+                    paths: PathUse::between(&[0, 0], &[7_000, 3_000]),
+                }],
+                50.0,
+                63.0,
+            ),
         };
         let row = Row {
             unlike: Some(UnlikeResult {
@@ -466,6 +543,7 @@ mod tests {
                         hold: None,
                         tunnel_run: 1,
                         tunnel_runs_mbps: vec![50.0],
+                        mptcp: None,
                         ..run
                     },
                 ],
@@ -522,6 +600,19 @@ mod tests {
             lines[1]
         );
         assert!(lines[2].contains(",50.0000,3,1,50.0000,"), "{}", lines[2]);
+        // mpt / MPTCP = 50 / 62.5; the cubic run has no baseline.
+        assert!(
+            lines[1].contains(",false,62.5000,3,1,62.5000,7000/3000,true,0.8000,"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains(",false,,,,,,,,"), "{}", lines[2]);
+        let bbr = table.lines().find(|l| l.contains(" bbr ")).unwrap_or("");
+        let after = bbr
+            .split("62.50  wifi 70 % + lte 30 %")
+            .nth(1)
+            .unwrap_or("");
+        assert_eq!(after.split_whitespace().next(), Some("0.80"), "{table}");
         // 990 of 1000 packets not held: p99 over all is 0, over the held
         // ones the 16..32 ms bucket capped by the 25 ms maximum; the limit
         // is the measured spread (24 ms) + 10.

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::baseline::MptcpBaseline;
 use super::def::{PathInfo, Target};
 use super::verdict::Verdict;
 use crate::bench::hold::HoldCheck;
@@ -28,6 +29,8 @@ pub struct CcRun {
     pub cpu_b_pct: Option<f64>,
     /// Resequencing delay at mptd B over the kept run's measured window.
     pub hold: Option<HoldCheck>,
+    /// Kernel MPTCP over the same paths (`--baseline mptcp`).
+    pub mptcp: Option<MptcpBaseline>,
 }
 
 impl CcRun {

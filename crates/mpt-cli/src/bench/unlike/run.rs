@@ -1,6 +1,7 @@
 //! One `unlike` case: per congestion control each raw path alone, then the
 //! tunnel `repeat` times with mptd B's resequencing hold read around the
-//! measured window; the median run is kept and judged.
+//! measured window, each followed by a kernel MPTCP run when asked
+//! ([`super::baseline`]); the median runs are kept and judged.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -9,12 +10,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use super::baseline::{self, MptcpBaseline, MptcpRun};
 use super::def::{PathInfo, UnlikeParams};
 use super::result::{CcRun, UnlikeResult};
 use super::text::{fmt_measurement, fmt_p99, hold_label, pass_label};
 use super::verdict::verdict;
 use crate::bench::hold::{self, HoldCheck, Snapshot};
 use crate::bench::iperf::{self, Measurement};
+use crate::bench::mptcp;
 use crate::bench::options::Options;
 use crate::bench::process::cpu_time;
 use crate::bench::progress::progress;
@@ -63,6 +66,7 @@ pub fn run_case(
             if let Some(t) = &pi.trace {
                 let _ = write!(d, " trace {t}");
             }
+            d += &pi.outage_label();
             d
         })
         .collect();
@@ -76,6 +80,10 @@ pub fn run_case(
         .with_context(|| format!("case {}: building the testbed", k + 1))?;
     let plan = tb.plan.clone();
     let tun_target = plan.inner(2);
+    if opts.mptcp {
+        mptcp::configure(tb.a.name(), tb.b.name(), &plan, uc.paths.len())
+            .with_context(|| format!("case {}: kernel MPTCP endpoints", k + 1))?;
+    }
     let secs = format!(
         "{} s{}",
         s.duration.as_secs(),
@@ -115,6 +123,7 @@ pub fn run_case(
                     cc: Some(cc),
                     omit: p.omit,
                     streams: 1,
+                    mptcp: false,
                 },
                 stop,
             )
@@ -131,6 +140,7 @@ pub fn run_case(
         }
         let n = p.repeat;
         let mut tunnel_runs: Vec<TunnelRun> = Vec::with_capacity(n);
+        let mut mptcp_runs: Vec<MptcpRun> = Vec::new();
         for i in 1..=n {
             check_stop(stop)?;
             if tb.wire_failed() {
@@ -188,12 +198,44 @@ pub fn run_case(
                 );
             }
             tunnel_runs.push(t);
+            if opts.mptcp {
+                // Right after the tunnel run, under the same load.
+                check_stop(stop)?;
+                tb.restart_traced_wires()?;
+                progress(
+                    k,
+                    total,
+                    case,
+                    &format!(
+                        "{cc}: kernel MPTCP over {} paths ({secs}){of}",
+                        uc.paths.len()
+                    ),
+                );
+                let json = work.join(format!("iperf3-{k}-{cc}-mptcp-run{i}.json"));
+                let names: Vec<String> = uc.paths.iter().map(|pi| pi.name.clone()).collect();
+                let r = baseline::measure(&tb, uc.paths.len(), &json, cc, s, p, stop)
+                    .with_context(|| {
+                        format!("case {} ({}): {cc} kernel MPTCP{of}", k + 1, uc.name)
+                    })?;
+                println!(
+                    "    {prefix}MPTCP {}; bytes per path: {}{}",
+                    fmt_measurement(&r.m),
+                    r.paths.label(&names),
+                    if r.paths.all_paths_used {
+                        ""
+                    } else {
+                        " (FLAG: a path carried < 1 %, not a multipath baseline)"
+                    }
+                );
+                mptcp_runs.push(r);
+            }
         }
         let tunnel_mbps: Vec<f64> = tunnel_runs.iter().map(|t| t.m.mbps).collect();
         let kept = median_run(&tunnel_mbps).context("unlike: no tunnel run")?;
         let t = tunnel_runs.swap_remove(kept);
         let raw_mbps: Vec<f64> = raw.iter().map(|m| m.mbps).collect();
         let v = verdict(&raw_mbps, t.m.mbps, uc.target);
+        let mptcp = MptcpBaseline::from_runs(mptcp_runs, t.m.mbps, v.sum_raw_mbps);
         let run = CcRun {
             cc: cc.clone(),
             raw,
@@ -204,6 +246,7 @@ pub fn run_case(
             cpu_a_pct: t.cpu_a_pct,
             cpu_b_pct: t.cpu_b_pct,
             hold: t.hold,
+            mptcp,
         };
         if let Some((lo, hi)) = run.tunnel_range() {
             println!(
@@ -218,6 +261,20 @@ pub fn run_case(
             uc.target.label(),
             pass_label(run.verdict.pass)
         );
+        if let Some(b) = &run.mptcp {
+            println!(
+                "    kernel MPTCP {:.2} Mbit/s (run {}/{n}), / sum of raw {}; mpt / MPTCP {}{}",
+                b.kept.m.mbps,
+                b.run,
+                opt(b.frac_sum, 2),
+                opt(b.mpt_over_mptcp, 2),
+                if b.kept.paths.all_paths_used {
+                    ""
+                } else {
+                    " (flagged: MPTCP used one path)"
+                }
+            );
+        }
         runs.push(run);
     }
     for proc_ in [&mut tb.mptd_a, &mut tb.mptd_b] {
@@ -328,6 +385,7 @@ fn measure_tunnel(
                 cc: Some(cc),
                 omit: p.omit,
                 streams: 1,
+                mptcp: false,
             },
             stop,
         );
