@@ -38,7 +38,7 @@ pub struct Target {
 /// The near end's settings.
 #[derive(Debug, Clone)]
 pub struct NearConfig {
-    /// The transparent listeners' port (on 0.0.0.0 and ::).
+    /// The transparent listeners' port (on 127.0.0.1 and ::1).
     pub port: u16,
     /// Listen on IPv6 too.
     pub v6: bool,
@@ -90,9 +90,11 @@ pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std:
         stats,
         max_flows: cfg.max_flows,
     });
-    let mut addrs = vec![SocketAddr::from(([0, 0, 0, 0], cfg.port))];
+    // On loopback: nothing reaches them but what tproxy steers there (and
+    // the far end's listener may use the same port on the tunnel address).
+    let mut addrs = vec![SocketAddr::from(([127, 0, 0, 1], cfg.port))];
     if cfg.v6 {
-        addrs.push(SocketAddr::from(([0u16; 8], cfg.port)));
+        addrs.push(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, cfg.port)));
     }
     for addr in addrs {
         let l = sock::transparent_listener(addr)?;

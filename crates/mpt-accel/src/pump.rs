@@ -52,9 +52,14 @@ impl Flow<'_> {
             return;
         }
         self.stats.resets.fetch_add(1, Relaxed);
+        // The RST is a courtesy: the leg is shut down right after, which
+        // the other end also takes as an abort. It is never waited for: the
+        // other copy may hold the lock, blocked on a full leg.
         if send_rst {
-            let mut w = crate::lock(&self.leg_w);
-            let _ = w.write_all(&frame::RST);
+            if let Ok(mut w) = self.leg_w.try_lock() {
+                let _ = w.set_nonblocking(true);
+                let _ = w.write_all(&frame::RST);
+            }
         }
         arm_reset(self.sock);
         let _ = self.sock.shutdown(Shutdown::Read);

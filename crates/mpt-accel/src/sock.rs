@@ -34,12 +34,17 @@ pub fn transparent_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(s.into())
 }
 
-/// A plain listener (the far end's, on the tunnel address).
+/// A plain listener (the far end's, on the tunnel address). Bound with
+/// `IP_FREEBIND`: an IPv6 tunnel address may still be tentative (duplicate
+/// address detection) when the daemon starts.
 pub fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
+        s.set_freebind_v6(true)?;
+    } else {
+        s.set_freebind_v4(true)?;
     }
     s.bind(&SockAddr::from(addr))?;
     s.listen(1024)?;
