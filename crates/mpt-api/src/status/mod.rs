@@ -34,10 +34,12 @@ use serde_json::{Map, Value};
 
 use crate::field::nullable;
 
+mod accel;
 mod connection;
 mod handshake;
 mod path;
 
+pub use accel::AccelStats;
 pub use connection::{
     Connection, ConnectionDrops, Equalize, Handover, HoldTimes, LastHandover, Redundancy, Reorder,
     Repair, Session, Tcp,
@@ -49,6 +51,9 @@ pub use path::PathStatus;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Status {
+    /// TCP acceleration (absent: not configured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accel: Option<AccelStats>,
     /// The remote command port's counters; only in the answer to a
     /// `status` that came over that port.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -181,6 +181,21 @@ fn render_status(status: &Status, traffic: Traffic<'_>, width: usize, layout: La
         }
     }
     push_wrapped(&mut out, &top, 0, width);
+    if let Some(a) = &status.accel {
+        let (up, down) = (si(a.bytes_up as f64), si(a.bytes_down as f64));
+        let mut line = format!(
+            "  accel: {} flows ({} active), {up}B up, {down}B down; legs {} idle, {} busy, {} opened",
+            a.flows, a.flows_active, a.legs_idle, a.legs_busy, a.legs_opened
+        );
+        let events = nonzero(Some(&serde_json::json!({
+            "refused": a.refused, "resets": a.resets, "dropped": a.dropped,
+            "leg_failures": a.leg_failures, "bad_frames": a.bad_frames,
+        })));
+        if !events.is_empty() {
+            let _ = write!(line, "; {}", events.join(", "));
+        }
+        push_wrapped(&mut out, &line, 4, width);
+    }
     if let Some(r) = &status.routing {
         for line in crate::ctl::routing::routing_lines(r) {
             let indent = line.len() - line.trim_start().len();

@@ -31,6 +31,7 @@ use mpt_proto::crypto::Cipher;
 use mpt_proto::noise::PublicKey;
 use mpt_proto::path::AdminStatus;
 
+pub use accel::AccelSettings;
 pub use defaults::DEFAULT_CIPHER;
 pub use duration::parse_duration;
 pub use error::ConfigError;
@@ -43,6 +44,7 @@ pub use load::{load, load_without_peers, parse};
 pub use prefix::Prefix;
 pub use validate::is_interface_name;
 
+pub mod accel;
 mod defaults;
 mod duration;
 mod error;
@@ -167,6 +169,8 @@ pub struct TunnelConfig {
     /// Lower the MSS option of TCP SYNs read from tun to what fits the
     /// MTU (`mss_clamp`, on by default; see `mpt_proto::mss`).
     pub mss_clamp: bool,
+    /// TCP acceleration (`accel_port`, `accel_congestion`, `accel_pool`).
+    pub accel: AccelSettings,
 }
 
 /// One `[[connection]]`.
@@ -209,6 +213,9 @@ pub struct ConnectionConfig {
     // Further local prefixes on which the peer may open paths (besides
     /// the configured paths' own addresses).
     pub allow_peer_paths: Vec<Prefix>,
+    /// Destinations whose TCP flows are accelerated (split at this
+    /// gateway and carried over legs to the peer; docs/ACCELERATION.md).
+    pub accelerate: Vec<mpt_accel::Selector>,
     /// Paths.
     pub paths: Vec<PathConfig>,
 }

@@ -119,6 +119,12 @@ pub(super) struct RawTunnel {
     pub(super) ipv6: Option<Prefix>,
     #[serde(default = "default_mss_clamp")]
     pub(super) mss_clamp: bool,
+    #[serde(default)]
+    pub(super) accel_port: u16,
+    #[serde(default)]
+    pub(super) accel_congestion: Option<String>,
+    #[serde(default)]
+    pub(super) accel_pool: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -150,6 +156,8 @@ pub(super) struct RawConnection {
     pub(super) rekey_after: Option<Dur>,
     #[serde(default)]
     pub(super) allow_peer_paths: Vec<Prefix>,
+    #[serde(default)]
+    pub(super) accelerate: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) path: Vec<Spanned<RawPath>>,
 }

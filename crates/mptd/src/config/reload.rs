@@ -58,6 +58,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
         ("ipv4", t.0.ipv4 != t.1.ipv4),
         ("ipv6", t.0.ipv6 != t.1.ipv6),
         ("mss_clamp", t.0.mss_clamp != t.1.mss_clamp),
+        (
+            "accel_port, accel_congestion or accel_pool",
+            t.0.accel != t.1.accel,
+        ),
     ];
     for (key, changed) in tunnel_keys {
         if changed {
@@ -78,6 +82,7 @@ fn connection(old: &ConnectionConfig, new: &ConnectionConfig, out: &mut Vec<Stri
         ("peer_ipv4", old.peer_ipv4 != new.peer_ipv4),
         ("peer_ipv6", old.peer_ipv6 != new.peer_ipv6),
         ("networks", old.networks != new.networks),
+        ("accelerate", old.accelerate != new.accelerate),
         (
             "port or remote_port",
             (old.port, old.remote_port) != (new.port, new.remote_port),

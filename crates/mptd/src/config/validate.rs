@@ -60,7 +60,7 @@ pub(super) fn validate(
     let tunnel = tunnel(raw.tunnel)?;
     let mut connections: Vec<ConnectionConfig> = Vec::new();
     for c in raw.connection {
-        let c = connection(c, &connections, &daemon)?;
+        let c = connection(c, &connections, &daemon, &tunnel)?;
         connections.push(c);
     }
     if connections.len() > MAX_CONNECTIONS {
@@ -268,7 +268,9 @@ fn tunnel(raw: Spanned<RawTunnel>) -> Result<TunnelConfig, Invalid> {
     if t.ipv6.is_some_and(|p| !p.addr.is_ipv6()) {
         return Err((tspan, "[tunnel] key `ipv6`: not an IPv6 prefix".into()));
     }
+    let accel = super::accel::settings(t.accel_port, t.accel_congestion, t.accel_pool, tspan)?;
     Ok(TunnelConfig {
+        accel,
         name: t.name,
         mtu: t.mtu,
         ipv4: t.ipv4,
@@ -283,6 +285,7 @@ fn connection(
     raw: Spanned<RawConnection>,
     earlier: &[ConnectionConfig],
     daemon: &DaemonConfig,
+    tunnel: &TunnelConfig,
 ) -> Result<ConnectionConfig, Invalid> {
     let span = raw.span().start;
     let c = raw.into_inner();
@@ -343,6 +346,8 @@ fn connection(
     if c.path.is_empty() && c.remote_port.is_some() {
         return Err(here("key `remote_port`: a client connection (no [[connection.path]]) learns its client's ports; remove it".into()));
     }
+    let accelerate =
+        super::accel::selectors(c.accelerate, tunnel, (c.peer_ipv4, c.peer_ipv6), &c.name)?;
     let authenticated = c.key_file.is_some() || public_key.is_some();
     let mut paths: Vec<PathConfig> = Vec::new();
     for p in c.path {
@@ -366,6 +371,7 @@ fn connection(
         public_key,
         rekey_after,
         allow_peer_paths: c.allow_peer_paths,
+        accelerate,
         paths,
     })
 }

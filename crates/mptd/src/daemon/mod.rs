@@ -13,10 +13,13 @@
 //! (`crate::dataplane::crypto_pool`), one control loop, the netlink
 //! listener and the host-name resolver that feed it, one control
 //! socket server, and when configured the metrics server and the remote
-//! command port (`crate::ops::cmd_port`). The main thread waits for
+//! command port (`crate::ops::cmd_port`); with `[tunnel] accel_port`, TCP
+//! acceleration's acceptors, leg pools and per-flow copies (`accel`). The
+//! main thread waits for
 //! SIGTERM/SIGINT (shutdown) and SIGHUP. Readiness goes to systemd from the
 //! control loop once the paths are up (`crate::io::notify`).
 
+mod accel;
 mod conns;
 mod ports;
 mod servers;
@@ -177,6 +180,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     let path_count = data_plane.start_conn_rx(&mut workers)?;
     // The workers hold their own senders; the queue closes when they end.
     drop(data_plane);
+    let accel = accel::start(&config, &tun.name)?;
     let source = StatusSource {
         conns: conn_set,
         tx: tx_stats,
@@ -188,6 +192,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         shared: (!shared_ports.ports.is_empty()).then(|| shared_stats.clone()),
         hooks: hooks.as_ref().map(|(h, _)| h.stats.clone()),
         routing: routing_view,
+        accel: accel.as_ref().map(|a| a.accel.stats.clone()),
     };
     let servers = servers::Servers::start(&config, listener, source, &shutdown)?;
 
@@ -200,7 +205,11 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
         "mptd running"
     );
 
-    wait_for_stop(&signals, &command_tx)?;
+    let stopped = wait_for_stop(&signals, &command_tx);
+    if let Some(a) = accel {
+        a.stop();
+    }
+    stopped?;
     shutdown.store(true, Relaxed);
     for w in tx_wakes.iter() {
         let _ = w.trigger();

@@ -6,6 +6,7 @@
 //! and ending the process when the tun device is gone. This plane imports
 //! no other plane of the daemon.
 
+pub mod accel_rules;
 pub mod fatal;
 pub mod hook;
 pub mod netlink;

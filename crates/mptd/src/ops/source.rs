@@ -38,4 +38,6 @@ pub struct StatusSource {
     pub hooks: Option<Arc<crate::io::hook::HookStats>>,
     /// The uplinks' routing as last applied.
     pub routing: crate::plane::routing::SharedRouting,
+    /// TCP acceleration's counters (`None`: not configured).
+    pub accel: Option<Arc<mpt_accel::Stats>>,
 }

@@ -103,5 +103,6 @@ pub(crate) fn with_crypto(conn: &str, crypto: Option<ConnCrypto>) -> StatusSourc
         shared: None,
         hooks: None,
         routing: Default::default(),
+        accel: None,
     }
 }

@@ -15,9 +15,10 @@
 //! so a server with many clients can be broken down. The families, by
 //! group: `path` (`mpt_path_*`), `connection` (drops, repair,
 //! redundancy, equalisation, handovers), `session` (keys and the
-//! public-key handshake), `reorder` (the resequencer). `http` serves
+//! public-key handshake), `reorder` (the resequencer), `accel` (TCP acceleration). `http` serves
 //! the page.
 
+mod accel;
 mod connection;
 mod families;
 mod http;
@@ -71,7 +72,8 @@ impl Collector for StatusCollector {
         path::encode(&mut encoder, &live)?;
         connection::encode(&mut encoder, &live, &self.source.tx)?;
         session::encode(&mut encoder, &live, self.source.noise.as_deref(), now)?;
-        reorder::encode(&mut encoder, &live, now)
+        reorder::encode(&mut encoder, &live, now)?;
+        accel::encode(&mut encoder, self.source.accel.as_deref())
     }
 }
 

@@ -56,6 +56,7 @@ pub(crate) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
         .map(|c| connection(c, now))
         .collect();
     Status {
+        accel: source.accel.as_deref().map(accel),
         cmd_port: None,
         connections: Some(connections),
         drops: Some(counters_as([], source.tx.each())),
@@ -74,6 +75,25 @@ pub(crate) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
         tunnel: Some(source.tun_name.clone()),
         uptime_s: Some(now.saturating_duration_since(source.started).as_secs()),
         other: Default::default(),
+    }
+}
+
+/// TCP acceleration's counters.
+fn accel(a: &mpt_accel::Stats) -> mpt_api::status::AccelStats {
+    let s = a.snapshot();
+    mpt_api::status::AccelStats {
+        bytes_down: s.bytes_down,
+        bytes_up: s.bytes_up,
+        bad_frames: s.bad_frames,
+        dropped: s.dropped,
+        flows: s.flows,
+        flows_active: s.flows_active,
+        leg_failures: s.leg_failures,
+        legs_busy: s.legs_busy,
+        legs_idle: s.legs_idle,
+        legs_opened: s.legs_opened,
+        refused: s.refused,
+        resets: s.resets,
     }
 }
 

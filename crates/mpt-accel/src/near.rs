@@ -1,0 +1,213 @@
+//! The near end: takes the flows nftables `tproxy` steered to the
+//! transparent listeners and carries each over a leg to the far end.
+//!
+//! Per flow: one thread that opens it on a leg (an idle one from the
+//! pool, else a fresh one), waits for the far end's connect result, then
+//! runs the flow (`crate::pump`, a second thread for the other direction).
+//! A destination that refused or could not be reached is answered with a
+//! reset: the client's connect itself succeeded (the gateway accepted
+//! it), so a refusal shows as a reset on the first read or write.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::frame::{self, ConnectResult, Frame};
+use crate::pool::Pool;
+use crate::pump::{self, Ending};
+use crate::selector::Selector;
+use crate::stats::{Gauge, Stats};
+use crate::{sock, Threads};
+
+/// How long the far end may take to answer an OPEN (its connect timeout
+/// plus a satellite round trip or two).
+pub const RESULT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Where the flows to some destinations go.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The destinations (`accelerate`).
+    pub selectors: Vec<Selector>,
+    /// The far end's leg listener for IPv4 destinations.
+    pub peer_v4: Option<SocketAddr>,
+    /// ... and for IPv6 destinations.
+    pub peer_v6: Option<SocketAddr>,
+}
+
+/// The near end's settings.
+#[derive(Debug, Clone)]
+pub struct NearConfig {
+    /// The transparent listeners' port (on 127.0.0.1 and ::1).
+    pub port: u16,
+    /// Listen on IPv6 too.
+    pub v6: bool,
+    /// Destinations and their far ends, first match wins.
+    pub targets: Vec<Target>,
+    /// The legs' congestion control ("" = the system's).
+    pub congestion: String,
+    /// Idle legs kept per far end.
+    pub pool: usize,
+    /// Most flows at once (each is two threads here).
+    pub max_flows: u64,
+}
+
+/// A target's selectors and its pools for IPv4 and IPv6 destinations.
+type Route = (Vec<Selector>, Option<Arc<Pool>>, Option<Arc<Pool>>);
+
+struct Shared {
+    routes: Vec<Route>,
+    stats: Arc<Stats>,
+    max_flows: u64,
+}
+
+/// Starts the near end's listeners and pool fillers on `threads`.
+pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::io::Result<()> {
+    let mut pools: Vec<Arc<Pool>> = Vec::new();
+    let mut pool_for = |peer: Option<SocketAddr>| {
+        peer.map(|p| {
+            if let Some(found) = pools.iter().find(|x| x.peer == p) {
+                return found.clone();
+            }
+            let pool = Arc::new(Pool::new(p, cfg.pool, &cfg.congestion, stats.clone()));
+            pools.push(pool.clone());
+            pool
+        })
+    };
+    let routes = cfg
+        .targets
+        .iter()
+        .map(|t| {
+            (
+                t.selectors.clone(),
+                pool_for(t.peer_v4),
+                pool_for(t.peer_v6),
+            )
+        })
+        .collect();
+    let shared = Arc::new(Shared {
+        routes,
+        stats,
+        max_flows: cfg.max_flows,
+    });
+    // On loopback: nothing reaches them but what tproxy steers there (and
+    // the far end's listener may use the same port on the tunnel address).
+    let mut addrs = vec![SocketAddr::from(([127, 0, 0, 1], cfg.port))];
+    if cfg.v6 {
+        addrs.push(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, cfg.port)));
+    }
+    for addr in addrs {
+        let l = sock::transparent_listener(addr)?;
+        let sh = shared.clone();
+        threads.spawn_acceptor(format!("accel-near-{addr}"), l, move |client| {
+            accept(&sh, client)
+        })?;
+    }
+    for pool in pools {
+        let p = pool.clone();
+        let stop = threads.stop.clone();
+        threads.spawn("accel-pool".into(), move || p.fill(&stop))?;
+        threads.wakers.push(Box::new(move || pool.wake()));
+    }
+    Ok(())
+}
+
+fn accept(sh: &Arc<Shared>, client: TcpStream) {
+    if sh.stats.flows_active.load(Relaxed) >= sh.max_flows {
+        sh.stats.dropped.fetch_add(1, Relaxed);
+        sock::arm_reset(&client);
+        return;
+    }
+    let sh2 = sh.clone();
+    let spawned = std::thread::Builder::new()
+        .name("accel-flow".into())
+        .spawn(move || serve(&sh2, client));
+    if spawned.is_err() {
+        sh.stats.dropped.fetch_add(1, Relaxed);
+    }
+}
+
+fn serve(sh: &Shared, client: TcpStream) {
+    let (Ok(dst), Ok(src)) = (client.local_addr(), client.peer_addr()) else {
+        return;
+    };
+    let stats = &*sh.stats;
+    let pool = sh.routes.iter().find_map(|(sel, v4, v6)| {
+        sel.iter()
+            .any(|s| s.matches(dst))
+            .then(|| if dst.is_ipv4() { v4 } else { v6 }.clone())
+            .flatten()
+    });
+    let Some(pool) = pool else {
+        // nftables steered a flow no `accelerate` entry selects (the rules
+        // and the config disagree): refuse it rather than guess a peer.
+        stats.dropped.fetch_add(1, Relaxed);
+        sock::arm_reset(&client);
+        return;
+    };
+    stats.flows.fetch_add(1, Relaxed);
+    let _active = Gauge::up(&stats.flows_active);
+    let leg = match open(&pool, src, dst, stats) {
+        Ok(leg) => leg,
+        Err(r) => {
+            tracing::debug!(%src, %dst, result = ?r, "accelerated flow refused");
+            sock::arm_reset(&client);
+            return;
+        }
+    };
+    let _ = client.set_nodelay(true);
+    let busy = Gauge::up(&stats.legs_busy);
+    let end = pump::run(&client, &leg, (&stats.bytes_up, &stats.bytes_down), stats);
+    drop(busy);
+    tracing::trace!(%src, %dst, ?end, "accelerated flow ended");
+    if end == Ending::Clean {
+        pool.put(leg);
+    }
+}
+
+/// Opens the flow on a leg and returns the leg once the far end has
+/// connected. Tries an idle leg first and a fresh one if that leg turns
+/// out dead.
+fn open(
+    pool: &Pool,
+    src: SocketAddr,
+    dst: SocketAddr,
+    stats: &Stats,
+) -> Result<TcpStream, ConnectResult> {
+    let mut msg = Vec::with_capacity(48);
+    frame::encode_open(src, dst, &mut msg);
+    let mut buf = [0u8; 16];
+    for attempt in 0..2 {
+        let (mut leg, pooled) = match pool.take().filter(|_| attempt == 0) {
+            Some(l) => (l, true),
+            None => match pool.connect() {
+                Ok(l) => (l, false),
+                Err(_) => break,
+            },
+        };
+        let answer = (|| {
+            std::io::Write::write_all(&mut leg, &msg)?;
+            leg.set_read_timeout(Some(RESULT_TIMEOUT))?;
+            let f = frame::read_frame(&mut leg, &mut buf);
+            leg.set_read_timeout(None)?;
+            Ok::<_, std::io::Error>(f)
+        })();
+        match answer {
+            Ok(Ok(Frame::Result(ConnectResult::Ok))) => return Ok(leg),
+            Ok(Ok(Frame::Result(r))) => {
+                stats.refused.fetch_add(1, Relaxed);
+                pool.put(leg);
+                return Err(r);
+            }
+            Ok(Err(e)) if e.is_io() && pooled => continue,
+            Err(_) if pooled => continue,
+            Ok(Ok(_) | Err(frame::FrameError::BadType(_) | frame::FrameError::BadResult(_))) => {
+                stats.bad_frames.fetch_add(1, Relaxed);
+                break;
+            }
+            _ => break,
+        }
+    }
+    stats.dropped.fetch_add(1, Relaxed);
+    Err(ConnectResult::Other)
+}

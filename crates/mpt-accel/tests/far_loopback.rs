@@ -1,0 +1,112 @@
+//! The far end over loopback, no root: a hand-driven leg opens flows to a
+//! local destination, moves bytes both ways with half-close, is reused,
+//! meets a refusing port, and a leg that sends garbage is counted and
+//! closed.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use mpt_accel::far::FarConfig;
+use mpt_accel::frame::{self, ConnectResult, Frame};
+use mpt_accel::Accel;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_connect(addr: SocketAddr) -> TcpStream {
+    for _ in 0..100 {
+        if let Ok(s) = TcpStream::connect(addr) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("far end not listening on {addr}");
+}
+
+/// Reads frames until FIN, returning the data.
+fn read_to_fin(leg: &mut TcpStream) -> Vec<u8> {
+    let mut buf = vec![0u8; frame::MAX_DATA];
+    let mut got = Vec::new();
+    loop {
+        match frame::read_frame(leg, &mut buf).unwrap() {
+            Frame::Data(n) => got.extend_from_slice(&buf[..n]),
+            Frame::Fin => return got,
+            f => panic!("unexpected {f:?}"),
+        }
+    }
+}
+
+#[test]
+fn far_end_serves_flows_on_one_leg() {
+    // Destination: reads everything, then answers with the bytes reversed
+    // (so the answer exists only after the half-close).
+    let dest = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dest_addr = dest.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in dest.incoming() {
+            let mut s = s.unwrap();
+            let mut v = Vec::new();
+            s.read_to_end(&mut v).unwrap();
+            v.reverse();
+            s.write_all(&v).unwrap();
+        }
+    });
+    let port = free_port();
+    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let accel = Accel::start(
+        None,
+        Some(&FarConfig {
+            listen: vec![listen],
+            peers: vec!["127.0.0.1".parse().unwrap()],
+            congestion: String::new(),
+            connect_timeout: Duration::from_secs(2),
+        }),
+    )
+    .unwrap();
+    let mut leg = wait_connect(listen);
+    let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
+    let mut scratch = Vec::new();
+    for size in [1usize, 300_000] {
+        let mut open = Vec::new();
+        frame::encode_open(client, dest_addr, &mut open);
+        leg.write_all(&open).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            frame::read_frame(&mut leg, &mut buf).unwrap(),
+            Frame::Result(ConnectResult::Ok)
+        );
+        let data: Vec<u8> = (0..size).map(|i| (i * 7) as u8).collect();
+        frame::write_data(&mut leg, &data, &mut scratch).unwrap();
+        leg.write_all(&frame::FIN).unwrap();
+        let mut want = data.clone();
+        want.reverse();
+        assert_eq!(read_to_fin(&mut leg), want);
+    }
+    // A port nobody listens on: refused, and the leg stays usable.
+    let closed: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut open = Vec::new();
+    frame::encode_open(client, closed, &mut open);
+    leg.write_all(&open).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(
+        frame::read_frame(&mut leg, &mut buf).unwrap(),
+        Frame::Result(ConnectResult::Refused)
+    );
+    // Garbage instead of OPEN: counted, leg closed.
+    leg.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = leg.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    let s = accel.stats.snapshot();
+    assert_eq!((s.flows, s.refused, s.bad_frames), (3, 1, 1));
+    assert_eq!(s.bytes_up, 300_001);
+    assert_eq!(s.bytes_down, 300_001);
+    let _ = leg.shutdown(Shutdown::Both);
+    accel.stop();
+}

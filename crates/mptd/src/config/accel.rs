@@ -1,0 +1,168 @@
+//! The TCP acceleration keys (docs/ACCELERATION.md): `[tunnel]
+//! accel_port`, `accel_congestion`, `accel_pool`, and each connection's
+//! `accelerate` list, checked against each other and against the tunnel
+//! and peer addresses (an IPv4 entry needs IPv4 tunnel addresses at both
+//! ends, since the legs run between them).
+
+use mpt_accel::Selector;
+use toml::Spanned;
+
+use super::validate::Invalid;
+use super::{ConnectionConfig, TunnelConfig};
+
+/// `[tunnel]`'s acceleration settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccelSettings {
+    /// The far end's leg listener on the tunnel addresses and the near
+    /// end's transparent listener on loopback (0: acceleration off, no
+    /// listener, no rules, no threads).
+    pub port: u16,
+    /// The legs' congestion control.
+    pub congestion: String,
+    /// Idle legs kept per peer.
+    pub pool: usize,
+}
+
+/// `accel_congestion` when not given.
+pub const DEFAULT_CONGESTION: &str = "bbr";
+/// `accel_pool` when not given: enough for a page's first parallel
+/// fetches without a handshake over the middle.
+pub const DEFAULT_POOL: usize = 4;
+/// Largest `accel_pool`.
+pub const MAX_POOL: usize = 64;
+
+/// Checks `[tunnel]`'s acceleration keys (`span`: the table's position).
+pub(super) fn settings(
+    port: u16,
+    congestion: Option<String>,
+    pool: Option<usize>,
+    span: usize,
+) -> Result<AccelSettings, Invalid> {
+    let congestion = congestion.unwrap_or_else(|| DEFAULT_CONGESTION.into());
+    let name_ok = (1..=15).contains(&congestion.len())
+        && congestion
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !name_ok {
+        return Err((span, format!("[tunnel] key `accel_congestion`: `{congestion}` is not a congestion control name (like bbr or cubic)")));
+    }
+    let pool = pool.unwrap_or(DEFAULT_POOL);
+    if pool > MAX_POOL {
+        return Err((
+            span,
+            format!("[tunnel] key `accel_pool`: {pool} is more than {MAX_POOL}"),
+        ));
+    }
+    Ok(AccelSettings {
+        port,
+        congestion,
+        pool,
+    })
+}
+
+/// Parses a connection's `accelerate` and checks it against the tunnel
+/// and the connection's peer addresses. `here` names the connection.
+pub(super) fn selectors(
+    raw: Vec<Spanned<String>>,
+    tunnel: &TunnelConfig,
+    peer: (Option<std::net::IpAddr>, Option<std::net::IpAddr>),
+    name: &str,
+) -> Result<Vec<Selector>, Invalid> {
+    let mut out = Vec::new();
+    for entry in raw {
+        let at = entry.span().start;
+        let key = |m: String| (at, format!("connection `{name}`: key `accelerate`: {m}"));
+        let s: Selector = entry.get_ref().parse().map_err(|e| key(format!("{e}")))?;
+        if tunnel.accel.port == 0 {
+            return Err(key("needs `[tunnel] accel_port` (the port of the legs between the tunnel addresses; the same at both ends)".into()));
+        }
+        let (v4, fam, peer_addr, tun_addr) = if s.addr.is_ipv4() {
+            (true, "IPv4", peer.0, tunnel.ipv4)
+        } else {
+            (false, "IPv6", peer.1, tunnel.ipv6)
+        };
+        if peer_addr.is_none() || tun_addr.is_none() {
+            let (pk, tk) = if v4 {
+                ("peer_ipv4", "ipv4")
+            } else {
+                ("peer_ipv6", "ipv6")
+            };
+            return Err(key(format!("`{s}` is {fam}: needs the connection's `{pk}` and `[tunnel] {tk}` (the legs run between the tunnel addresses)")));
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// Whether any connection accelerates (the near end runs).
+pub fn any_near(conns: &[ConnectionConfig]) -> bool {
+    conns.iter().any(|c| !c.accelerate.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse;
+
+    const BASE: &str = "[tunnel]\nipv4 = \"10.99.0.1/24\"\nTUNNEL\n[[connection]]\nname = \"hub\"\npeer_ipv4 = \"10.99.0.2\"\nCONN\n[[connection.path]]\nname = \"p\"\nlocal = \"10.0.0.1\"\nremote = \"10.0.0.2\"\n";
+
+    fn with(tunnel: &str, conn: &str) -> Result<crate::config::Config, String> {
+        parse(
+            &BASE.replace("TUNNEL", tunnel).replace("CONN", conn),
+            "a.toml",
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn off_by_default_and_parsed_when_set() {
+        let c = with("", "").unwrap();
+        assert_eq!(c.tunnel.accel.port, 0);
+        assert!(c.connections[0].accelerate.is_empty());
+        let c = with(
+            "accel_port = 7411\naccel_pool = 2",
+            "accelerate = [\"0.0.0.0/0\", \"10.9.0.0/16:80,443\"]",
+        )
+        .unwrap();
+        assert_eq!(c.tunnel.accel.port, 7411);
+        assert_eq!(c.tunnel.accel.congestion, "bbr");
+        assert_eq!(c.tunnel.accel.pool, 2);
+        assert_eq!(c.connections[0].accelerate[1].ports, vec![80, 443]);
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        for (tunnel, conn, want) in [
+            (
+                "",
+                "accelerate = [\"0.0.0.0/0\"]",
+                "needs `[tunnel] accel_port`",
+            ),
+            (
+                "accel_port = 1",
+                "accelerate = [\"10.0.0.0\"]",
+                "prefix length is required",
+            ),
+            (
+                "accel_port = 1",
+                "accelerate = [\"10.0.0.0/8:0\"]",
+                "bad port",
+            ),
+            (
+                "accel_port = 1",
+                "accelerate = [\"fd00::/8\"]",
+                "needs the connection's `peer_ipv6`",
+            ),
+            (
+                "accel_port = 1\naccel_congestion = \"BBR!\"",
+                "",
+                "not a congestion control name",
+            ),
+            ("accel_port = 1\naccel_pool = 65", "", "more than 64"),
+            ("accel_port = 70000", "", "accel_port"),
+        ] {
+            let e = with(tunnel, conn).unwrap_err();
+            assert!(e.contains(want), "{tunnel} / {conn}: {e}");
+            assert!(e.starts_with("a.toml:"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Wiring of TCP acceleration (`mpt_accel`, docs/ACCELERATION.md): from
+//! the config to the far end's leg listeners, the near end's transparent
+//! listeners and pools, and the nftables and routing rules that feed
+//! them. Nothing runs and nothing is installed unless `[tunnel]
+//! accel_port` is set.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use mpt_accel::far::FarConfig;
+use mpt_accel::near::{NearConfig, Target};
+use mpt_accel::Accel;
+
+use crate::config::{accel::any_near, Config};
+use crate::io::accel_rules::{self, AccelNumbers, RulesGuard};
+
+/// How long the far end's connect to a destination may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most accelerated flows at once at the near end (two threads each).
+const MAX_FLOWS: u64 = 4096;
+
+/// A running acceleration; [`Running::stop`] ends it and removes the
+/// rules (dropping it removes the rules too).
+pub(super) struct Running {
+    pub(super) accel: Accel,
+    rules: Option<RulesGuard>,
+}
+
+impl Running {
+    pub(super) fn stop(self) {
+        // The rules first: no new flow is steered to a closing listener.
+        drop(self.rules);
+        self.accel.stop();
+    }
+}
+
+/// Starts what the config asks for (`None`: acceleration off).
+pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
+    let settings = &config.tunnel.accel;
+    let numbers = AccelNumbers::new(config.daemon.routing);
+    if settings.port == 0 {
+        return Ok(None);
+    }
+    let port = settings.port;
+    let listen: Vec<SocketAddr> = [config.tunnel.ipv4, config.tunnel.ipv6]
+        .into_iter()
+        .flatten()
+        .map(|p| SocketAddr::new(p.addr, port))
+        .collect();
+    let peers: Vec<IpAddr> = config
+        .connections
+        .iter()
+        .flat_map(|c| [c.peer_ipv4, c.peer_ipv6])
+        .flatten()
+        .collect();
+    let far = FarConfig {
+        listen,
+        peers,
+        congestion: settings.congestion.clone(),
+        connect_timeout: CONNECT_TIMEOUT,
+    };
+    let selectors: Vec<_> = config
+        .connections
+        .iter()
+        .flat_map(|c| c.accelerate.iter().cloned())
+        .collect();
+    let near = any_near(&config.connections).then(|| NearConfig {
+        port,
+        v6: selectors.iter().any(|s| s.addr.is_ipv6()),
+        targets: config
+            .connections
+            .iter()
+            .filter(|c| !c.accelerate.is_empty())
+            .map(|c| Target {
+                selectors: c.accelerate.clone(),
+                peer_v4: c.peer_ipv4.map(|a| SocketAddr::new(a, port)),
+                peer_v6: c.peer_ipv6.map(|a| SocketAddr::new(a, port)),
+            })
+            .collect(),
+        congestion: settings.congestion.clone(),
+        pool: settings.pool,
+        max_flows: MAX_FLOWS,
+    });
+    if near.is_none() {
+        // A far end only: remove what a killed near-end run left.
+        accel_rules::remove(tun, numbers);
+    }
+    let accel = Accel::start(near.as_ref(), Some(&far))
+        .with_context(|| format!("starting TCP acceleration on port {port}"))?;
+    let rules = match near {
+        Some(_) => match accel_rules::install(tun, port, numbers, &selectors) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                accel.stop();
+                return Err(e).context("installing the acceleration's nftables and routing rules");
+            }
+        },
+        None => None,
+    };
+    tracing::info!(
+        port,
+        near = rules.is_some(),
+        selectors = selectors.len(),
+        mark = format_args!("{:#x}", numbers.mark),
+        table = numbers.table,
+        priority = numbers.priority,
+        "TCP acceleration running"
+    );
+    Ok(Some(Running { accel, rules }))
+}
