@@ -1,5 +1,5 @@
 //! What `mpt bench` runs and where: the scenario, the output directory and
-//! the mptd binary.
+//! the mptd binary (and dtnd's, for dtn-relay).
 
 use std::path::PathBuf;
 
@@ -10,4 +10,6 @@ pub struct Options {
     pub scenario: Scenario,
     pub out: PathBuf,
     pub mptd: PathBuf,
+    /// `--dtnd`: the BPv7 agent for dtn-relay (default: found or installed).
+    pub dtnd: Option<PathBuf>,
 }
