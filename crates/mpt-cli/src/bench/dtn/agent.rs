@@ -170,6 +170,9 @@ pub fn args(node: &Node<'_>, workdir: &Path, routes: &Path) -> Vec<String> {
 pub fn spawn(dtnd: &Path, node: &Node<'_>, work: &Path, k: usize) -> anyhow::Result<Proc> {
     let dir = work.join(format!("dtnd-{}-{k}", node.name));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Absolute: dtnd works in its work directory.
+    let dir =
+        std::fs::canonicalize(&dir).with_context(|| format!("resolving {}", dir.display()))?;
     let routes = dir.join("routes.csv");
     std::fs::write(&routes, routes_file(&node.routes))
         .with_context(|| format!("writing {}", routes.display()))?;
