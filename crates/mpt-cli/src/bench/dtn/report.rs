@@ -15,9 +15,12 @@ fn dtn_rows(rows: &[Row]) -> impl Iterator<Item = &DtnResult> {
     rows.iter().filter_map(|r| r.dtn.as_ref())
 }
 
+/// (PER, smallest RTT, largest RTT, bundle ratio, TCP ratio).
+pub type RttRatio = (f64, f64, f64, Option<f64>, Option<f64>);
+
 /// For each PER: goodput at the largest RTT over goodput at the smallest,
-/// for bundles and for end-to-end TCP: (per, rtt lo, rtt hi, bundles, tcp).
-pub fn rtt_ratios(rows: &[Row]) -> Vec<(f64, f64, f64, Option<f64>, Option<f64>)> {
+/// for bundles and for end-to-end TCP.
+pub fn rtt_ratios(rows: &[Row]) -> Vec<RttRatio> {
     let mut pers: Vec<f64> = dtn_rows(rows).map(|d| d.per).collect();
     pers.sort_by(f64::total_cmp);
     pers.dedup();

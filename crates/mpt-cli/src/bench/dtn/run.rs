@@ -76,10 +76,7 @@ fn start_agents(
 }
 
 fn check_alive(procs: &mut [Proc], tb: &mut Testbed) -> anyhow::Result<()> {
-    for p in procs
-        .iter_mut()
-        .chain([&mut tb.mptd_a, &mut tb.mptd_b].into_iter())
-    {
+    for p in procs.iter_mut().chain([&mut tb.mptd_a, &mut tb.mptd_b]) {
         if let Some(st) = p.exited() {
             bail!(
                 "{} died ({st}); log {}:\n{}",
