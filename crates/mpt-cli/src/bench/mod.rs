@@ -15,11 +15,10 @@
 //! depends on the families' result types. `clients` is `mpt bench
 //! clients`, a testbed of its own. Below them: [`scenario`] (files and
 //! presets), [`testbed`], the traffic tools ([`iperf`], [`http`],
-//! [`voip`], [`stall`], [`bundle`]), [`hold`] and the leaves
+//! [`voip`], [`stall`]), [`hold`] and the leaves
 //! ([`options`], [`progress`](mod@progress), [`process`], [`stop`], [`stats`],
 //! [`text`], [`link_trace`], [`chart`], [`csv_rows`]).
 
-pub mod bundle;
 pub mod chart;
 pub mod clients;
 pub mod csv_rows;
@@ -166,15 +165,11 @@ fn kernel() -> String {
         .unwrap_or_default()
 }
 
-/// The emulator's loss seeds (see `testbed`): path i draws from i + 1, a
-/// hop in series from 101.
+/// The emulator's loss seeds (see `testbed`): path i draws from i + 1.
 fn seeds(cases: &[Case]) -> Vec<u64> {
     let mut s: Vec<u64> = Vec::new();
     for c in cases {
         s.extend((0..c.links.len() as u64).map(|i| i + 1));
-        if c.series.is_some() {
-            s.push(101);
-        }
     }
     s.sort_unstable();
     s.dedup();
@@ -218,12 +213,16 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> anyhow::Result<Report> {
         s.duration.as_secs_f64(),
         opts.out.display()
     );
+    let dtnd = match &s.dtn {
+        Some(_) => Some(dtn::agent::find_or_install(opts.dtnd.as_deref())?),
+        None => None,
+    };
     let mut result = Ok(());
     for (k, case) in s.cases.iter().enumerate() {
         let r = if let Some(p) = &s.lte {
             lte::run::run_case(k, case, s, p, opts, &work, stop)
-        } else if let Some(p) = &s.dtn {
-            dtn::run::run_case(k, case, s, p, opts, &work, stop)
+        } else if let (Some(p), Some(dtnd)) = (&s.dtn, &dtnd) {
+            dtn::run::run_case(k, case, s, p, opts, dtnd, &work, stop)
         } else if let Some(p) = &s.unlike {
             unlike::run::run_case(k, case, s, p, opts, &work, stop)
         } else {

@@ -1,5 +1,6 @@
 //! What `mpt bench` runs and where: the scenario, the output directory, the
-//! mptd binary and whether kernel MPTCP runs as a baseline.
+//! mptd binary (and dtnd's, for dtn-relay) and whether kernel MPTCP runs as
+//! a baseline.
 
 use std::path::PathBuf;
 
@@ -13,4 +14,6 @@ pub struct Options {
     /// Measure kernel MPTCP beside the tunnel where the suite supports it
     /// (`unlike`), resolved from `--baseline` by [`super::mptcp::resolve`].
     pub mptcp: bool,
+    /// `--dtnd`: the BPv7 agent for dtn-relay (default: found or installed).
+    pub dtnd: Option<PathBuf>,
 }

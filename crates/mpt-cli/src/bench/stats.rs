@@ -1,6 +1,6 @@
-//! Order statistics the benches share: nearest-rank quantiles (VoIP delays,
-//! bundle delivery times) and the median run of repeated measurements
-//! (`unlike` tunnel runs, `clients` flood rounds).
+//! Order statistics the benches share: nearest-rank quantiles (VoIP
+//! delays) and the median run of repeated measurements (`unlike` tunnel
+//! runs, `clients` flood rounds).
 
 /// The `q` quantile (0..=1) of sorted values, nearest rank.
 pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {

@@ -52,6 +52,7 @@ Examples:
   sudo mpt bench satellite --quick
   sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths, tunnel, kernel MPTCP
   sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
+  sudo mpt bench dtn-relay --quick  # bundles through a real BPv7 relay (dtnd) vs end-to-end TCP
   sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
   sudo mpt bench clients --clients 200 --senders 4 --flood
   mpt bench compare bench-out/unlike-A/results.json bench-out/unlike-B/results.json
@@ -84,6 +85,10 @@ pub(crate) struct BenchArgs {
     /// mptd binary (default: MPTD_BIN, next to mpt, then PATH).
     #[arg(long, value_name = "FILE")]
     pub(crate) mptd: Option<PathBuf>,
+    /// dtn-relay: the dtnd binary (dtn7-rs) [default: DTND_BIN, the bench's
+    /// install root, ~/.cargo/bin, PATH; installed with cargo when missing].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dtnd: Option<PathBuf>,
     /// mptd's scheduler in every case (default: the scenario's; `unlike`
     /// leaves mptd's default, the others ask for weighted).
     #[arg(long, value_parser = ["adaptive", "weighted"])]

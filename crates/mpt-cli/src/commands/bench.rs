@@ -29,6 +29,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         ("--flood", args.flood),
         ("--rekey-after", args.rekey_after.is_some()),
     ];
+
     if let Some((flag, _)) = clients_only.iter().find(|(_, set)| *set) {
         return Err(usage(anyhow::anyhow!(
             "{flag} applies to `mpt bench clients` only"
@@ -50,6 +51,11 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         scheduler: args.scheduler,
     };
     let sc = scenario::load(&name, &ov).map_err(usage)?;
+    if args.dtnd.is_some() && sc.dtn.is_none() {
+        return Err(usage(anyhow::anyhow!(
+            "--dtnd applies to dtn-relay scenarios only"
+        )));
+    }
     let mptd = match args.mptd {
         Some(p) if p.is_file() => p,
         Some(p) => {
@@ -83,6 +89,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         out,
         mptd,
         mptcp,
+        dtnd: args.dtnd,
     };
     match bench::run(&opts, stop) {
         Ok(report) => {

@@ -1,26 +1,38 @@
-//! `dtn-relay` (spec section 6; Caini et al., papers/000): two hops through
-//! a store-and-forward relay and a bundle workload with window W = 1.
+//! `dtn-relay` (Caini et al., papers/000, Figures 4-6): bundles through a
+//! real store-and-forward relay against end-to-end TCP, on the same paths
+//! and in the same run.
 //!
-//! Mapping onto the testbed: mptd runs at the two ends only (A = bundle
-//! source, B = destination), so the tunnel is the end-to-end convergence
-//! layer and its single path crosses both hops. The middle namespace M is
-//! the relay: two emulator wires in series, `ma0 <-> ra0` (hop 1, the wired
-//! hop A-relay, `[dtn.wired]`, RTT 25 ms) and `rb0 <-> mb0` (hop 2, the
-//! satellite hop relay-B, `[link]`, RTT and PER swept, intermittent
-//! contacts from `contacts`, custody store `relay`) joined by the veth pair
-//! ra0/rb0 inside M. During a contact gap the satellite wire keeps what
-//! arrives (custody) and forwards it at link rate when the contact returns;
-//! mptd and TCP see a long delay instead of a loss.
+//! Three BPv7 agents (dtn7-rs's `dtnd`, [`agent`]): the source in namespace
+//! S, the relay (the satellite gateway) in A and the destination in B,
+//! TCPCL between neighbours, static routes src -> relay -> dst. The
+//! terrestrial hop S - A ([`topo`]) is an emulator wire (RTT 25 ms) shared
+//! with competing TCP flows (iperf3 -P 5 S -> A); the GEO hop A - B is the
+//! mpt tunnel over the case's emulated path(s) (RTT and PER swept). So the
+//! relay splits the transfer at the gateway: the source's TCP connection
+//! has the competing flows' RTT and gets its fair share of the terrestrial
+//! bottleneck whatever the GEO RTT, while an end-to-end TCP connection S ->
+//! B (same hops, same competition) has the long RTT and loses against the
+//! short-RTT flows. That is the effect the paper measured.
 //!
-//! Workload ([`super::bundle`]): 1 MB bundles, one at a time, each waiting
-//! for its 1-byte delivery acknowledgment. Reported: goodput (acknowledged
-//! bytes / elapsed time) against the satellite RTT, and the delivery ratio
-//! (acknowledged / sent within the bundle lifetime).
+//! Per case ([`run`], [`phases`]): end-to-end TCP goodput, bundle goodput
+//! with a window of W undelivered bundles (the order alternates between
+//! cases), both beside the competing flows; then a contact gap: the GEO
+//! wire restarted with an outage, bundles submitted just before and during
+//! it, every one accounted for by id and payload digest ([`payload`],
+//! [`goodput`]). The bundles' delivery is observed by the bench at the
+//! destination's agent ([`flow`], over its local HTTP interface, [`http`]).
 //!
-//! Layout: [`def`] is the `[dtn]` table, [`run`] one case, [`result`] what
-//! it measured and [`report`] its table, CSV and chart.
+//! Layout: [`def`] is the `[dtn]` table, [`result`] what a case measured
+//! and [`report`] its table, CSV and chart.
 
+pub mod agent;
 pub mod def;
+pub mod flow;
+pub mod goodput;
+pub mod http;
+pub mod payload;
+pub mod phases;
 pub mod report;
 pub mod result;
 pub mod run;
+pub mod topo;

@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use mpt_emu::model::LinkConfig;
-
 use super::link::Link;
 
 /// Tests run in every case, in this order.
@@ -85,8 +83,9 @@ pub struct Case {
     pub extra: bool,
     /// mptd path weights (default 100 each), e.g. proportional to link rates.
     pub weights: Vec<u32>,
-    /// A hop in series before path 0's link (A -> relay -> B), for `dtn-relay`.
-    pub series: Option<Box<(LinkConfig, LinkConfig)>>,
+    /// Networks behind A that B routes into the tunnel (`dtn-relay`: the
+    /// source's terrestrial subnet).
+    pub networks_b: Vec<String>,
     /// A name for progress lines instead of the swept parameters (`unlike`).
     pub label: Option<String>,
     /// Leave `scheduler` out of the mptd configs (mptd's default applies);

@@ -70,6 +70,11 @@ pub fn preset_names() -> Vec<&'static str> {
 
 /// Loads a preset or file and expands it with `ov`.
 pub fn load(name_or_path: &str, ov: &Overrides) -> Result<Scenario, ScenarioError> {
+    // `dtn` is the old name of the DTN suite, kept as an alias.
+    let name_or_path = match name_or_path {
+        "dtn" => "dtn-relay",
+        other => other,
+    };
     let (name, text, origin) =
         if let Some((name, text)) = PRESETS.iter().find(|(n, _)| *n == name_or_path) {
             (name.to_string(), text.to_string(), format!("preset {name}"))
@@ -246,7 +251,7 @@ pub fn expand(
                             loss,
                             extra,
                             weights: Vec::new(),
-                            series: None,
+                            networks_b: Vec::new(),
                             label: None,
                             daemon_scheduler: false,
                             scheduler: None,

@@ -125,7 +125,7 @@ pub fn expand(
                 loss: None,
                 extra: false,
                 weights: Vec::new(),
-                series: None,
+                networks_b: Vec::new(),
                 label: Some(label.clone()),
                 daemon_scheduler: true,
                 scheduler: None,
