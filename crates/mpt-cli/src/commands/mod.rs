@@ -3,6 +3,7 @@
 //! [`crate::exit::Failure`] that carries one.
 
 pub(crate) mod bench;
+pub(crate) mod bench_soak;
 pub(crate) mod client;
 pub(crate) mod completions;
 pub(crate) mod config;
