@@ -270,8 +270,12 @@ impl Tally {
     }
 }
 
+/// Between two background transfers of one sender.
+const PAUSE: Duration = Duration::from_millis(100);
+
 /// Background transfers: one thread per sender client, each sending
-/// `len`-byte streams (a new seed each time) until stopped.
+/// `len`-byte streams (a new seed each time), [`PAUSE`] apart, until
+/// stopped.
 pub struct Background {
     stop: Arc<AtomicBool>,
     pub tally: Arc<Tally>,
@@ -296,10 +300,12 @@ impl Background {
                         let data = pattern(seed, len);
                         let o = transfer(i, &data, Duration::from_secs(5));
                         ta.count(o, len);
-                        if o == Outcome::Failed {
-                            // The tunnel is down: do not spin.
-                            std::thread::sleep(Duration::from_millis(200));
-                        }
+                        // Paced: traffic beside the faults, not a load
+                        // test taking the cores the daemons need.
+                        std::thread::sleep(match o {
+                            Outcome::Failed => Duration::from_millis(200),
+                            _ => PAUSE,
+                        });
                     }
                 })
             })
@@ -333,35 +339,65 @@ impl Drop for Background {
     }
 }
 
+/// Probe threads at once: 200 clients probed one after the other would
+/// take seconds on a loaded machine and pass that off as recovery time.
+const PROBERS: usize = 16;
+
 /// One small transfer from each of `clients`, retried until it verifies
-/// or `deadline`; gives the clients that never answered and the number of
-/// altered transfers. Runs on a thread inside namespace `ns`.
+/// or `deadline`, from [`PROBERS`] threads inside namespace `ns`; gives
+/// the clients that never answered and the number of altered transfers.
 pub fn probe_all(
     ns: &str,
     clients: Vec<usize>,
     deadline: Instant,
 ) -> anyhow::Result<(Vec<usize>, u64)> {
-    mpt_emu::netns::in_netns(ns, move || {
-        let mut missing = Vec::new();
-        let mut mismatches = 0;
-        for i in clients {
-            let data = pattern(0xC0FFEE ^ i as u64, 4096);
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    missing.push(i);
-                    break;
+    let queue = Arc::new(std::sync::Mutex::new(clients));
+    let workers: Vec<_> = (0..PROBERS)
+        .map(|_| {
+            let (q, name) = (queue.clone(), ns.to_string());
+            std::thread::spawn(move || -> std::io::Result<(Vec<usize>, u64)> {
+                mpt_emu::sys::enter_netns(&name)?;
+                let mut missing = Vec::new();
+                let mut mismatches = 0;
+                loop {
+                    let next = q.lock().ok().and_then(|mut v| v.pop());
+                    let Some(i) = next else { break };
+                    if !probe_one(i, deadline, &mut mismatches) {
+                        missing.push(i);
+                    }
                 }
-                match transfer(i, &data, left.min(Duration::from_secs(2))) {
-                    Outcome::Verified => break,
-                    Outcome::Mismatch => mismatches += 1,
-                    Outcome::Failed => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
+                Ok((missing, mismatches))
+            })
+        })
+        .collect();
+    let mut missing = Vec::new();
+    let mut mismatches = 0;
+    for w in workers {
+        let (m, n) = w
+            .join()
+            .map_err(|_| anyhow::anyhow!("a probe thread panicked"))?
+            .map_err(|e| anyhow::anyhow!("probing in {ns}: {e}"))?;
+        missing.extend(m);
+        mismatches += n;
+    }
+    missing.sort_unstable();
+    Ok((missing, mismatches))
+}
+
+/// Probes client `i` until it verifies (true) or `deadline` (false).
+fn probe_one(i: usize, deadline: Instant, mismatches: &mut u64) -> bool {
+    let data = pattern(0xC0FFEE ^ i as u64, 4096);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
         }
-        Ok((missing, mismatches))
-    })
-    .map_err(|e| anyhow::anyhow!("probing in {ns}: {e}"))
+        match transfer(i, &data, left.min(Duration::from_secs(2))) {
+            Outcome::Verified => return true,
+            Outcome::Mismatch => *mismatches += 1,
+            Outcome::Failed => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -59,8 +59,13 @@ use verdict::{failures, longest_streak, trends, Limits, Observed};
 
 pub use options::Options;
 
-/// Seconds of each server process's start left out of its trends.
-const WARMUP_S: f64 = 5.0;
+/// Seconds of each server process's start left out of its reported
+/// trends.
+const WARMUP_S: f64 = 10.0;
+/// ... and of the RSS trend the verdict judges: in its first minute a
+/// concentrator's heap grows with its clients' sessions, rekeys and the
+/// first flood's queues (200 clients: about 40 to 160 MiB), then stays.
+const RSS_WARMUP_S: f64 = 60.0;
 
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -71,7 +76,8 @@ fn loadavg() -> String {
 fn limits(o: &Options) -> Limits {
     Limits {
         recover_within_s: o.recover_within.as_secs_f64(),
-        rss_growth_mib: 8.0,
+        rss_growth_mib: 16.0,
+        rss_min_span_s: 120.0,
         fd_growth: 2.0,
         streak_s: o.recover_within.as_secs_f64(),
     }
@@ -265,6 +271,9 @@ fn conclude(o: &Options, report: &mut Report) {
     report.rss_mib = trends(&report.samples, WARMUP_S, |s| {
         s.rss_kib.map(|k| k as f64 / 1024.0)
     });
+    report.rss_mib_judged = trends(&report.samples, RSS_WARMUP_S, |s| {
+        s.rss_kib.map(|k| k as f64 / 1024.0)
+    });
     report.fds = trends(&report.samples, WARMUP_S, |s| s.fds.map(|n| n as f64));
     report.fds_max = report.samples.iter().filter_map(|s| s.fds).max();
     report.unknown_session_streak = longest_streak(&report.samples);
@@ -276,7 +285,7 @@ fn conclude(o: &Options, report: &mut Report) {
     let observed = Observed {
         recoveries,
         exits: report.exits.clone(),
-        rss_mib: &report.rss_mib,
+        rss_mib: &report.rss_mib_judged,
         fds: &report.fds,
         streak: report.unknown_session_streak,
         mismatches: report.traffic.mismatches + report.traffic.probe_mismatches,

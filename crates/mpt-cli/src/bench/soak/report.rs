@@ -97,7 +97,10 @@ pub struct Report {
     pub faults: Vec<FaultResult>,
     pub recovery: RecoveryStats,
     pub recovery_by_kind: BTreeMap<&'static str, RecoveryStats>,
+    /// RSS per server process after 10 s (reported).
     pub rss_mib: Vec<Trend>,
+    /// RSS per server process after 60 s (judged where watched 120 s).
+    pub rss_mib_judged: Vec<Trend>,
     pub fds: Vec<Trend>,
     pub fds_max: Option<u64>,
     pub unknown_session_streak: Option<Streak>,
@@ -251,6 +254,13 @@ impl Report {
             let _ = writeln!(
                 s,
                 "server process {}: RSS {:.1}..{:.1} MiB, slope {:+.2} MiB/min, growth {:+.1} MiB over {:.0} s",
+                t.incarnation, t.min, t.max, t.slope_per_min, t.growth, t.span_s
+            );
+        }
+        for t in &self.rss_mib_judged {
+            let _ = writeln!(
+                s,
+                "server process {} after 60 s: RSS {:.1}..{:.1} MiB, slope {:+.2} MiB/min, growth {:+.1} MiB over {:.0} s",
                 t.incarnation, t.min, t.max, t.slope_per_min, t.growth, t.span_s
             );
         }

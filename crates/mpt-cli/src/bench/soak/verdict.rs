@@ -155,6 +155,10 @@ pub struct Limits {
     pub recover_within_s: f64,
     /// Most RSS growth per server process (last third against first).
     pub rss_growth_mib: f64,
+    /// RSS is judged only over a server process watched this long after
+    /// its warm-up: in its first minute a concentrator's heap grows with
+    /// its clients' traffic and rekeys whether or not anything leaks.
+    pub rss_min_span_s: f64,
     /// Most fd growth per server process (last third against first).
     pub fd_growth: f64,
     /// Longest `unknown_session` streak.
@@ -194,7 +198,7 @@ pub fn failures(o: &Observed, l: &Limits) -> Vec<String> {
         }
     }
     for t in o.rss_mib {
-        if t.growth > l.rss_growth_mib {
+        if t.span_s >= l.rss_min_span_s && t.growth > l.rss_growth_mib {
             f.push(format!(
                 "server process {}: RSS grew {:.1} MiB (limit {})",
                 t.incarnation, t.growth, l.rss_growth_mib
@@ -244,6 +248,7 @@ mod tests {
     const LIMITS: Limits = Limits {
         recover_within_s: 10.0,
         rss_growth_mib: 4.0,
+        rss_min_span_s: 10.0,
         fd_growth: 2.0,
         streak_s: 5.0,
     };
@@ -278,6 +283,12 @@ mod tests {
         let f = failures(&o, &LIMITS);
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].contains("server process 1"));
+        // Watched too briefly to tell a leak from a warm-up: not judged.
+        let short = Limits {
+            rss_min_span_s: 60.0,
+            ..LIMITS
+        };
+        assert!(failures(&o, &short).is_empty());
     }
 
     #[test]
