@@ -173,7 +173,7 @@ mod tests {
             assert!(f.client.is_none_or(|c| c < 200));
         }
         // 39 slots, the server restart in the first cycle only.
-        assert_eq!(p.len(), 34);
+        assert_eq!(p.len(), 35);
         let restarts: Vec<usize> = p
             .iter()
             .filter(|f| f.kind == FaultKind::ServerRestart)
