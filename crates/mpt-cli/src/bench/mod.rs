@@ -13,7 +13,8 @@
 //! (dtn-relay) and `unlike` each have their table, runner, results and
 //! report formats in their own module; [`report`] collects the rows and
 //! depends on the families' result types. `clients` is `mpt bench
-//! clients`, a testbed of its own. Below them: [`scenario`] (files and
+//! clients`, a testbed of its own, and `soak` (`mpt bench soak`) runs
+//! scheduled faults on that testbed. Below them: [`scenario`] (files and
 //! presets), [`testbed`], the traffic tools ([`iperf`], [`http`],
 //! [`voip`], [`stall`]), [`hold`] and the leaves
 //! ([`options`], [`progress`](mod@progress), [`process`], [`stop`], [`stats`],
@@ -35,6 +36,7 @@ pub mod process;
 pub mod progress;
 pub mod report;
 pub mod scenario;
+pub mod soak;
 pub mod stall;
 pub mod stats;
 pub mod stop;

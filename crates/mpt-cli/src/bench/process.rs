@@ -71,7 +71,8 @@ impl Proc {
         lines[lines.len().saturating_sub(8)..].join("\n")
     }
 
-    fn stop(&mut self) {
+    /// SIGTERM, then SIGKILL after a grace period; waits for the exit.
+    pub fn stop(&mut self) {
         if self.exited().is_some() {
             return;
         }

@@ -223,7 +223,7 @@ fn tc(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn disable_offloads_in(ns: &Netns, ifs: Vec<String>) -> anyhow::Result<()> {
+pub(crate) fn disable_offloads_in(ns: &Netns, ifs: Vec<String>) -> anyhow::Result<()> {
     ns.run(move || ifs.iter().try_for_each(|i| sys::disable_offloads(i)))
         .with_context(|| format!("turning off offloads in {}", ns.name()))
 }

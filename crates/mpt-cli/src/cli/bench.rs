@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 pub(crate) const BENCH_HELP: &str = "\
 SCENARIO is a preset (ethernet, satellite, lte-gateway, handover, dtn-relay,
-unlike, demo, clients) or a
+unlike, demo, clients, soak) or a
 scenario TOML file (see conf/scenarios/). Each case builds namespaces mptemu-<pid>-bench<k>-{a,b[,m]}
 joined by the case's paths (tbf-shaped veths, or veths through the link
 emulator in a middle namespace), runs mptd on both sides and measures with
@@ -42,6 +42,21 @@ from spoofed addresses to the server ports as fast as it can (target:
 less than 20 % lost, server memory not growing). Output: results.json,
 results.csv and work/ (configs, keys, logs, iperf3 JSON).
 
+`soak` (issue 34's chaos soak) builds the same testbed (namespaces
+mptemu-<pid>-soak-{s,c,m,f}; --clients default 50, 2 paths, path 0 through
+an emulator wire, every client's server entry a file in clients.d/,
+every client rekeying every --rekey-after seconds) and runs faults one
+after the other for --duration seconds (default 600, --quick 60): path 0
+silent, a client killed and restarted, a client removed and added back by
+reload, the server restarted, path 1 down, a handshake flood from a
+separate namespace. Four clients send known bytes over TCP all along
+(SHA-256 checked at the far end). After each fault every client must be
+up in the server's status and answer a probe within --recover-within
+seconds; the server's RSS and fds must not grow, no daemon may exit on
+its own, no unknown_session streak may outlast the limit. Output:
+results.json, plot.svg (faults and recovery times), resources.svg (RSS,
+fds), work/. Exit code 1 when the verdict is FAIL.
+
 Exit codes: 0 done, 1 runtime failure, 2 usage error, 130 interrupted.
 
 Examples:
@@ -55,6 +70,8 @@ Examples:
   sudo mpt bench dtn-relay --quick  # bundles through a real BPv7 relay (dtnd) vs end-to-end TCP
   sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
   sudo mpt bench clients --clients 200 --senders 4 --flood
+  sudo mpt bench soak --quick --clients 50
+  sudo mpt bench clients --clients 150 --nofile 256 --quick
   mpt bench compare bench-out/unlike-A/results.json bench-out/unlike-B/results.json
   mpt bench replot bench-out/unlike-B";
 
@@ -63,7 +80,7 @@ pub(crate) struct BenchArgs {
     /// Tools for results already written (no root needed).
     #[command(subcommand)]
     pub(crate) tool: Option<BenchTool>,
-    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, demo, clients) or TOML file.
+    /// Scenario preset (ethernet, satellite, lte-gateway, handover, dtn-relay, unlike, demo, clients, soak) or TOML file.
     #[arg(required = true)]
     pub(crate) scenario: Option<String>,
     /// Path counts to sweep, e.g. 1,2,4,8,12 (each 1..32).
@@ -121,9 +138,18 @@ pub(crate) struct BenchArgs {
     pub(crate) flood: bool,
     /// clients: the last client renews its keys this often; it is measured
     /// alone against client 0 without rekeys, both paced at half the single
-    /// client's rate (TCP retransmits); 0 = off [default: 2].
+    /// client's rate (TCP retransmits); 0 = off [default: 2]. soak: every
+    /// client renews its keys this often [default: 5].
     #[arg(long, value_name = "SECONDS", help_heading = "mpt bench clients")]
     pub(crate) rekey_after: Option<u64>,
+    /// clients, soak: start the server mptd under this RLIMIT_NOFILE (soft
+    /// and hard, as `ulimit -n N`), e.g. 256 for 150 two-path clients.
+    #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
+    pub(crate) nofile: Option<u64>,
+    /// soak: every client must be up and answer within this many seconds
+    /// of each fault's end [default: 15].
+    #[arg(long, value_name = "SECONDS", help_heading = "mpt bench soak")]
+    pub(crate) recover_within: Option<u64>,
 }
 
 pub(crate) const COMPARE_HELP: &str = "\

@@ -21,6 +21,9 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
     if name == "clients" {
         return bench_clients(args);
     }
+    if name == "soak" {
+        return super::bench_soak::bench_soak(args);
+    }
     let clients_only = [
         ("--clients", args.clients.is_some()),
         ("--paths-per-client", args.paths_per_client.is_some()),
@@ -28,11 +31,13 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         ("--port-per-client", args.port_per_client),
         ("--flood", args.flood),
         ("--rekey-after", args.rekey_after.is_some()),
+        ("--nofile", args.nofile.is_some()),
+        ("--recover-within", args.recover_within.is_some()),
     ];
 
     if let Some((flag, _)) = clients_only.iter().find(|(_, set)| *set) {
         return Err(usage(anyhow::anyhow!(
-            "{flag} applies to `mpt bench clients` only"
+            "{flag} applies to `mpt bench clients` and `mpt bench soak` only"
         )));
     }
     let combos = args
@@ -117,12 +122,28 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
 }
 
 /// `mpt bench clients`: one server, many clients.
+pub(crate) fn mptd_arg(p: Option<std::path::PathBuf>) -> Result<std::path::PathBuf, Failure> {
+    match p {
+        Some(p) if p.is_file() => Ok(p),
+        Some(p) => Err(usage(anyhow::anyhow!(
+            "--mptd {}: no such file",
+            p.display()
+        ))),
+        None => mpt_cli::bench::find_mptd().map_err(runtime),
+    }
+}
+
 fn bench_clients(args: BenchArgs) -> Result<u8, Failure> {
     use mpt_cli::bench::{self, clients};
     if args.paths.is_some() || args.combos.is_some() || args.scheduler.is_some() {
         return Err(usage(anyhow::anyhow!(
             "--paths, --combos and --scheduler do not apply to `mpt bench clients` \
              (see --clients, --paths-per-client)"
+        )));
+    }
+    if args.recover_within.is_some() {
+        return Err(usage(anyhow::anyhow!(
+            "--recover-within applies to `mpt bench soak` only"
         )));
     }
     let mptd = match args.mptd {
@@ -158,6 +179,7 @@ fn bench_clients(args: BenchArgs) -> Result<u8, Failure> {
     }
     o.shared_port = !args.port_per_client;
     o.flood = args.flood;
+    o.nofile = args.nofile;
     if let Some(r) = args.rekey_after {
         o.rekey_after = (r > 0).then(|| Duration::from_secs(r));
     }

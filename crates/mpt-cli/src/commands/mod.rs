@@ -3,6 +3,7 @@
 //! [`crate::exit::Failure`] that carries one.
 
 pub(crate) mod bench;
+pub(crate) mod bench_soak;
 pub(crate) mod bench_tools;
 pub(crate) mod client;
 pub(crate) mod completions;

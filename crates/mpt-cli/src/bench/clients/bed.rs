@@ -1,6 +1,12 @@
 //! The clients testbed: the server and client namespaces, one veth pair
 //! per client path, the server mptd and one mptd per client; all stopped
-//! or deleted on drop. Also when every client is up.
+//! or deleted on drop. Also when every client is up, and the restarts and
+//! the path-0 wire that `mpt bench soak` drives.
+//!
+//! With `emu_path0` path 0 runs through an emulator wire in a third
+//! namespace (`-m`: `c0` <-> `m0c` | wire | `m0s` <-> `s0`), so the soak
+//! can make it silent (a wire restarted with an outage window) without a
+//! link event either side would see.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -8,21 +14,40 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use mpt_api::Status;
+use mpt_emu::model::LinkConfig;
+use mpt_emu::schedule::{Schedule, Window};
+use mpt_emu::wire::{Wire, WireConfig};
 
-use super::config::{client_config, client_ip, keypair, server_config, server_ip, TARGETS};
+use super::config::{
+    client_config, client_entry, client_ip, client_name, keypair, server_config, server_ip, TARGETS,
+};
 use super::options::Options;
 use crate::bench::process::Proc;
 use crate::bench::stop::check_stop;
-use crate::bench::testbed::mptd_status;
+use crate::bench::testbed::{disable_offloads_in, mptd_status};
 use mpt_emu::netns::{ip, Netns, PREFIX};
 
 /// Namespaces, daemons and addresses; everything stopped or deleted on
-/// drop, processes first (fields drop in order).
+/// drop, processes first, then the wire (fields drop in order).
 pub(crate) struct Bed {
     pub(crate) clients: Vec<Proc>,
     pub(crate) server: Proc,
     pub(crate) server_control: PathBuf,
     pub(crate) client_controls: Vec<PathBuf>,
+    /// The wire of path 0 (`emu_path0`).
+    wire: Option<Wire>,
+    server_cfg: PathBuf,
+    client_cfgs: Vec<PathBuf>,
+    /// Each client's public key (for its server-side entry).
+    pub(crate) client_publics: Vec<String>,
+    /// The include folder of the server's connections (`clients_d`).
+    pub(crate) clients_d: Option<PathBuf>,
+    paths: usize,
+    shared: bool,
+    mptd: PathBuf,
+    nofile: Option<u64>,
+    work: PathBuf,
+    pub(crate) m: Option<Netns>,
     pub(crate) c: Netns,
     pub(crate) s: Netns,
 }
@@ -38,6 +63,116 @@ impl Drop for Bed {
             }
         }
         self.clients.clear();
+    }
+}
+
+impl Bed {
+    /// Starts the server mptd (under `ulimit -n` if `nofile`); its log
+    /// is `server.log`, or `server-<n>.log` for restart `n`.
+    pub(crate) fn spawn_server(&self, restart: usize) -> anyhow::Result<Proc> {
+        let cfg = self.server_cfg.to_string_lossy().into_owned();
+        let log = if restart == 0 {
+            self.work.join("server.log")
+        } else {
+            self.work.join(format!("server-{restart}.log"))
+        };
+        match self.nofile {
+            // The shell sets both limits and execs mptd: the pid is mptd's.
+            Some(n) => {
+                let script = format!("ulimit -n {n} && exec \"$0\" --config \"$1\"");
+                let mptd = self.mptd.to_string_lossy().into_owned();
+                Proc::spawn_in(
+                    self.s.name(),
+                    "mptd server",
+                    Path::new("sh"),
+                    &["-c", &script, &mptd, &cfg],
+                    log,
+                )
+            }
+            None => Proc::spawn_in(
+                self.s.name(),
+                "mptd server",
+                &self.mptd,
+                &["--config", &cfg],
+                log,
+            ),
+        }
+    }
+
+    /// Starts client `i`'s mptd (log `client-<i>.log`, appended to by
+    /// restarts: the log guard truncates, so restarts get `-<n>`).
+    pub(crate) fn spawn_client(&self, i: usize, restart: usize) -> anyhow::Result<Proc> {
+        let cfg = self.client_cfgs[i].to_string_lossy().into_owned();
+        let log = if restart == 0 {
+            self.work.join(format!("client-{i}.log"))
+        } else {
+            self.work.join(format!("client-{i}-{restart}.log"))
+        };
+        Proc::spawn_in(
+            self.c.name(),
+            &format!("mptd client {i}"),
+            &self.mptd,
+            &["--config", &cfg],
+            log,
+        )
+    }
+
+    /// Paths of each client.
+    pub(crate) fn paths(&self) -> usize {
+        self.paths
+    }
+
+    /// Client `i`'s file in the include folder.
+    pub(crate) fn client_file(&self, i: usize) -> Option<PathBuf> {
+        let d = self.clients_d.as_ref()?;
+        Some(d.join(format!("{}.toml", client_name(i))))
+    }
+
+    /// Writes client `i`'s server-side file (what `mpt client add` does).
+    pub(crate) fn write_client_file(&self, i: usize) -> anyhow::Result<()> {
+        let Some(f) = self.client_file(i) else {
+            bail!("the server's clients are not in an include folder");
+        };
+        let text = client_entry(i, &self.client_publics[i], self.paths, self.shared);
+        std::fs::write(&f, text).with_context(|| format!("writing {}", f.display()))
+    }
+
+    /// Restarts path 0's wire, silent for `silent` from now.
+    pub(crate) fn silence_path0(&mut self, silent: Duration) -> anyhow::Result<()> {
+        let Some(m) = &self.m else {
+            bail!("path 0 has no emulator wire");
+        };
+        if let Some(old) = self.wire.take() {
+            let _ = old.stop();
+        }
+        let link = LinkConfig {
+            schedule: Schedule::new(
+                vec![Window {
+                    start: Duration::ZERO,
+                    len: silent,
+                }],
+                None,
+            ),
+            ..LinkConfig::default()
+        };
+        let cfg = wire_config(m.name(), link.clone(), link);
+        self.wire = Some(Wire::start(cfg).context("restarting the path-0 wire")?);
+        Ok(())
+    }
+}
+
+fn wire_config(m: &str, up: LinkConfig, down: LinkConfig) -> WireConfig {
+    WireConfig {
+        a: "m0c".into(),
+        b: "m0s".into(),
+        netns: Some(m.to_string()),
+        a_to_b: up,
+        b_to_a: down,
+        seed: 1,
+        disable_offloads: false,
+        // Normal scheduling: on 2 cores a real-time wire would starve the
+        // daemons.
+        realtime_priority: None,
     }
 }
 
@@ -100,9 +235,14 @@ pub(crate) fn build(
     stop: &AtomicBool,
     t_start: &mut Option<Instant>,
 ) -> anyhow::Result<Bed> {
-    let base = format!("{PREFIX}{}-clients", std::process::id());
+    let base = format!("{PREFIX}{}-{}", std::process::id(), o.tag);
     let s = Netns::create(&format!("{base}-s")).context("creating the server namespace")?;
     let c = Netns::create(&format!("{base}-c")).context("creating the client namespace")?;
+    let m = if o.emu_path0 {
+        Some(Netns::create(&format!("{base}-m")).context("creating the middle namespace")?)
+    } else {
+        None
+    };
     sysctl_in(&s, SYSCTLS)?;
     sysctl_in(&c, SYSCTLS)?;
     let (sn, cn) = (s.name().to_string(), c.name().to_string());
@@ -112,21 +252,28 @@ pub(crate) fn build(
     ];
     let mut c_cmds = vec!["link set dev lo up".to_string()];
     for k in 0..o.paths_per_client {
-        ip(&[
-            "-n",
-            &cn,
-            "link",
-            "add",
-            &format!("c{k}"),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &format!("s{k}"),
-            "netns",
-            &sn,
-        ])
-        .with_context(|| format!("veth pair {k}"))?;
+        let (ck, sk) = (format!("c{k}"), format!("s{k}"));
+        match (&m, k) {
+            (Some(m), 0) => {
+                let mn = m.name();
+                ip(&[
+                    "-n", &cn, "link", "add", &ck, "type", "veth", "peer", "name", "m0c", "netns",
+                    mn,
+                ])
+                .context("veth pair c0/m0c")?;
+                ip(&[
+                    "-n", &sn, "link", "add", &sk, "type", "veth", "peer", "name", "m0s", "netns",
+                    mn,
+                ])
+                .context("veth pair s0/m0s")?;
+                ip(&["-n", mn, "link", "set", "dev", "m0c", "up"])?;
+                ip(&["-n", mn, "link", "set", "dev", "m0s", "up"])?;
+            }
+            _ => ip(&[
+                "-n", &cn, "link", "add", &ck, "type", "veth", "peer", "name", &sk, "netns", &sn,
+            ])
+            .with_context(|| format!("veth pair {k}"))?,
+        }
         s_cmds.push(format!("addr add {}/16 dev s{k}", server_ip(k)));
         s_cmds.push(format!("link set dev s{k} up"));
         for i in 0..o.clients {
@@ -136,9 +283,21 @@ pub(crate) fn build(
     }
     run_ip_batch(&sn, &s_cmds, work, "server")?;
     run_ip_batch(&cn, &c_cmds, work, "clients")?;
+    let mut wire = None;
+    if let Some(m) = &m {
+        // The wire reads whole frames: no aggregates on its path.
+        disable_offloads_in(m, vec!["m0c".into(), "m0s".into()])?;
+        disable_offloads_in(&c, vec!["c0".into()])?;
+        disable_offloads_in(&s, vec!["s0".into()])?;
+        let link = LinkConfig::default();
+        wire = Some(
+            Wire::start(wire_config(m.name(), link.clone(), link))
+                .context("starting the path-0 wire")?,
+        );
+    }
     check_stop(stop)?;
 
-    println!("==> clients: writing keys and configs");
+    println!("==> {}: writing keys and configs", o.tag);
     let server_key = work.join("server.key");
     let server_public = keypair(&server_key)?;
     let mut client_publics = Vec::with_capacity(o.clients);
@@ -150,7 +309,8 @@ pub(crate) fn build(
         let control = work.join(format!("client-{i}.sock"));
         let rekey = o
             .rekey_after
-            .filter(|_| o.clients >= 2 && i == o.clients - 1);
+            .filter(|_| o.clients >= 2 && i == o.clients - 1)
+            .or(o.rekey_all);
         let cfg = client_config(
             i,
             &control,
@@ -167,6 +327,10 @@ pub(crate) fn build(
     }
     let server_control = work.join("server.sock");
     let server_cfg = work.join("server.toml");
+    let clients_d = o.clients_d.then(|| work.join("clients.d"));
+    if let Some(d) = &clients_d {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
     std::fs::write(
         &server_cfg,
         server_config(
@@ -175,27 +339,38 @@ pub(crate) fn build(
             &client_publics,
             o.paths_per_client,
             o.shared_port,
+            clients_d.as_ref().map(|d| d.join("*.toml")).as_deref(),
         ),
     )
     .with_context(|| format!("writing {}", server_cfg.display()))?;
 
-    println!("==> clients: starting the server mptd");
-    let cfg = server_cfg.to_string_lossy().into_owned();
-    let server = Proc::spawn_in(
-        &sn,
-        "mptd server",
-        &o.mptd,
-        &["--config", &cfg],
-        work.join("server.log"),
-    )?;
+    // A placeholder until the server runs: Bed's fields need a Proc.
     let mut bed = Bed {
         clients: Vec::with_capacity(o.clients),
-        server,
+        server: Proc::spawn_in(&sn, "true", Path::new("true"), &[], work.join("true.log"))?,
         server_control,
         client_controls,
+        wire,
+        server_cfg,
+        client_cfgs,
+        client_publics,
+        clients_d,
+        paths: o.paths_per_client,
+        shared: o.shared_port,
+        mptd: o.mptd.clone(),
+        nofile: o.nofile,
+        work: work.to_path_buf(),
+        m,
         c,
         s,
     };
+    for i in 0..o.clients {
+        if bed.clients_d.is_some() {
+            bed.write_client_file(i)?;
+        }
+    }
+    println!("==> {}: starting the server mptd", o.tag);
+    bed.server = bed.spawn_server(0)?;
     // The server listens once its control socket answers.
     let end = Instant::now() + Duration::from_secs(20);
     while mptd_status(&bed.server_control).is_err() {
@@ -208,18 +383,11 @@ pub(crate) fn build(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    println!("==> clients: starting {} client mptds", o.clients);
+    println!("==> {}: starting {} client mptds", o.tag, o.clients);
     *t_start = Some(Instant::now());
-    for (i, file) in client_cfgs.iter().enumerate() {
+    for i in 0..o.clients {
         check_stop(stop)?;
-        let cfg = file.to_string_lossy().into_owned();
-        let p = Proc::spawn_in(
-            bed.c.name(),
-            &format!("mptd client {i}"),
-            &o.mptd,
-            &["--config", &cfg],
-            work.join(format!("client-{i}.log")),
-        )?;
+        let p = bed.spawn_client(i, 0)?;
         bed.clients.push(p);
     }
     Ok(bed)

@@ -23,7 +23,7 @@ use crate::bench::testbed::mptd_status;
 
 /// Forged Noise initiations from spoofed sources, sent from a thread in
 /// the client namespace until stopped.
-struct Flood {
+pub(crate) struct Flood {
     stop: Arc<AtomicBool>,
     sent: Arc<AtomicU64>,
     started: Instant,
@@ -31,7 +31,7 @@ struct Flood {
 }
 
 impl Flood {
-    fn start(ns: &str, ports: Vec<u16>) -> Flood {
+    pub(crate) fn start(ns: &str, ports: Vec<u16>) -> Flood {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicU64::new(0));
         let (st, se, name) = (stop.clone(), sent.clone(), ns.to_string());
@@ -48,7 +48,7 @@ impl Flood {
     }
 
     /// Stops the thread; gives (datagrams sent, per second).
-    fn finish(mut self) -> anyhow::Result<(u64, f64)> {
+    pub(crate) fn finish(mut self) -> anyhow::Result<(u64, f64)> {
         self.stop.store(true, Ordering::Relaxed);
         let secs = self.started.elapsed().as_secs_f64();
         if let Some(t) = self.thread.take() {

@@ -25,6 +25,20 @@ pub struct Options {
     pub flood: bool,
     /// Rekey interval of the last client (`None`: no rekey measurement).
     pub rekey_after: Option<Duration>,
+    /// Every client renews its keys this often (`mpt bench soak`; the
+    /// field above is the one measured client's).
+    pub rekey_all: Option<Duration>,
+    /// The server's connections one per file in `work/clients.d`, read
+    /// through `include` as `mpt client add` writes them (so a reload can
+    /// add and remove clients).
+    pub clients_d: bool,
+    /// Path 0 through an emulator wire in a middle namespace (so it can go
+    /// silent without a link event).
+    pub emu_path0: bool,
+    /// The server mptd's RLIMIT_NOFILE, soft and hard (`ulimit -n`).
+    pub nofile: Option<u64>,
+    /// Namespace tag: `mptemu-<pid>-<tag>-{s,c[,m]}`.
+    pub tag: &'static str,
     /// Output directory.
     pub out: PathBuf,
     /// The mptd binary.
@@ -58,6 +72,11 @@ impl Options {
             shared_port: true,
             flood: false,
             rekey_after: Some(Duration::from_secs(2)),
+            rekey_all: None,
+            clients_d: false,
+            emu_path0: false,
+            nofile: None,
+            tag: "clients",
             out,
             mptd,
         }
@@ -83,6 +102,11 @@ impl Options {
         if let Some(r) = self.rekey_after {
             if !(2..=120).contains(&r.as_secs()) {
                 return Err(format!("--rekey-after {}: 2..=120 s (0: off)", r.as_secs()));
+            }
+        }
+        if let Some(n) = self.nofile {
+            if !(32..=1 << 20).contains(&n) {
+                return Err(format!("--nofile {n}: 32..=1048576"));
             }
         }
         Ok(())
