@@ -70,7 +70,6 @@ impl ControlLoop {
         )
         .map_err(|e| e.to_string())?;
         session.set_loss_repair(c.repair);
-        let waker = crate::io::udp::Waker::new().map_err(|e| format!("wake-up event: {e}"))?;
         let mut conn = ConnShared::new(
             ci,
             c.name.clone(),
@@ -85,7 +84,7 @@ impl ControlLoop {
                 crate::plane::DEFAULT_REORDER_TIMEOUT,
             ),
             crate::plane::DEFAULT_REORDER_TIMEOUT,
-            waker,
+            None,
             self.tx_wakes.clone(),
         );
         conn.client = true;

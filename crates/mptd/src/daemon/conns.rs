@@ -114,7 +114,10 @@ pub(super) fn build(
                 DEFAULT_REORDER_TIMEOUT,
             ),
             DEFAULT_REORDER_TIMEOUT,
-            crate::io::udp::Waker::new().context("creating a wake-up event")?,
+            (!c.is_client())
+                .then(crate::io::udp::Waker::new)
+                .transpose()
+                .context("creating a wake-up event")?,
             crate::plane::TxWakes(tx_wakes.clone()),
         );
         conn.client = c.is_client();

@@ -38,7 +38,7 @@ pub(crate) fn with_crypto(conn: &str, crypto: Option<ConnCrypto>) -> StatusSourc
         crate::plane::route::SourceFilter::default(),
         Resequencer::new(16, 1500, Duration::from_millis(25)),
         Duration::from_millis(25),
-        crate::io::udp::Waker::new().unwrap(),
+        Some(crate::io::udp::Waker::new().unwrap()),
         TxWakes(Arc::new(Vec::new())),
     );
     let mut n = 100;

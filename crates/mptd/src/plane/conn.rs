@@ -59,8 +59,11 @@ pub struct ConnShared {
     paths: RwLock<Arc<PathTable>>,
     /// Bumped whenever `paths` is replaced.
     paths_generation: AtomicU64,
-    /// Wakes the receive worker when `paths` changes.
-    pub rx_wake: Waker,
+    /// Wakes the connection's own receive worker when `paths` changes.
+    /// `None` for a client connection: the shared port's workers read its
+    /// paths, so it has no worker of its own and keeps no descriptor (a
+    /// concentrator's descriptors do not grow with its clients).
+    pub rx_wake: Option<Waker>,
     /// Wakes the transmit workers when `paths` changes.
     tx_wake: TxWakes,
     /// Drop counters.
@@ -188,7 +191,7 @@ impl ConnShared {
         allowed_sources: SourceFilter,
         reseq: Resequencer,
         reseq_timeout: std::time::Duration,
-        rx_wake: Waker,
+        rx_wake: Option<Waker>,
         tx_wake: TxWakes,
     ) -> ConnShared {
         ConnShared {
@@ -252,7 +255,9 @@ impl ConnShared {
         let table = Arc::new(table);
         *write_unpoisoned(&self.paths) = table;
         self.paths_generation.fetch_add(1, Relaxed);
-        self.rx_wake.wake();
+        if let Some(w) = &self.rx_wake {
+            w.wake();
+        }
         for w in self.tx_wake.0.iter() {
             let _ = w.trigger();
         }

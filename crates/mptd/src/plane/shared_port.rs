@@ -152,7 +152,7 @@ mod tests {
             crate::plane::route::SourceFilter::default(),
             Resequencer::new(16, 1500, Duration::from_millis(25)),
             Duration::from_millis(25),
-            crate::io::udp::Waker::new().unwrap(),
+            Some(crate::io::udp::Waker::new().unwrap()),
             TxWakes(Arc::new(Vec::new())),
         );
         c.client = true;

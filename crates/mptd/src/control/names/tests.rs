@@ -74,7 +74,7 @@ fn conn(paths: &[(&str, Option<&str>)]) -> Arc<ConnShared> {
         crate::plane::route::SourceFilter::default(),
         Resequencer::new(16, 1500, Duration::from_millis(25)),
         Duration::from_millis(25),
-        crate::io::udp::Waker::new().unwrap(),
+        Some(crate::io::udp::Waker::new().unwrap()),
         TxWakes(Arc::new(Vec::new())),
     ))
 }

@@ -180,7 +180,7 @@ fn idle(
     }
     if let Err(e) = crate::io::udp::wait_any_readable(
         paths.iter().map(|p| &p.socket),
-        Some(&conn.rx_wake),
+        conn.rx_wake.as_ref(),
         wait,
     ) {
         tracing::debug!(conn = %conn.name, error = %e, "poll failed");

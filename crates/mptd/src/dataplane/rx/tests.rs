@@ -136,7 +136,7 @@ remote = "10.0.0.2"
             crate::plane::route::SourceFilter::for_connection(&cfg.connections[0]),
             Resequencer::new(64, 1500, Duration::from_millis(25)),
             Duration::from_millis(25),
-            crate::io::udp::Waker::new().unwrap(),
+            Some(crate::io::udp::Waker::new().unwrap()),
             TxWakes(Arc::new(Vec::new())),
         ));
         // Long enough that no gap times out while a test runs, unless

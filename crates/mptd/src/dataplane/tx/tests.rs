@@ -89,7 +89,7 @@ fn conn(i: usize, remotes: &[SocketAddr], crypto: Option<ConnCrypto>) -> Arc<Con
         SourceFilter::default(),
         Resequencer::new(64, 1500, Duration::from_millis(25)),
         Duration::from_millis(25),
-        crate::io::udp::Waker::new().unwrap(),
+        Some(crate::io::udp::Waker::new().unwrap()),
         TxWakes(Arc::new(Vec::new())),
     );
     c.eligible.store((1u64 << remotes.len()) - 1, Relaxed);
