@@ -258,7 +258,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__bench)
-            opts="-h --paths --duration --combos --out --quick --mptd --scheduler --clients --paths-per-client --senders --port-per-client --flood --rekey-after --log --socket --help compare replot help"
+            opts="-h --paths --duration --combos --out --quick --mptd --dtnd --scheduler --baseline --clients --paths-per-client --senders --port-per-client --flood --rekey-after --nofile --recover-within --log --socket --help compare replot help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -284,8 +284,16 @@ _mpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --dtnd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --scheduler)
                     COMPREPLY=($(compgen -W "adaptive weighted" -- "${cur}"))
+                    return 0
+                    ;;
+                --baseline)
+                    COMPREPLY=($(compgen -W "auto mptcp none" -- "${cur}"))
                     return 0
                     ;;
                 --clients)
@@ -301,6 +309,14 @@ _mpt() {
                     return 0
                     ;;
                 --rekey-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --nofile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --recover-within)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
