@@ -184,26 +184,48 @@ fn bench_clients(args: BenchArgs) -> Result<u8, Failure> {
         o.rekey_after = (r > 0).then(|| Duration::from_secs(r));
     }
     o.check().map_err(|m| usage(anyhow::anyhow!(m)))?;
+    let out = o.out.clone();
+    run_suite(
+        "clients",
+        &out,
+        |stop| clients::run(&o, stop),
+        |report| {
+            print!("{}", report.table());
+            0
+        },
+    )
+}
+
+/// Runs a many-daemon suite (`clients`, `soak`) under the signal handlers
+/// and turns its outcome into an exit code: `finish`'s after printing the
+/// report, 130 on Ctrl-C (the testbed is gone, partial results kept), a
+/// runtime failure naming the results folder otherwise.
+pub(super) fn run_suite<R>(
+    name: &str,
+    out: &std::path::Path,
+    run: impl FnOnce(&'static std::sync::atomic::AtomicBool) -> anyhow::Result<R>,
+    finish: impl FnOnce(R) -> u8,
+) -> Result<u8, Failure> {
     let stop = signal::install()
         .context("installing signal handlers")
         .map_err(runtime)?;
-    match clients::run(&o, stop) {
+    match run(stop) {
         Ok(report) => {
             println!();
-            print!("{}", report.table());
-            println!("results in {}", o.out.display());
-            Ok(0)
+            let code = finish(report);
+            println!("results in {}", out.display());
+            Ok(code)
         }
-        Err(e) if e.is::<bench::Interrupted>() => {
+        Err(e) if e.is::<mpt_cli::bench::Interrupted>() => {
             eprintln!(
                 "interrupted; testbed removed, partial results in {}",
-                o.out.display()
+                out.display()
             );
             Ok(130)
         }
         Err(e) => Err(runtime(e.context(format!(
-            "mpt bench clients failed (partial results and logs in {})",
-            o.out.display()
+            "mpt bench {name} failed (partial results and logs in {})",
+            out.display()
         )))),
     }
 }

@@ -3,12 +3,9 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use mpt_emu::signal;
-
 use super::bench::mptd_arg;
 use crate::cli::bench::BenchArgs;
-use crate::exit::{runtime, usage, Failure};
+use crate::exit::{usage, Failure};
 
 pub(crate) fn bench_soak(args: BenchArgs) -> Result<u8, Failure> {
     use mpt_cli::bench::{self, soak};
@@ -50,26 +47,18 @@ pub(crate) fn bench_soak(args: BenchArgs) -> Result<u8, Failure> {
     }
     o.nofile = args.nofile;
     o.check().map_err(|m| usage(anyhow::anyhow!(m)))?;
-    let stop = signal::install()
-        .context("installing signal handlers")
-        .map_err(runtime)?;
-    match soak::run(&o, stop) {
-        Ok(report) => {
-            println!();
+    let out = o.out.clone();
+    super::bench::run_suite(
+        "soak",
+        &out,
+        |stop| soak::run(&o, stop),
+        |report| {
             print!("{}", report.summary());
-            println!("results in {}", o.out.display());
-            Ok(if report.pass { 0 } else { 1 })
-        }
-        Err(e) if e.is::<bench::Interrupted>() => {
-            eprintln!(
-                "interrupted; testbed removed, partial results in {}",
-                o.out.display()
-            );
-            Ok(130)
-        }
-        Err(e) => Err(runtime(e.context(format!(
-            "mpt bench soak failed (partial results and logs in {})",
-            o.out.display()
-        )))),
-    }
+            if report.pass {
+                0
+            } else {
+                1
+            }
+        },
+    )
 }
