@@ -173,6 +173,7 @@ pub fn run(config: Config, config_path: std::path::PathBuf) -> Result<()> {
     data_plane.start_shared_rx(
         &mut workers,
         shared_ports.sockets,
+        shared_ports.lanes,
         &conns.session_map,
         &shared_stats,
         mac1,

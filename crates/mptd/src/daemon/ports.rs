@@ -16,6 +16,8 @@ pub(super) struct SharedPorts {
     pub ports: Vec<u16>,
     /// Per receive worker: its sockets (every port, both families).
     pub sockets: Vec<Vec<PathSocket>>,
+    /// The initiation lanes (per port and family; see `crate::io::lane`).
+    pub lanes: Vec<PathSocket>,
     /// Per port: handles the control loop sends from.
     pub send: Vec<SharedPort>,
 }
@@ -36,6 +38,7 @@ pub(super) fn bind(config: &Config, workers: usize) -> Result<SharedPorts> {
     ports.dedup();
     let mut sockets: Vec<Vec<PathSocket>> = (0..workers).map(|_| Vec::new()).collect();
     let mut send = Vec::new();
+    let mut lanes = Vec::new();
     for &port in &ports {
         let mut handles = SharedPort {
             port,
@@ -69,6 +72,9 @@ pub(super) fn bind(config: &Config, workers: usize) -> Result<SharedPorts> {
                     }
                 }
             }
+            if any.is_ipv4() || handles.v6.is_some() {
+                lanes.extend(bind_lane(any, workers));
+            }
         }
         tracing::info!(
             port,
@@ -81,6 +87,28 @@ pub(super) fn bind(config: &Config, workers: usize) -> Result<SharedPorts> {
     Ok(SharedPorts {
         ports,
         sockets,
+        lanes,
         send,
     })
+}
+
+/// The initiation lane of the group at `any`, bound after its `workers`
+/// sockets; `None` (a warning, and the workers check initiations as
+/// before) if the kernel refuses the steering program.
+fn bind_lane(any: SocketAddr, workers: usize) -> Option<PathSocket> {
+    let lane = match PathSocket::bind_shared(any) {
+        Ok(lane) => lane,
+        Err(e) => {
+            tracing::warn!(%any, error = %e, "shared port: no initiation lane");
+            return None;
+        }
+    };
+    match crate::io::lane::attach(&lane, workers as u32) {
+        Ok(()) => Some(lane),
+        // Dropping the socket takes it out of the group again.
+        Err(e) => {
+            tracing::warn!(%any, error = %e, "shared port: no initiation lane (the kernel refused the steering program); initiations are checked by the receive workers");
+            None
+        }
+    }
 }

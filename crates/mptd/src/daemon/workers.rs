@@ -13,7 +13,7 @@ use tun_rs::{InterruptEvent, SyncDevice};
 use crate::control::links::{Links, WAKE_CONN};
 use crate::control::names::Names;
 use crate::dataplane::crypto_pool::{CryptoPool, DEFAULT_MIN_CHUNK, DEFAULT_SPIN};
-use crate::dataplane::rx::{RxWorker, SharedRxWorker};
+use crate::dataplane::rx::{InitiationGate, LaneReader, RxWorker, SharedRxWorker};
 use crate::dataplane::tx::{TxStages, TxWorker};
 use crate::io::netlink::NetlinkStats;
 use crate::io::udp::PathSocket;
@@ -187,17 +187,26 @@ impl DataPlane {
         &self,
         threads: &mut Threads,
         sockets: Vec<Vec<PathSocket>>,
+        lanes: Vec<PathSocket>,
         map: &Arc<SessionMap>,
         stats: &Arc<SharedStats>,
         mac1: Option<mpt_proto::noise::Mac1Check>,
     ) -> Result<()> {
+        if sockets.iter().all(Vec::is_empty) {
+            return Ok(());
+        }
+        let Some(mac1) = mac1 else {
+            bail!("client connections need [daemon] private_key_file");
+        };
+        let gate = InitiationGate {
+            mac1,
+            control: self.control_tx.clone(),
+            stats: stats.clone(),
+        };
         for (w, sockets) in sockets.into_iter().enumerate() {
             if sockets.is_empty() {
                 continue;
             }
-            let Some(mac1) = mac1.clone() else {
-                bail!("client connections need [daemon] private_key_file");
-            };
             let worker = SharedRxWorker {
                 sockets,
                 map: map.clone(),
@@ -206,9 +215,17 @@ impl DataPlane {
                 control: self.control_tx.clone(),
                 shutdown: self.shutdown.clone(),
                 crypto_pool: self.crypto_pool.clone(),
-                mac1,
+                gate: gate.clone(),
             };
             threads.spawn(format!("rx-shared{w}"), move || worker.run())?;
+        }
+        if !lanes.is_empty() {
+            let reader = LaneReader {
+                sockets: lanes,
+                gate,
+                shutdown: self.shutdown.clone(),
+            };
+            threads.spawn("rx-lane".into(), move || reader.run())?;
         }
         Ok(())
     }

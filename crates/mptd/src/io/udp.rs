@@ -155,6 +155,11 @@ impl PathSocket {
         self.mark
     }
 
+    /// The socket's descriptor, for options this type does not wrap.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.socket.as_raw_fd()
+    }
+
     /// Binds the wildcard address `local` (`0.0.0.0:port` or `[::]:port`,
     /// IPv6-only) with SO_REUSEPORT: one of the shared port's sockets,
     /// one per receive worker and family (see `crate::plane::shared_port`). The

@@ -121,6 +121,10 @@ pub struct SharedStats {
     pub initiations: Counter,
     /// Initiations dropped because the control loop's queue was full.
     pub queue_full: Counter,
+    /// Initiations the kernel dropped because an initiation lane's queue
+    /// was full (`crate::io::lane`): a flood beyond what the lane's
+    /// reader takes.
+    pub lane_drops: Counter,
     /// Tun writes that failed.
     pub tun_write: Counter,
 }

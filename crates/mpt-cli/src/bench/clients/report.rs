@@ -19,12 +19,15 @@ pub struct ProcMem {
     pub rss_kib: u64,
     /// Peak resident set, KiB.
     pub hwm_kib: u64,
+    /// Open file descriptors (entries of /proc/PID/fd); 0 when unknown.
+    pub fds: u64,
 }
 
 /// Reads [`ProcMem`] of `pid`.
 pub fn proc_mem(pid: u32) -> Option<ProcMem> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_proc_status(&text)
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    parse_proc_status(&text).map(|m| ProcMem { fds, ..m })
 }
 
 pub(crate) fn parse_proc_status(text: &str) -> Option<ProcMem> {
@@ -36,6 +39,7 @@ pub(crate) fn parse_proc_status(text: &str) -> Option<ProcMem> {
         threads: field("Threads:")?,
         rss_kib: field("VmRSS:")?,
         hwm_kib: field("VmHWM:")?,
+        fds: 0,
     })
 }
 
@@ -196,6 +200,7 @@ impl Report {
                 put(&format!("server_threads_{tag}"), m.threads.to_string());
                 put(&format!("server_rss_kib_{tag}"), m.rss_kib.to_string());
                 put(&format!("server_hwm_kib_{tag}"), m.hwm_kib.to_string());
+                put(&format!("server_fds_{tag}"), m.fds.to_string());
             }
         }
         put("single_mbps", opt(self.single.as_ref().map(|m| m.mbps)));
@@ -285,10 +290,11 @@ impl Report {
             if let Some(m) = m {
                 let _ = writeln!(
                     s,
-                    "  server ({tag:<4}):   {} threads, RSS {:.1} MiB, peak {:.1} MiB",
+                    "  server ({tag:<4}):   {} threads, RSS {:.1} MiB, peak {:.1} MiB, {} fds",
                     m.threads,
                     m.rss_kib as f64 / 1024.0,
-                    m.hwm_kib as f64 / 1024.0
+                    m.hwm_kib as f64 / 1024.0,
+                    m.fds
                 );
             }
         }

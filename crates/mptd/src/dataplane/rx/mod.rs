@@ -31,7 +31,9 @@
 //! (a fixed pool; see `crate::plane::shared_port` for why): they sort each
 //! batch by connection and path and handle each group as a connection's
 //! own worker would, with the connection's receive state
-//! ([`ConnRxState`]) taken from the connection.
+//! ([`ConnRxState`]) taken from the connection. Their Noise initiations
+//! arrive on a socket of their own, read by the [`LaneReader`]
+//! (`lane.rs`), and pass the mac1 gate there.
 //!
 //! A batch is one `recvmmsg` on one socket. Each datagram is checked
 //! (header, connection, inner IP packet) without copying; probes and
@@ -51,6 +53,7 @@ mod check;
 mod deliver;
 mod driver;
 mod holes;
+mod lane;
 mod open;
 mod outbox;
 mod refusal;
@@ -78,6 +81,7 @@ use crate::dataplane::rx::driver::{Rx, WorkerStages};
 use crate::dataplane::rx::sink::Staging;
 use crate::dataplane::rx::state::ConnStages;
 
+pub use lane::{InitiationGate, LaneReader};
 pub use shared::SharedRxWorker;
 pub use sink::PacketSink;
 pub use state::ConnRxState;

@@ -6,31 +6,27 @@
 //! A batch is sorted by (connection, path, arrival) and each group goes
 //! through the stages as a connection's own worker's batch would, with the
 //! connection's receive state ([`ConnRxState`]) taken from the connection
-//! under its lock. Noise initiations name no connection yet: their mac1 is
-//! checked here and they go to the control loop.
+//! under its lock. Noise initiations name no connection yet: the kernel
+//! steers them to the port's lane (`lane.rs`); any that reach a worker
+//! all the same pass the same mac1 gate here and go to the control loop.
 
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mpt_proto::noise::Mac1Check;
 use mpt_proto::wire::{Header, MsgType};
 use tun_rs::SyncDevice;
 
 use crate::dataplane::crypto_pool::CryptoPool;
 use crate::dataplane::rx::batch::{buffers, Batch, RECV_MESSAGES};
 use crate::dataplane::rx::driver::{Rx, WorkerStages};
+use crate::dataplane::rx::lane::InitiationGate;
 use crate::dataplane::rx::sink::Staging;
 use crate::dataplane::rx::state::ConnRxState;
-use crate::io::source::Source;
 use crate::io::udp::{PathSocket, RecvMeta, RECV_TIMEOUT};
-use crate::plane::queue::SendError;
 use crate::plane::shared_port::{SessionMap, SharedStats};
-use crate::plane::{
-    ConnShared, ControlDatagram, ControlSender, CONTROL_DATAGRAM_MAX, SHARED_INITIATION,
-};
+use crate::plane::{ConnShared, ControlSender};
 use crate::sync::lock_unpoisoned;
 
 /// A receive worker of the shared ports.
@@ -50,8 +46,9 @@ pub struct SharedRxWorker {
     pub shutdown: Arc<AtomicBool>,
     /// The crypto stage, shared with every other worker.
     pub crypto_pool: Arc<CryptoPool>,
-    /// Checks the mac1 of initiations before they are queued.
-    pub mac1: Mac1Check,
+    /// Checks and queues the initiations that reach this worker (only
+    /// when the port has no lane: see `crate::io::lane`).
+    pub gate: InitiationGate,
 }
 
 /// A shared worker's buffers for sorting a batch by connection and path.
@@ -190,7 +187,7 @@ impl SharedRxWorker {
                 };
                 if header.msg_type == MsgType::NoiseInitiation {
                     for dgram in m.datagrams(buf) {
-                        self.initiation(dgram, m.from, m.to, port, now);
+                        self.gate.admit(dgram, m.from, m.to, port, now);
                     }
                     continue;
                 }
@@ -213,47 +210,6 @@ impl SharedRxWorker {
         // Unique keys (the index last): the order within a group is the
         // arrival order, without a stable (allocating) sort.
         sorter.order.sort_unstable();
-    }
-
-    /// A Noise initiation read on a shared port: its mac1 checked here (a
-    /// flood of bogus ones is dropped and counted at this cost), then
-    /// queued for the control loop.
-    fn initiation(
-        &self,
-        dgram: &[u8],
-        from: Option<SocketAddr>,
-        to: Option<Source>,
-        port: u16,
-        now: Instant,
-    ) {
-        if dgram.len() != mpt_proto::noise::INITIATION_LEN {
-            self.stats.malformed.add(1);
-            return;
-        }
-        if !self.mac1.check(dgram) {
-            self.stats.bad_mac1.add(1);
-            return;
-        }
-        let path = match Header::parse(dgram) {
-            Ok((h, _)) => usize::from(h.path_id),
-            Err(_) => return,
-        };
-        let mut msg = ControlDatagram {
-            conn: SHARED_INITIATION,
-            path,
-            at: now,
-            from,
-            to,
-            port,
-            len: dgram.len(),
-            bytes: [0; CONTROL_DATAGRAM_MAX],
-        };
-        msg.bytes[..dgram.len()].copy_from_slice(dgram);
-        match self.control.try_send(msg) {
-            Ok(()) => self.stats.initiations.add(1),
-            Err(SendError::Full) => self.stats.queue_full.add(1),
-            Err(SendError::Closed) => {}
-        }
     }
 
     /// One connection's datagrams of one path (`group.path` is not used:

@@ -127,6 +127,7 @@ fn shared_port(s: &crate::plane::shared_port::SharedStats) -> SharedPortStats {
         initiations: Some(s.initiations.get()),
         malformed: Some(s.malformed.get()),
         queue_full: Some(s.queue_full.get()),
+        lane_drops: Some(s.lane_drops.get()),
         tun_write_errors: Some(s.tun_write.get()),
         unknown_session: Some(s.unknown_session.get()),
         other: Default::default(),
