@@ -163,8 +163,9 @@ impl PathSocket {
     /// Binds the wildcard address `local` (`0.0.0.0:port` or `[::]:port`,
     /// IPv6-only) with SO_REUSEPORT: one of the shared port's sockets,
     /// one per receive worker and family (see `crate::plane::shared_port`). The
-    /// kernel hashes each client source (address and port) to one of
-    /// them, so a path's datagrams always reach the same worker, in order.
+    /// kernel picks one of them for each datagram (by the steering program
+    /// of `crate::io::lane`, else by a hash of the source), so a path's
+    /// datagrams always reach the same worker, in order.
     /// Each datagram's destination address is reported (see
     /// `crate::io::source`), so replies can leave from it.
     pub fn bind_shared(local: SocketAddr) -> io::Result<PathSocket> {

@@ -33,9 +33,11 @@
 //!   NAT or firewall.
 //! * **Which worker**: a fixed pool of `[daemon] threads` receive workers
 //!   serves every client connection. Each has its own socket per port and
-//!   family, all bound with SO_REUSEPORT: the kernel hashes a datagram's
-//!   4-tuple to one of them, so one client path always reaches the same
-//!   worker, in order (the resequencer proves losses from each path's
+//!   family, all bound with SO_REUSEPORT, and a BPF program on the group
+//!   (`crate::io::lane`) picks the worker from the datagram's session
+//!   index and path id (initiations go to the port's initiation lane), so
+//!   one client path always reaches the same worker, in order while its
+//!   keys last (the resequencer proves losses from each path's
 //!   FIFO order; one socket polled by all workers would let two workers
 //!   take consecutive batches of one path and hand them over in the other
 //!   order). A connection's paths may reach different workers: its
