@@ -249,6 +249,7 @@ impl LegSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame;
     use std::net::TcpListener;
     use std::time::{Duration, Instant};
 
@@ -358,10 +359,20 @@ mod tests {
         });
         // Nobody reads at the far end: the sender must stall after the
         // reorder window plus the legs' socket buffers.
-        std::thread::sleep(Duration::from_millis(500));
-        let stalled = sent.load(Relaxed);
-        std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(sent.load(Relaxed), stalled, "the sender did not stall");
+        let t = Instant::now();
+        let mut stalled = sent.load(Relaxed);
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = sent.load(Relaxed);
+            if now == stalled {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the sender did not stall"
+            );
+            stalled = now;
+        }
         assert!(far.0.rx.held() <= WINDOW as usize);
         assert!(stalled < 64 << 20, "{stalled} bytes sent to nobody");
         far.kill();

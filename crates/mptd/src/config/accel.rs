@@ -160,9 +160,9 @@ mod tests {
         assert_eq!(c.tunnel.accel.congestion, "bbr");
         assert_eq!(c.tunnel.accel.pool, 2);
         assert_eq!(c.tunnel.accel.legs, super::DEFAULT_LEGS);
+        assert_eq!(c.connections[0].accelerate[1].ports, vec![80, 443]);
         let c = with("accel_port = 7411\naccel_legs = \"single\"", "").unwrap();
         assert_eq!(c.tunnel.accel.legs, super::LegMode::Single);
-        assert_eq!(c.connections[0].accelerate[1].ports, vec![80, 443]);
     }
 
     #[test]
