@@ -4,7 +4,7 @@
 #
 #   sudo benches/accel.sh [--rounds 3] [--duration 20] [--cc cubic,bbr]
 #                         [--cases geo+dsl,lossy-wifi+lte] [--objects 10]
-#                         [--legs pinned|single]
+#                         [--legs pinned|single]   (default pinned)
 #
 #   C 10.78.0.2 (.3) ─ A ═╤═ a1 ─[E1: path 1]─ b1 ═╤═ B ─ S 10.79.0.2
 #     (client host)   (mptd,                        (mptd,    (server host)
