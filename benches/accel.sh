@@ -4,6 +4,7 @@
 #
 #   sudo benches/accel.sh [--rounds 3] [--duration 20] [--cc cubic,bbr]
 #                         [--cases geo+dsl,lossy-wifi+lte] [--objects 10]
+#                         [--legs pinned|single]   (default pinned)
 #
 #   C 10.78.0.2 (.3) ─ A ═╤═ a1 ─[E1: path 1]─ b1 ═╤═ B ─ S 10.79.0.2
 #     (client host)   (mptd,                        (mptd,    (server host)
@@ -19,7 +20,10 @@
 #               addresses .2 and .3 over path 1 and path 2; mptd idle)
 #   tunnel      through the tunnel (port 5201, not selected)
 #   accel       through the tunnel, accelerated (port 5202, selected:
-#               split at A, carried by BBR legs inside the tunnel)
+#               split at A, carried by BBR legs inside the tunnel: a set
+#               of legs pinned one per path, or with --legs single one
+#               leg striped by the tunnel; A's tx bytes on a1 and a2 are
+#               printed)
 #   mptcp       kernel MPTCP end to end (mptcpize), first subflow on path
 #               1 (from .2), an endpoint .3 adds a subflow on path 2; A's
 #               tx bytes on a1 and a2 prove both paths carried it
@@ -37,8 +41,9 @@ DURATION=20
 CC_LIST="cubic,bbr"
 CASE_LIST="geo+dsl,lossy-wifi+lte"
 OBJECTS=10
+LEGS=pinned
 
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --rounds) ROUNDS="${2:?}"; shift 2 ;;
@@ -46,6 +51,7 @@ while [[ $# -gt 0 ]]; do
         --cc) CC_LIST="${2:?}"; shift 2 ;;
         --cases) CASE_LIST="${2:?}"; shift 2 ;;
         --objects) OBJECTS="${2:?}"; shift 2 ;;
+        --legs) LEGS="${2:?}"; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 ;;
     esac
@@ -53,6 +59,7 @@ done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "--rounds: a count >= 1" >&2; exit 2; }
 [[ "$DURATION" =~ ^[0-9]+$ && "$DURATION" -ge 2 ]] || { echo "--duration: whole seconds >= 2" >&2; exit 2; }
 [[ "$OBJECTS" =~ ^[0-9]+$ ]] || { echo "--objects: a count" >&2; exit 2; }
+[[ "$LEGS" == pinned || "$LEGS" == single ]] || { echo "--legs: pinned or single" >&2; exit 2; }
 IFS=, read -r -a CCS <<<"$CC_LIST"
 IFS=, read -r -a CASES <<<"$CASE_LIST"
 for c in "${CASES[@]}"; do
@@ -159,6 +166,7 @@ name = "mpt0"
 mtu = 1400
 ipv4 = "10.99.0.$me/24"
 accel_port = 7411
+accel_legs = "$LEGS"
 
 [[connection]]
 name = "peer"
@@ -276,12 +284,14 @@ for case in "${CASES[@]}"; do
             d1=$(( $(txb a1) - t1 )); d2=$(( $(txb a2) - t2 ))
             raw_off
             vt=$(iperf "$case-tunnel-$cc-$r" "$cc" 5201)
+            t1=$(txb a1); t2=$(txb a2)
             va=$(iperf "$case-accel-$cc-$r" "$cc" 5202)
+            e1=$(( $(txb a1) - t1 )); e2=$(( $(txb a2) - t2 ))
             echo "$case $cc $r raw1 $v1" >>"$WORK/results"; echo "$case $cc $r raw2 $v2" >>"$WORK/results"
             echo "$case $cc $r mptcp $vm" >>"$WORK/results"; echo "$case $cc $r tunnel $vt" >>"$WORK/results"
             echo "$case $cc $r accel $va" >>"$WORK/results"
-            printf '    %s %s round %s: raw %s + %s, mptcp %s (a1 %s B, a2 %s B), tunnel %s, accel %s Mbit/s; load %s\n' \
-                "$case" "$cc" "$r" "$v1" "$v2" "$vm" "$d1" "$d2" "$vt" "$va" "$(cut -d' ' -f1 /proc/loadavg)" >&2
+            printf '    %s %s round %s: raw %s + %s, mptcp %s (a1 %s B, a2 %s B), tunnel %s, accel %s (a1 %s B, a2 %s B) Mbit/s; load %s\n' \
+                "$case" "$cc" "$r" "$v1" "$v2" "$vm" "$d1" "$d2" "$vt" "$va" "$e1" "$e2" "$(cut -d' ' -f1 /proc/loadavg)" >&2
             (( d2 > 1000000 )) || echo "    warning: MPTCP's second subflow carried only $d2 B on path 2" >&2
         done
     done
@@ -300,7 +310,7 @@ done
 "$MPT" --socket "$WORK/a.sock" status >"$WORK/status-a.txt" 2>&1 || true
 
 echo
-echo "One TCP stream C -> S, ${DURATION} s including slow start; medians of $ROUNDS; Mbit/s; $(nproc) cores"
+echo "One TCP stream C -> S, ${DURATION} s including slow start; medians of $ROUNDS; Mbit/s; $(nproc) cores; accel legs $LEGS"
 printf '%-15s %-5s %7s %7s %7s %7s %7s %11s %9s\n' case cc raw1 raw2 mptcp tunnel accel accel/mptcp accel/sum
 pick() { median $(awk -v c="$1" -v k="$2" -v m="$3" '$1==c && $2==k && $4==m {print $5}' "$WORK/results"); }
 for case in "${CASES[@]}"; do

@@ -3,20 +3,35 @@
 //!
 //! One thread per leg, blocked reading its next OPEN while idle; the
 //! destination's side of a flow takes a second thread (`crate::pump`).
-//! After a clean flow, or a refused connect, the leg waits for the next
-//! OPEN. A leg from an address that is not a configured peer, or one that
-//! sends something other than OPEN, is counted and closed.
+//! After a clean flow the leg waits for the next OPEN. A leg whose first
+//! frame is JOIN belongs to a pinned leg set (`crate::set`): it waits in
+//! [`Joins`] until the set's other legs have joined (they are pinned to
+//! other paths, so they may arrive in any order), then the set serves
+//! flows like a leg. A refused connect is answered with RESULT and the
+//! leg or set is closed (the near end did not wait for the answer, so
+//! the client's first bytes may follow the OPEN). A leg from an address
+//! that is not a configured peer, or one that sends something other than
+//! OPEN or JOIN, is counted and closed.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::frame::{self, ConnectResult, Frame};
-use crate::pump::{self, Ending};
+use crate::chunk::Msg;
+use crate::frame::{self, ConnectResult, Frame, Join};
+use crate::pump::{self, Carrier, Ending, Leg};
+use crate::set::LegSet;
 use crate::stats::{Gauge, Stats};
 use crate::{sock, Threads};
+
+/// How long the first legs of a set wait for the rest.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most sets joining at once (a peer that opens sets and never completes
+/// them cannot make this grow without bound).
+const MAX_JOINING: usize = 1024;
 
 /// The far end's settings.
 #[derive(Debug, Clone)]
@@ -31,47 +46,199 @@ pub struct FarConfig {
     pub connect_timeout: Duration,
 }
 
+/// Sets whose legs are still joining, by peer and set id.
+#[derive(Default)]
+struct Joins(Mutex<HashMap<(IpAddr, u64), Joining>>);
+
+struct Joining {
+    legs: Vec<Option<TcpStream>>,
+    since: Instant,
+}
+
+impl Joins {
+    /// Adds `leg`; returns the set's legs once all have joined.
+    fn add(&self, peer: IpAddr, j: Join, leg: TcpStream) -> Result<Option<Vec<TcpStream>>, ()> {
+        let mut m = crate::lock(&self.0);
+        m.retain(|_, p| p.since.elapsed() < JOIN_TIMEOUT);
+        if m.len() >= MAX_JOINING && !m.contains_key(&(peer, j.set)) {
+            return Err(());
+        }
+        let p = m.entry((peer, j.set)).or_insert_with(|| Joining {
+            legs: (0..j.count).map(|_| None).collect(),
+            since: Instant::now(),
+        });
+        let same_count = p.legs.len() == usize::from(j.count);
+        let slot = match p.legs.get_mut(usize::from(j.index)) {
+            Some(s) if s.is_none() && same_count => s,
+            _ => return Err(()),
+        };
+        *slot = Some(leg);
+        if p.legs.iter().any(Option::is_none) {
+            return Ok(None);
+        }
+        let legs = m
+            .remove(&(peer, j.set))
+            .map(|p| p.legs.into_iter().flatten().collect());
+        Ok(legs)
+    }
+}
+
+struct Far {
+    cfg: FarConfig,
+    stats: Arc<Stats>,
+    joins: Joins,
+}
+
 /// Starts the far end's listeners on `threads`.
 pub fn start(cfg: &FarConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::io::Result<()> {
-    let cfg = Arc::new(cfg.clone());
+    let far = Arc::new(Far {
+        cfg: cfg.clone(),
+        stats,
+        joins: Joins::default(),
+    });
     for addr in cfg.listen.clone() {
         let l = sock::listener(addr)?;
-        let (c, st) = (cfg.clone(), stats.clone());
-        threads.spawn_acceptor(format!("accel-far-{addr}"), l, move |leg| {
-            accept(&c, &st, leg)
-        })?;
+        let f = far.clone();
+        threads.spawn_acceptor(format!("accel-far-{addr}"), l, move |leg| accept(&f, leg))?;
     }
     Ok(())
 }
 
-fn accept(cfg: &Arc<FarConfig>, stats: &Arc<Stats>, leg: TcpStream) {
+fn accept(far: &Arc<Far>, leg: TcpStream) {
+    let stats = &far.stats;
     let peer = leg.peer_addr().map(|a| a.ip());
-    if !peer.as_ref().is_ok_and(|p| cfg.peers.contains(p)) {
-        stats.bad_frames.fetch_add(1, Relaxed);
-        tracing::debug!(peer = ?peer, "acceleration leg from an address that is no peer: closed");
-        return;
-    }
-    let _ = sock::tune_leg(&leg, &cfg.congestion);
+    let peer = match peer {
+        Ok(p) if far.cfg.peers.contains(&p) => p,
+        _ => {
+            stats.bad_frames.fetch_add(1, Relaxed);
+            tracing::debug!(peer = ?peer, "acceleration leg from an address that is no peer: closed");
+            return;
+        }
+    };
+    let _ = sock::tune_leg(&leg, &far.cfg.congestion);
     stats.legs_opened.fetch_add(1, Relaxed);
-    let (c, st) = (cfg.clone(), stats.clone());
+    let f = far.clone();
     let spawned = std::thread::Builder::new()
         .name("accel-leg".into())
-        .spawn(move || serve_leg(&c, &st, leg));
+        .spawn(move || first_frame(&f, peer, leg));
     if spawned.is_err() {
         stats.dropped.fetch_add(1, Relaxed);
     }
 }
 
-fn serve_leg(cfg: &FarConfig, stats: &Stats, mut leg: TcpStream) {
+/// A leg's first frame decides: OPEN, a single leg; JOIN, part of a set.
+fn first_frame(far: &Far, peer: IpAddr, mut leg: TcpStream) {
+    let stats = &*far.stats;
+    let mut buf = [0u8; 16];
+    let idle = Gauge::up(&stats.legs_idle);
+    let first = frame::read_frame(&mut leg, &mut buf);
+    drop(idle);
+    match first {
+        Ok(Frame::Open { src, dst }) => serve_leg(far, leg, src, dst),
+        Ok(Frame::Join(j)) => {
+            let _ = sock::pin_leg(&leg, j.path);
+            match far.joins.add(peer, j, leg) {
+                Ok(Some(legs)) => match LegSet::start(legs, far.stats.clone()) {
+                    Ok(set) => serve_set(far, &set),
+                    Err(e) => tracing::debug!(error = %e, "cannot start a leg set"),
+                },
+                Ok(None) => {}
+                Err(()) => {
+                    stats.bad_frames.fetch_add(1, Relaxed);
+                    tracing::debug!(?j, "acceleration leg set join refused");
+                }
+            }
+        }
+        Err(e) if e.is_io() => {}
+        other => {
+            stats.bad_frames.fetch_add(1, Relaxed);
+            tracing::debug!(?other, "acceleration leg sent no OPEN: closed");
+        }
+    }
+}
+
+/// Connects to `dst` for a flow; on failure counts it and returns the
+/// result to report.
+fn connect(far: &Far, src: SocketAddr, dst: SocketAddr) -> Result<TcpStream, ConnectResult> {
+    match sock::connect(dst, far.cfg.connect_timeout) {
+        Ok(d) => {
+            let _ = d.set_nodelay(true);
+            Ok(d)
+        }
+        Err(e) => {
+            far.stats.refused.fetch_add(1, Relaxed);
+            tracing::debug!(%src, %dst, error = %e, "accelerated flow: destination refused");
+            Err(ConnectResult::from_error(&e))
+        }
+    }
+}
+
+/// Runs one flow on `carrier` once its result is sent; whether the
+/// carrier may take the next one.
+fn run_flow(far: &Far, dest: &TcpStream, carrier: &impl Carrier) -> bool {
+    let stats = &*far.stats;
+    let end = pump::run(
+        dest,
+        carrier,
+        (&stats.bytes_down, &stats.bytes_up),
+        stats,
+        false,
+    );
+    end == Ending::Clean
+}
+
+fn serve_leg(far: &Far, mut leg: TcpStream, mut src: SocketAddr, mut dst: SocketAddr) {
+    let stats = &*far.stats;
     let mut buf = [0u8; 16];
     loop {
+        {
+            let _busy = Gauge::up(&stats.legs_busy);
+            stats.flows.fetch_add(1, Relaxed);
+            let _active = Gauge::up(&stats.flows_active);
+            let dest = match connect(far, src, dst) {
+                Ok(d) => d,
+                Err(r) => {
+                    // The client's bytes may follow the OPEN: the leg is
+                    // not reused.
+                    let _ = leg.write_all(&frame::encode_result(r));
+                    return;
+                }
+            };
+            if leg
+                .write_all(&frame::encode_result(ConnectResult::Ok))
+                .is_err()
+            {
+                sock::arm_reset(&dest);
+                return;
+            }
+            if !run_flow(far, &dest, &Leg::new(&leg)) {
+                return;
+            }
+        }
         let idle = Gauge::up(&stats.legs_idle);
-        let (src, dst) = match frame::read_frame(&mut leg, &mut buf) {
-            Ok(Frame::Open { src, dst }) => (src, dst),
+        match frame::read_frame(&mut leg, &mut buf) {
+            Ok(Frame::Open { src: s, dst: d }) => (src, dst) = (s, d),
             Err(e) if e.is_io() => return,
             other => {
                 stats.bad_frames.fetch_add(1, Relaxed);
                 tracing::debug!(?other, "acceleration leg sent no OPEN: closed");
+                return;
+            }
+        }
+        drop(idle);
+    }
+}
+
+fn serve_set(far: &Far, set: &LegSet) {
+    let stats = &*far.stats;
+    loop {
+        let idle = Gauge::up(&stats.legs_idle);
+        let (src, dst) = match set.recv() {
+            Some(Msg::Open { src, dst }) => (src, dst),
+            None => return,
+            Some(other) => {
+                stats.bad_frames.fetch_add(1, Relaxed);
+                tracing::debug!(?other, "acceleration leg set sent no OPEN: closed");
                 return;
             }
         };
@@ -79,29 +246,81 @@ fn serve_leg(cfg: &FarConfig, stats: &Stats, mut leg: TcpStream) {
         let _busy = Gauge::up(&stats.legs_busy);
         stats.flows.fetch_add(1, Relaxed);
         let _active = Gauge::up(&stats.flows_active);
-        let dest = match sock::connect(dst, cfg.connect_timeout) {
+        let dest = match connect(far, src, dst) {
             Ok(d) => d,
-            Err(e) => {
-                let r = ConnectResult::from_error(&e);
-                stats.refused.fetch_add(1, Relaxed);
-                tracing::debug!(%src, %dst, error = %e, "accelerated flow: destination refused");
-                if leg.write_all(&frame::encode_result(r)).is_err() {
-                    return;
-                }
-                continue;
+            Err(r) => {
+                let _ = set.send(&Msg::Result(r));
+                return;
             }
         };
-        let _ = dest.set_nodelay(true);
-        if leg
-            .write_all(&frame::encode_result(ConnectResult::Ok))
-            .is_err()
-        {
+        if set.send(&Msg::Result(ConnectResult::Ok)).is_err() {
             sock::arm_reset(&dest);
             return;
         }
-        let end = pump::run(&dest, &leg, (&stats.bytes_down, &stats.bytes_up), stats);
-        if end == Ending::Aborted {
+        if !run_flow(far, &dest, set) {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn legs(n: usize) -> Vec<TcpStream> {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        (0..n)
+            .map(|_| {
+                let _c = TcpStream::connect(addr).unwrap();
+                l.accept().unwrap().0
+            })
+            .collect()
+    }
+
+    fn join(set: u64, index: u8, count: u8) -> Join {
+        Join {
+            set,
+            index,
+            count,
+            path: index,
+        }
+    }
+
+    #[test]
+    fn a_set_is_whole_once_every_leg_joined_in_any_order() {
+        let joins = Joins::default();
+        let peer: IpAddr = "10.99.0.2".parse().unwrap();
+        let mut l = legs(4);
+        assert!(joins
+            .add(peer, join(1, 2, 3), l.pop().unwrap())
+            .unwrap()
+            .is_none());
+        assert!(joins
+            .add(peer, join(1, 0, 3), l.pop().unwrap())
+            .unwrap()
+            .is_none());
+        // The same set id from another peer is another set.
+        let other: IpAddr = "10.99.0.3".parse().unwrap();
+        assert!(joins
+            .add(other, join(1, 0, 2), l.pop().unwrap())
+            .unwrap()
+            .is_none());
+        let whole = joins.add(peer, join(1, 1, 3), l.pop().unwrap()).unwrap();
+        assert_eq!(whole.map(|v| v.len()), Some(3));
+    }
+
+    #[test]
+    fn duplicate_legs_and_counts_that_disagree_are_refused() {
+        let joins = Joins::default();
+        let peer: IpAddr = "10.99.0.2".parse().unwrap();
+        let mut l = legs(3);
+        assert!(joins
+            .add(peer, join(7, 0, 2), l.pop().unwrap())
+            .unwrap()
+            .is_none());
+        assert!(joins.add(peer, join(7, 0, 2), l.pop().unwrap()).is_err());
+        assert!(joins.add(peer, join(7, 1, 3), l.pop().unwrap()).is_err());
     }
 }

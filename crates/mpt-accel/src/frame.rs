@@ -11,6 +11,8 @@
 //! | `DATA` 3 | length (u16, 1..=65535), then the bytes | both |
 //! | `FIN` 4 | - (no more data in this direction: half-close) | both |
 //! | `RST` 5 | - (the flow is aborted; the leg is closed after it) | both |
+//! | `JOIN` 6 | magic, version, set id (u64), index, count, path id | near, first on each leg of a pinned leg set |
+//! | `CHUNK` 7 | sequence number (u32), then one of the frames 1-5 | both, on pinned leg sets (`crate::chunk`) |
 //!
 //! Ports and lengths are big-endian. Anything else (an unknown type, a
 //! wrong magic or version, a zero length) is a [`FrameError`]: the reader
@@ -25,6 +27,9 @@ const T_RESULT: u8 = 2;
 const T_DATA: u8 = 3;
 const T_FIN: u8 = 4;
 const T_RST: u8 = 5;
+const T_JOIN: u8 = 6;
+/// A sequence-numbered frame on a pinned leg set (`crate::chunk`).
+pub(crate) const T_CHUNK: u8 = 7;
 
 /// The two bytes that start an OPEN body.
 pub const MAGIC: [u8; 2] = *b"mA";
@@ -106,7 +111,26 @@ pub enum Frame {
     Fin,
     /// Abort.
     Rst,
+    /// This leg is one of a pinned leg set (see [`Join`]).
+    Join(Join),
 }
+
+/// The first frame on each leg of a pinned leg set: which set, which of
+/// its legs, and the path (tunnel path id) it is pinned to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Join {
+    /// The set's id, chosen by the near end (unique per near end).
+    pub set: u64,
+    /// This leg's index in the set (0..count).
+    pub index: u8,
+    /// How many legs the set has (1..=63).
+    pub count: u8,
+    /// The tunnel path id the leg's packets are pinned to.
+    pub path: u8,
+}
+
+/// Most legs in a set (DSCP 1..=63 names the path, 0 is unpinned).
+pub const MAX_SET_LEGS: u8 = 63;
 
 /// Why bytes on a leg are not a frame.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +157,25 @@ pub enum FrameError {
     /// The buffer given is shorter than a DATA frame's length.
     #[error("data frame of {0} bytes does not fit the buffer")]
     TooLong(usize),
+    /// JOIN with an index not below its count, a count of 0 or more than
+    /// [`MAX_SET_LEGS`], or a path id above 62.
+    #[error("bad leg set join (leg {index} of {count}, path {path})")]
+    BadJoin {
+        /// The index sent.
+        index: u8,
+        /// The count sent.
+        count: u8,
+        /// The path sent.
+        path: u8,
+    },
+    /// A frame that does not belong where it was (a CHUNK inside a
+    /// CHUNK, a JOIN or an unnumbered frame on a leg set).
+    #[error("frame out of place")]
+    OutOfPlace,
+    /// A chunk's sequence number that is behind, a duplicate, or too far
+    /// ahead of the reorder window.
+    #[error("chunk sequence number {0} out of the window")]
+    BadSeq(u32),
 }
 
 impl FrameError {
@@ -160,6 +203,19 @@ pub fn encode_open(src: SocketAddr, dst: SocketAddr, out: &mut Vec<u8>) {
         }
         out.extend_from_slice(&a.port().to_be_bytes());
     }
+}
+
+/// Encodes JOIN.
+pub fn encode_join(j: Join) -> [u8; 15] {
+    let mut out = [0u8; 15];
+    out[0] = T_JOIN;
+    out[1..3].copy_from_slice(&MAGIC);
+    out[3] = VERSION;
+    out[4..12].copy_from_slice(&j.set.to_be_bytes());
+    out[12] = j.index;
+    out[13] = j.count;
+    out[14] = j.path;
+    out
 }
 
 /// Encodes RESULT.
@@ -216,8 +272,29 @@ pub fn read_frame(r: &mut impl Read, buf: &mut [u8]) -> Result<Frame, FrameError
         }
         T_FIN => Ok(Frame::Fin),
         T_RST => Ok(Frame::Rst),
+        T_JOIN => read_join(r),
         other => Err(FrameError::BadType(other)),
     }
+}
+
+fn read_join(r: &mut impl Read) -> Result<Frame, FrameError> {
+    let mut b = [0u8; 14];
+    r.read_exact(&mut b)?;
+    if b[..2] != MAGIC || b[2] != VERSION {
+        return Err(FrameError::BadMagic);
+    }
+    let mut set = [0u8; 8];
+    set.copy_from_slice(&b[3..11]);
+    let (index, count, path) = (b[11], b[12], b[13]);
+    if count == 0 || count > MAX_SET_LEGS || index >= count || path >= MAX_SET_LEGS {
+        return Err(FrameError::BadJoin { index, count, path });
+    }
+    Ok(Frame::Join(Join {
+        set: u64::from_be_bytes(set),
+        index,
+        count,
+        path,
+    }))
 }
 
 fn read_open(r: &mut impl Read) -> Result<Frame, FrameError> {
@@ -337,6 +414,28 @@ mod tests {
             let mut c = Cursor::new(&v[..cut]);
             assert!(read_frame(&mut c, &mut [0u8; 8]).unwrap_err().is_io());
         }
+        let mut join = encode_join(Join {
+            set: 7,
+            index: 2,
+            count: 2,
+            path: 0,
+        });
+        assert!(matches!(
+            read_frame(&mut Cursor::new(&join[..]), &mut [0u8; 8]),
+            Err(FrameError::BadJoin { index: 2, .. })
+        ));
+        join[12] = 1;
+        assert_eq!(
+            read_all(&join),
+            vec![Ok(Frame::Join(Join {
+                set: 7,
+                index: 1,
+                count: 2,
+                path: 0
+            }))]
+        );
+        join[14] = 63;
+        assert!(read_all(&join)[0].is_err());
         let mut c = Cursor::new(&[3u8, 0, 9][..]);
         assert!(matches!(
             read_frame(&mut c, &mut [0u8; 8]),

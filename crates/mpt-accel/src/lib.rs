@@ -10,6 +10,14 @@
 //! default) to the far gateway (`far`), which opens the real connection.
 //! The end hosts see their LAN's round trip to the gateway.
 //!
+//! Two kinds of legs: a *single* leg, whose packets the tunnel stripes
+//! over its paths like any flow's (so it sees the tunnel as one path with
+//! the slowest path's round trip), or a *pinned leg set* (`set`): one leg
+//! per tunnel path, each pinned to its path, a flow's bytes striped over
+//! them in sequence-numbered chunks (`chunk`) and put back in order at
+//! the far end (`reorder`). Each leg of a set has its own congestion
+//! control at its own path's round trip.
+//!
 //! Threads, not an event loop: a flow is two blocking copies at each end
 //! (`pump`), whose blocking writes are the end-to-end backpressure. One
 //! flow per leg at a time, so flows never wait behind each other; idle
@@ -21,12 +29,15 @@
 //! nftables rules and the policy routing that feed it are mptd's
 //! (`mptd::io::accel_rules`).
 
+pub mod chunk;
 pub mod far;
 pub mod frame;
 pub mod near;
 pub mod pool;
 pub mod pump;
+pub mod reorder;
 pub mod selector;
+pub mod set;
 pub mod sock;
 pub mod stats;
 

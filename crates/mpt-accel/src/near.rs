@@ -1,28 +1,27 @@
 //! The near end: takes the flows nftables `tproxy` steered to the
 //! transparent listeners and carries each over a leg to the far end.
 //!
-//! Per flow: one thread that opens it on a leg (an idle one from the
-//! pool, else a fresh one), waits for the far end's connect result, then
-//! runs the flow (`crate::pump`, a second thread for the other direction).
-//! A destination that refused or could not be reached is answered with a
-//! reset: the client's connect itself succeeded (the gateway accepted
-//! it), so a refusal shows as a reset on the first read or write.
+//! Per flow: one thread that opens it on a leg or pinned leg set (an idle
+//! one from the pool, else a fresh one) and at once runs the flow
+//! (`crate::pump`, a second thread for the other direction): the client's
+//! first bytes follow the OPEN without waiting for the far end's connect
+//! result, which is the first message back. A destination that refused
+//! or could not be reached is answered with a reset: the client's connect
+//! itself succeeded (the gateway accepted it), so a refusal shows as a
+//! reset on the first read or write.
 
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::frame::{self, ConnectResult, Frame};
-use crate::pool::Pool;
-use crate::pump::{self, Ending};
+use crate::chunk::Msg;
+use crate::frame;
+use crate::pool::{Pool, Warm};
+use crate::pump::{self, Ending, Leg};
 use crate::selector::Selector;
 use crate::stats::{Gauge, Stats};
 use crate::{sock, Threads};
-
-/// How long the far end may take to answer an OPEN (its connect timeout
-/// plus a satellite round trip or two).
-pub const RESULT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Where the flows to some destinations go.
 #[derive(Debug, Clone)]
@@ -33,6 +32,9 @@ pub struct Target {
     pub peer_v4: Option<SocketAddr>,
     /// ... and for IPv6 destinations.
     pub peer_v6: Option<SocketAddr>,
+    /// Pinned leg sets over these tunnel path ids, one leg each (empty:
+    /// single legs).
+    pub paths: Vec<u8>,
 }
 
 /// The near end's settings.
@@ -64,12 +66,18 @@ struct Shared {
 /// Starts the near end's listeners and pool fillers on `threads`.
 pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::io::Result<()> {
     let mut pools: Vec<Arc<Pool>> = Vec::new();
-    let mut pool_for = |peer: Option<SocketAddr>| {
+    let mut pool_for = |peer: Option<SocketAddr>, paths: &[u8]| {
         peer.map(|p| {
             if let Some(found) = pools.iter().find(|x| x.peer == p) {
                 return found.clone();
             }
-            let pool = Arc::new(Pool::new(p, cfg.pool, &cfg.congestion, stats.clone()));
+            let pool = Arc::new(Pool::new(
+                p,
+                cfg.pool,
+                paths.to_vec(),
+                &cfg.congestion,
+                stats.clone(),
+            ));
             pools.push(pool.clone());
             pool
         })
@@ -80,8 +88,8 @@ pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std:
         .map(|t| {
             (
                 t.selectors.clone(),
-                pool_for(t.peer_v4),
-                pool_for(t.peer_v6),
+                pool_for(t.peer_v4, &t.paths),
+                pool_for(t.peer_v6, &t.paths),
             )
         })
         .collect();
@@ -147,67 +155,44 @@ fn serve(sh: &Shared, client: TcpStream) {
     };
     stats.flows.fetch_add(1, Relaxed);
     let _active = Gauge::up(&stats.flows_active);
-    let leg = match open(&pool, src, dst, stats) {
-        Ok(leg) => leg,
-        Err(r) => {
-            tracing::debug!(%src, %dst, result = ?r, "accelerated flow refused");
-            sock::arm_reset(&client);
-            return;
-        }
+    let Some(warm) = open(&pool, src, dst) else {
+        stats.dropped.fetch_add(1, Relaxed);
+        tracing::debug!(%src, %dst, "accelerated flow: no leg to the far end");
+        sock::arm_reset(&client);
+        return;
     };
     let _ = client.set_nodelay(true);
     let busy = Gauge::up(&stats.legs_busy);
-    let end = pump::run(&client, &leg, (&stats.bytes_up, &stats.bytes_down), stats);
+    let counters = (&stats.bytes_up, &stats.bytes_down);
+    let end = match &warm {
+        Warm::Leg(leg) => pump::run(&client, &Leg::new(leg), counters, stats, true),
+        Warm::Set(set) => pump::run(&client, set, counters, stats, true),
+    };
     drop(busy);
     tracing::trace!(%src, %dst, ?end, "accelerated flow ended");
     if end == Ending::Clean {
-        pool.put(leg);
+        pool.put(warm);
     }
 }
 
-/// Opens the flow on a leg and returns the leg once the far end has
-/// connected. Tries an idle leg first and a fresh one if that leg turns
-/// out dead.
-fn open(
-    pool: &Pool,
-    src: SocketAddr,
-    dst: SocketAddr,
-    stats: &Stats,
-) -> Result<TcpStream, ConnectResult> {
+/// Sends the flow's OPEN on a leg or set: an idle one first, a fresh one
+/// if that fails. Does not wait for the far end's answer (the flow's
+/// first message back).
+fn open(pool: &Pool, src: SocketAddr, dst: SocketAddr) -> Option<Warm> {
     let mut msg = Vec::with_capacity(48);
     frame::encode_open(src, dst, &mut msg);
-    let mut buf = [0u8; 16];
     for attempt in 0..2 {
-        let (mut leg, pooled) = match pool.take().filter(|_| attempt == 0) {
-            Some(l) => (l, true),
-            None => match pool.connect() {
-                Ok(l) => (l, false),
-                Err(_) => break,
-            },
+        let warm = match pool.take().filter(|_| attempt == 0) {
+            Some(w) => w,
+            None => pool.connect().ok()?,
         };
-        let answer = (|| {
-            std::io::Write::write_all(&mut leg, &msg)?;
-            leg.set_read_timeout(Some(RESULT_TIMEOUT))?;
-            let f = frame::read_frame(&mut leg, &mut buf);
-            leg.set_read_timeout(None)?;
-            Ok::<_, std::io::Error>(f)
-        })();
-        match answer {
-            Ok(Ok(Frame::Result(ConnectResult::Ok))) => return Ok(leg),
-            Ok(Ok(Frame::Result(r))) => {
-                stats.refused.fetch_add(1, Relaxed);
-                pool.put(leg);
-                return Err(r);
-            }
-            Ok(Err(e)) if e.is_io() && pooled => continue,
-            Err(_) if pooled => continue,
-            Ok(Ok(_) | Err(frame::FrameError::BadType(_) | frame::FrameError::BadResult(_))) => {
-                stats.bad_frames.fetch_add(1, Relaxed);
-                break;
-            }
-            _ => break,
+        let sent = match &warm {
+            Warm::Leg(leg) => (&mut &*leg).write_all(&msg),
+            Warm::Set(set) => set.send(&Msg::Open { src, dst }),
+        };
+        if sent.is_ok() {
+            return Some(warm);
         }
     }
-    stats.dropped.fetch_add(1, Relaxed);
-    Err(ConnectResult::Other)
+    None
 }

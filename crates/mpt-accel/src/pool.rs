@@ -1,19 +1,44 @@
-//! The near end's warm legs to one peer: a few connected, idle legs kept
-//! ready, so that a new flow pays no TCP handshake over the satellite, and
-//! legs handed back after a clean flow for the next one.
+//! The near end's warm legs to one peer: a few connected, idle legs (or
+//! pinned leg sets, `crate::set`) kept ready, so that a new flow pays no
+//! TCP handshake over the satellite, and handed back after a clean flow
+//! for the next one.
 //!
-//! A filler thread keeps [`Pool::want`] legs idle, connecting one at a
-//! time (a second later after a failure). A leg that died while idle (the
-//! far end restarted) is found when a flow tries it: the flow then takes a
-//! fresh leg (`crate::near`).
+//! A filler thread keeps [`Pool::want`] of them idle, connecting one at a
+//! time (a second later after a failure). One that died while idle (the
+//! far end restarted) is noticed when taken (an idle leg has nothing to
+//! read; a dead set's readers have closed it) and replaced by a fresh one.
 
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use crate::frame::{self, Join};
+use crate::set::LegSet;
 use crate::sock;
 use crate::stats::Stats;
+
+/// A warm way to the far end: one leg, or a pinned leg set.
+pub enum Warm {
+    /// One leg, the tunnel striping its packets.
+    Leg(TcpStream),
+    /// One leg per path.
+    Set(LegSet),
+}
+
+impl Warm {
+    /// Whether it died while idle.
+    fn dead(&self) -> bool {
+        match self {
+            Warm::Leg(l) => sock::looks_dead(l),
+            Warm::Set(s) => !s.alive(),
+        }
+    }
+}
+
+/// Set ids: unique per process (the far end keys them by peer address).
+static NEXT_SET: AtomicU64 = AtomicU64::new(1);
 
 /// How long a leg's connect may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,7 +49,10 @@ pub struct Pool {
     pub peer: SocketAddr,
     /// Idle legs kept ready.
     pub want: usize,
-    idle: Mutex<Vec<TcpStream>>,
+    /// Pinned leg sets: the tunnel path ids, one leg each (empty: single
+    /// legs).
+    paths: Vec<u8>,
+    idle: Mutex<Vec<Warm>>,
     wake: Condvar,
     congestion: String,
     stats: Arc<Stats>,
@@ -33,10 +61,17 @@ pub struct Pool {
 
 impl Pool {
     /// A pool with no legs yet; [`Pool::fill`] connects them.
-    pub fn new(peer: SocketAddr, want: usize, congestion: &str, stats: Arc<Stats>) -> Self {
+    pub fn new(
+        peer: SocketAddr,
+        want: usize,
+        paths: Vec<u8>,
+        congestion: &str,
+        stats: Arc<Stats>,
+    ) -> Self {
         Pool {
             peer,
             want,
+            paths,
             idle: Mutex::new(Vec::new()),
             wake: Condvar::new(),
             congestion: congestion.into(),
@@ -45,19 +80,21 @@ impl Pool {
         }
     }
 
-    /// An idle leg, if there is one.
-    pub fn take(&self) -> Option<TcpStream> {
-        let leg = crate::lock(&self.idle).pop();
-        if leg.is_some() {
+    /// An idle leg or set that is still alive, if there is one.
+    pub fn take(&self) -> Option<Warm> {
+        loop {
+            let warm = crate::lock(&self.idle).pop()?;
             self.stats.legs_idle.fetch_sub(1, Relaxed);
             self.wake.notify_one();
+            if !warm.dead() {
+                return Some(warm);
+            }
         }
-        leg
     }
 
     /// Hands back a leg whose flow ended cleanly (closed if the pool has
     /// twice what it keeps).
-    pub fn put(&self, leg: TcpStream) {
+    pub fn put(&self, leg: Warm) {
         let mut idle = crate::lock(&self.idle);
         if idle.len() < self.want * 2 {
             idle.push(leg);
@@ -65,8 +102,31 @@ impl Pool {
         }
     }
 
-    /// Connects a new leg.
-    pub fn connect(&self) -> std::io::Result<TcpStream> {
+    /// Connects a new leg, or a new set of pinned legs.
+    pub fn connect(&self) -> std::io::Result<Warm> {
+        if self.paths.is_empty() {
+            return self.connect_leg().map(Warm::Leg);
+        }
+        let set = NEXT_SET.fetch_add(1, Relaxed) ^ (u64::from(std::process::id()) << 40);
+        let count = u8::try_from(self.paths.len().min(usize::from(frame::MAX_SET_LEGS)))
+            .unwrap_or(frame::MAX_SET_LEGS);
+        let mut legs = Vec::with_capacity(self.paths.len());
+        for (index, &path) in self.paths.iter().take(usize::from(count)).enumerate() {
+            let mut leg = self.connect_leg()?;
+            sock::pin_leg(&leg, path)?;
+            let join = Join {
+                set,
+                index: index as u8,
+                count,
+                path,
+            };
+            leg.write_all(&frame::encode_join(join))?;
+            legs.push(leg);
+        }
+        Ok(Warm::Set(LegSet::start(legs, self.stats.clone())?))
+    }
+
+    fn connect_leg(&self) -> std::io::Result<TcpStream> {
         let leg = sock::connect(self.peer, CONNECT_TIMEOUT).inspect_err(|_| {
             self.stats.leg_failures.fetch_add(1, Relaxed);
         })?;

@@ -80,3 +80,92 @@ pub fn tune_leg(s: &TcpStream, congestion: &str) -> io::Result<()> {
 pub fn arm_reset(s: &TcpStream) {
     let _ = SockRef::from(s).set_linger(Some(Duration::ZERO));
 }
+
+/// Unsent bytes above which a pinned leg stops polling writable
+/// (`TCP_NOTSENT_LOWAT`): the set's scheduler then feeds another leg
+/// instead of queueing behind this one's backlog. 64 KiB is 26 ms at
+/// 20 Mbit/s: enough to keep the leg busy between two wake-ups of the
+/// sender, little enough that a chunk given to a slow leg is sent soon.
+pub const NOTSENT_LOWAT: u32 = 64 * 1024;
+
+/// Pins a leg to tunnel path `path`: its packets carry DSCP `path + 1`
+/// (mptd sends a leg's packets so marked on that path; see
+/// docs/ACCELERATION.md), and it is writable only while little of what
+/// it was given is unsent.
+pub fn pin_leg(s: &TcpStream, path: u8) -> io::Result<()> {
+    let r = SockRef::from(s);
+    let tos = (u32::from(path) + 1) << 2;
+    if s.local_addr()?.is_ipv6() {
+        r.set_tclass_v6(tos)?;
+    } else {
+        r.set_tos_v4(tos)?;
+    }
+    r.set_tcp_notsent_lowat(NOTSENT_LOWAT)
+}
+
+/// The kernel's smoothed round trip of `s`, µs.
+pub fn srtt_us(s: &TcpStream) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain data; zeroed is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable for `len` bytes; the fd is owned by `s`.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info.tcpi_rtt)
+}
+
+/// Which of `socks` are writable, waiting up to `timeout_ms` for one.
+pub fn writable(socks: &[TcpStream], timeout_ms: i32) -> io::Result<Vec<bool>> {
+    use std::os::fd::AsRawFd;
+    let mut fds: Vec<libc::pollfd> = socks
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of its length; the fds are owned by
+    // `socks` for the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; socks.len()]);
+        }
+        return Err(e);
+    }
+    if fds
+        .iter()
+        .any(|f| f.revents & (libc::POLLERR | libc::POLLHUP) != 0)
+    {
+        return Err(io::ErrorKind::BrokenPipe.into());
+    }
+    Ok(fds.iter().map(|f| f.revents & libc::POLLOUT != 0).collect())
+}
+
+/// Whether an idle leg is dead: it has nothing to say while idle, so
+/// anything readable (its end of stream, a reset, stray bytes) means the
+/// far end closed it (restarted, say).
+pub fn looks_dead(s: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, its fd owned by `s` for the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    n != 0
+}

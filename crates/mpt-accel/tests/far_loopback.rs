@@ -1,15 +1,18 @@
 //! The far end over loopback, no root: a hand-driven leg opens flows to a
 //! local destination, moves bytes both ways with half-close, is reused,
 //! meets a refusing port, and a leg that sends garbage is counted and
-//! closed.
+//! closed; and a pinned leg set of two legs, joined in either order,
+//! carries a flow.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
+use mpt_accel::chunk::Msg;
 use mpt_accel::far::FarConfig;
-use mpt_accel::frame::{self, ConnectResult, Frame};
-use mpt_accel::Accel;
+use mpt_accel::frame::{self, ConnectResult, Frame, Join};
+use mpt_accel::set::LegSet;
+use mpt_accel::{Accel, Stats};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -42,10 +45,96 @@ fn read_to_fin(leg: &mut TcpStream) -> Vec<u8> {
     }
 }
 
+/// A destination that reads everything, then answers with the bytes
+/// reversed (so the answer exists only after the half-close).
+fn reversing_destination() -> SocketAddr {
+    let dest = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dest_addr = dest.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in dest.incoming() {
+            let mut s = s.unwrap();
+            let mut v = Vec::new();
+            s.read_to_end(&mut v).unwrap();
+            v.reverse();
+            s.write_all(&v).unwrap();
+        }
+    });
+    dest_addr
+}
+
+fn far_end(listen: SocketAddr) -> Accel {
+    Accel::start(
+        None,
+        Some(&FarConfig {
+            listen: vec![listen],
+            peers: vec!["127.0.0.1".parse().unwrap()],
+            congestion: String::new(),
+            connect_timeout: Duration::from_secs(2),
+        }),
+    )
+    .unwrap()
+}
+
+#[test]
+fn far_end_serves_flows_on_a_pinned_leg_set() {
+    let dest_addr = reversing_destination();
+    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let accel = far_end(listen);
+    let mut legs = vec![wait_connect(listen), wait_connect(listen)];
+    // Leg 1 joins first: the far end waits for leg 0.
+    for i in [1u8, 0] {
+        let join = Join {
+            set: 42,
+            index: i,
+            count: 2,
+            path: i,
+        };
+        legs[usize::from(i)]
+            .write_all(&frame::encode_join(join))
+            .unwrap();
+    }
+    let set = LegSet::start(legs, std::sync::Arc::new(Stats::default())).unwrap();
+    let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
+    for size in [5usize, 400_000] {
+        // OPEN and the data at once, without waiting for the result.
+        set.send(&Msg::Open {
+            src: client,
+            dst: dest_addr,
+        })
+        .unwrap();
+        let data: Vec<u8> = (0..size).map(|i| (i * 13) as u8).collect();
+        set.send_data(&data).unwrap();
+        set.send(&Msg::Fin).unwrap();
+        assert_eq!(set.recv(), Some(Msg::Result(ConnectResult::Ok)));
+        let mut got = Vec::new();
+        loop {
+            match set.recv() {
+                Some(Msg::Data(d)) => got.extend_from_slice(&d),
+                Some(Msg::Fin) => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let mut want = data;
+        want.reverse();
+        assert!(got == want, "{size} bytes: the answer differs");
+    }
+    // Refused: RESULT, then the far end closes the set.
+    let closed: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    set.send(&Msg::Open {
+        src: client,
+        dst: closed,
+    })
+    .unwrap();
+    assert_eq!(set.recv(), Some(Msg::Result(ConnectResult::Refused)));
+    assert_eq!(set.recv(), None);
+    let s = accel.stats.snapshot();
+    assert_eq!((s.flows, s.refused, s.bad_frames), (3, 1, 0));
+    assert_eq!(s.bytes_up, 400_005);
+    accel.stop();
+}
+
 #[test]
 fn far_end_serves_flows_on_one_leg() {
-    // Destination: reads everything, then answers with the bytes reversed
-    // (so the answer exists only after the half-close).
     let dest = TcpListener::bind("127.0.0.1:0").unwrap();
     let dest_addr = dest.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -88,7 +177,8 @@ fn far_end_serves_flows_on_one_leg() {
         want.reverse();
         assert_eq!(read_to_fin(&mut leg), want);
     }
-    // A port nobody listens on: refused, and the leg stays usable.
+    // A port nobody listens on: refused, and the leg closed (the near end
+    // does not wait for the result, so the client's bytes may follow).
     let closed: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut open = Vec::new();
     frame::encode_open(client, closed, &mut open);
@@ -98,7 +188,9 @@ fn far_end_serves_flows_on_one_leg() {
         frame::read_frame(&mut leg, &mut buf).unwrap(),
         Frame::Result(ConnectResult::Refused)
     );
+    assert!(frame::read_frame(&mut leg, &mut buf).unwrap_err().is_io());
     // Garbage instead of OPEN: counted, leg closed.
+    let mut leg = wait_connect(listen);
     leg.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     let mut rest = Vec::new();
     let _ = leg.read_to_end(&mut rest);

@@ -7,7 +7,8 @@
 //!  lan (10.78.0.2, fd78::2) ─ A (mptd, accelerate) ═ 2 paths ═ B (mptd) ─ dst (10.79.0.2, fd79::2)
 //! ```
 //!
-//! Checked: 20 MB each way byte-exact with a half-close in the middle (the
+//! Checked, over pinned leg sets (the default) and again over single legs
+//! (`accel_legs = "single"`, a smaller transfer): 20 MB each way byte-exact with a half-close in the middle (the
 //! client shuts its write side, then reads the answer), one byte each
 //! way, 20 concurrent flows, IPv6; a port nobody listens on and a
 //! destination that resets mid-transfer reach the client as resets,
@@ -239,6 +240,20 @@ fn accel_status(bed: &TestBed, side: Side) -> Result<serde_json::Value> {
 
 #[test]
 fn accelerated_flows_are_exact_and_everything_else_is_untouched() -> Result<()> {
+    accel_case("pinned", 20)
+}
+
+/// The same over single legs (`accel_legs = "single"`), with a smaller
+/// transfer: the flows, refusals and resets are the same code above the
+/// legs.
+#[test]
+fn single_legs_carry_flows_exactly_too() -> Result<()> {
+    accel_case("single", 4)
+}
+
+/// One run: `legs` is A's `accel_legs`, `big_mb` the large transfer each
+/// way (MB).
+fn accel_case(legs: &str, big_mb: u64) -> Result<()> {
     let t_start = Instant::now();
     let mut bed = TestBed::new(BedSpec::uniform(2, Family::V4).inner(&[Family::V4, Family::V6]))?;
     let lan = Netns::new("lan")?;
@@ -273,7 +288,7 @@ fn accelerated_flows_are_exact_and_everything_else_is_untouched() -> Result<()> 
     reconfigure(&mut bed, Side::A, |c| {
         c.replace(
             "mtu = 1400\n",
-            &format!("mtu = 1400\naccel_port = {ACCEL_PORT}\n"),
+            &format!("mtu = 1400\naccel_port = {ACCEL_PORT}\naccel_legs = \"{legs}\"\n"),
         )
         .replace(
             "networks = []\n",
@@ -324,7 +339,7 @@ fn accelerated_flows_are_exact_and_everything_else_is_untouched() -> Result<()> 
             "IPv6 accelerated flow not from the concentrator"
         );
         let t = Instant::now();
-        exchange(d4(P_XCHG), 1, 20 << 20).context("20 MB each way")?;
+        exchange(d4(P_XCHG), 1, big_mb << 20).context("the large transfer each way")?;
         let big = t.elapsed();
         exchange(d4(P_XCHG), 3, 1).context("one byte each way")?;
         exchange(d6(P_XCHG), 5, 1 << 20).context("IPv6, 1 MB each way")?;
@@ -362,7 +377,7 @@ fn accelerated_flows_are_exact_and_everything_else_is_untouched() -> Result<()> 
     );
     lan.exec(&["ping", "-c", "1", "-W", "2", "10.79.0.2"])
         .context("ICMP through the tunnel")?;
-    eprintln!("20 MB each way in {big:?}; refused reset after {refused:?}, mid-transfer reset after {reset:?}");
+    eprintln!("{legs} legs: {big_mb} MB each way in {big:?}; refused reset after {refused:?}, mid-transfer reset after {reset:?}");
 
     let a = accel_status(&bed, Side::A)?;
     let b = accel_status(&bed, Side::B)?;
@@ -377,12 +392,12 @@ fn accelerated_flows_are_exact_and_everything_else_is_untouched() -> Result<()> 
         "refusals not counted"
     );
     ensure!(
-        a["bytes_up"].as_u64() >= Some(21 << 20),
+        a["bytes_up"].as_u64() >= Some((big_mb + 1) << 20),
         "A's bytes up: {}",
         a["bytes_up"]
     );
     ensure!(
-        b["bytes_down"].as_u64() >= Some(21 << 20),
+        b["bytes_down"].as_u64() >= Some((big_mb + 1) << 20),
         "B's bytes down: {}",
         b["bytes_down"]
     );

@@ -1,5 +1,5 @@
 //! The TCP acceleration keys (docs/ACCELERATION.md): `[tunnel]
-//! accel_port`, `accel_congestion`, `accel_pool`, and each connection's
+//! accel_port`, `accel_congestion`, `accel_pool`, `accel_legs`, and each connection's
 //! `accelerate` list, checked against each other and against the tunnel
 //! and peer addresses (an IPv4 entry needs IPv4 tunnel addresses at both
 //! ends, since the legs run between them).
@@ -19,9 +19,27 @@ pub struct AccelSettings {
     pub port: u16,
     /// The legs' congestion control.
     pub congestion: String,
-    /// Idle legs kept per peer.
+    /// Idle legs (or leg sets) kept per peer.
     pub pool: usize,
+    /// Pinned leg sets or single legs.
+    pub legs: LegMode,
 }
+
+/// `accel_legs`: how a flow crosses the middle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegMode {
+    /// `"pinned"`: a set of legs, one pinned to each path of the
+    /// connection, the flow striped across them (a connection with one
+    /// path uses single legs).
+    Pinned,
+    /// `"single"`: one leg per flow, striped by the tunnel like any flow.
+    Single,
+}
+
+/// `accel_legs` when not given: single legs, the design measured longest.
+/// Pinned sets are opt-in until a run on a quiet machine shows them ahead
+/// on throughput (docs/ACCELERATION.md has the figures so far).
+pub const DEFAULT_LEGS: LegMode = LegMode::Single;
 
 /// `accel_congestion` when not given.
 pub const DEFAULT_CONGESTION: &str = "bbr";
@@ -36,8 +54,22 @@ pub(super) fn settings(
     port: u16,
     congestion: Option<String>,
     pool: Option<usize>,
+    legs: Option<String>,
     span: usize,
 ) -> Result<AccelSettings, Invalid> {
+    let legs = match legs.as_deref() {
+        None => DEFAULT_LEGS,
+        Some("pinned") => LegMode::Pinned,
+        Some("single") => LegMode::Single,
+        Some(other) => {
+            return Err((
+                span,
+                format!(
+                    "[tunnel] key `accel_legs`: `{other}` is neither \"pinned\" nor \"single\""
+                ),
+            ))
+        }
+    };
     let congestion = congestion.unwrap_or_else(|| DEFAULT_CONGESTION.into());
     let name_ok = (1..=15).contains(&congestion.len())
         && congestion
@@ -57,6 +89,7 @@ pub(super) fn settings(
         port,
         congestion,
         pool,
+        legs,
     })
 }
 
@@ -126,7 +159,10 @@ mod tests {
         assert_eq!(c.tunnel.accel.port, 7411);
         assert_eq!(c.tunnel.accel.congestion, "bbr");
         assert_eq!(c.tunnel.accel.pool, 2);
+        assert_eq!(c.tunnel.accel.legs, super::DEFAULT_LEGS);
         assert_eq!(c.connections[0].accelerate[1].ports, vec![80, 443]);
+        let c = with("accel_port = 7411\naccel_legs = \"pinned\"", "").unwrap();
+        assert_eq!(c.tunnel.accel.legs, super::LegMode::Pinned);
     }
 
     #[test]
@@ -158,6 +194,11 @@ mod tests {
                 "not a congestion control name",
             ),
             ("accel_port = 1\naccel_pool = 65", "", "more than 64"),
+            (
+                "accel_port = 1\naccel_legs = \"many\"",
+                "",
+                "neither \"pinned\" nor \"single\"",
+            ),
             ("accel_port = 70000", "", "accel_port"),
         ] {
             let e = with(tunnel, conn).unwrap_err();

@@ -125,6 +125,8 @@ pub(super) struct RawTunnel {
     pub(super) accel_congestion: Option<String>,
     #[serde(default)]
     pub(super) accel_pool: Option<usize>,
+    #[serde(default)]
+    pub(super) accel_legs: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -59,7 +59,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
         ("ipv6", t.0.ipv6 != t.1.ipv6),
         ("mss_clamp", t.0.mss_clamp != t.1.mss_clamp),
         (
-            "accel_port, accel_congestion or accel_pool",
+            "accel_port, accel_congestion, accel_pool or accel_legs",
             t.0.accel != t.1.accel,
         ),
     ];

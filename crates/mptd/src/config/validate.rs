@@ -268,7 +268,13 @@ fn tunnel(raw: Spanned<RawTunnel>) -> Result<TunnelConfig, Invalid> {
     if t.ipv6.is_some_and(|p| !p.addr.is_ipv6()) {
         return Err((tspan, "[tunnel] key `ipv6`: not an IPv6 prefix".into()));
     }
-    let accel = super::accel::settings(t.accel_port, t.accel_congestion, t.accel_pool, tspan)?;
+    let accel = super::accel::settings(
+        t.accel_port,
+        t.accel_congestion,
+        t.accel_pool,
+        t.accel_legs,
+        tspan,
+    )?;
     Ok(TunnelConfig {
         accel,
         name: t.name,

@@ -88,6 +88,7 @@ impl ControlLoop {
             self.tx_wakes.clone(),
         );
         conn.client = true;
+        conn.leg_pin = crate::plane::leg_pin::LegPin::for_connection(&self.config.tunnel, c);
         conn.adaptive.store(
             c.scheduler == crate::config::SchedulerKind::Adaptive,
             Relaxed,

@@ -12,7 +12,8 @@ use mpt_accel::far::FarConfig;
 use mpt_accel::near::{NearConfig, Target};
 use mpt_accel::Accel;
 
-use crate::config::{accel::any_near, Config};
+use crate::config::accel::{any_near, LegMode};
+use crate::config::Config;
 use crate::io::accel_rules::{self, AccelNumbers, RulesGuard};
 
 /// How long the far end's connect to a destination may take.
@@ -76,6 +77,14 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
                 selectors: c.accelerate.clone(),
                 peer_v4: c.peer_ipv4.map(|a| SocketAddr::new(a, port)),
                 peer_v6: c.peer_ipv6.map(|a| SocketAddr::new(a, port)),
+                // Path ids are the paths' places in the config (the same
+                // at both ends); a set of one leg would gain nothing.
+                paths: match settings.legs {
+                    LegMode::Pinned if c.paths.len() > 1 => {
+                        (0..c.paths.len().min(63)).map(|i| i as u8).collect()
+                    }
+                    _ => Vec::new(),
+                },
             })
             .collect(),
         congestion: settings.congestion.clone(),
@@ -101,6 +110,7 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
     tracing::info!(
         port,
         near = rules.is_some(),
+        legs = ?settings.legs,
         selectors = selectors.len(),
         mark = format_args!("{:#x}", numbers.mark),
         table = numbers.table,

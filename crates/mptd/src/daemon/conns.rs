@@ -121,6 +121,7 @@ pub(super) fn build(
             crate::plane::TxWakes(tx_wakes.clone()),
         );
         conn.client = c.is_client();
+        conn.leg_pin = crate::plane::leg_pin::LegPin::for_connection(&config.tunnel, c);
         let conn = Arc::new(conn);
         if conn.client {
             if let Some(crypto) = &conn.crypto {

@@ -119,6 +119,9 @@ pub struct ConnShared {
     pub rx_state: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     /// Removed by a reload: its datagrams are refused (and counted).
     pub removed: AtomicBool,
+    /// Which packets are pinned acceleration legs' (their path chosen by
+    /// their DSCP, not held by delay equalisation).
+    pub leg_pin: super::leg_pin::LegPin,
 }
 
 /// Handovers of a connection's outgoing traffic (see
@@ -225,6 +228,7 @@ impl ConnShared {
             client: false,
             rx_state: Mutex::new(None),
             removed: AtomicBool::new(false),
+            leg_pin: Default::default(),
         }
     }
 

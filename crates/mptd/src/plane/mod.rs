@@ -14,6 +14,7 @@
 pub mod conn;
 pub mod counters;
 pub mod crypto;
+pub mod leg_pin;
 pub mod model;
 pub mod path;
 pub mod plan;

@@ -329,7 +329,11 @@ impl<S: PacketSink> Pass<'_, S> {
                 plain,
                 packet,
             } => {
-                let target = self.plan.targets.for_data(plain.len(), packet);
+                // A pinned acceleration leg keeps its own path's delay.
+                let target = match conn.leg_pin.path(packet) {
+                    Some(_) => None,
+                    None => self.plan.targets.for_data(plain.len(), packet),
+                };
                 let owd = self.plan.now_us.wrapping_sub(header.timestamp_us);
                 let hold = hold(target, owd, header.flags.contains(Flags::COPY));
                 // The hole shows at the resequencer only once this

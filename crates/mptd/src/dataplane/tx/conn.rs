@@ -185,6 +185,19 @@ impl TxConn {
         pick
     }
 
+    /// Sends a pinned acceleration leg's packet of `size` bytes on path
+    /// `p` (eligible: checked by the caller), charging its transmission
+    /// time to that path's model as [`TxConn::pick`] does.
+    #[inline]
+    pub fn pin(&mut self, conn: &ConnShared, p: usize, size: usize) -> usize {
+        let tag = if conn.crypto.is_some() { TAG_LEN } else { 0 };
+        let bytes = PACKET_OFFSET + size + tag;
+        if let (Some(m), Some(ns)) = (self.models.get(p), self.charged.get_mut(p)) {
+            *ns += (bytes as u64).saturating_mul(m.ps_per_byte) / 1000;
+        }
+        p
+    }
+
     /// Whether a packet of flow `hash` wants a redundancy copy.
     #[inline]
     pub fn wants_copy(&mut self, hash: u32, packet: &[u8], conn_ns: u64) -> bool {

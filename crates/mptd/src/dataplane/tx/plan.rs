@@ -53,7 +53,10 @@ impl TxStages {
             let hash = flow_hash(packet);
             batch.hashes[i] = hash;
             let conn_ns = now.saturating_duration_since(conn.epoch).as_nanos() as u64;
-            let pick = t.pick(conn, hash, packet, size, conn_ns);
+            let pick = match conn.leg_pin.path(packet) {
+                Some(p) if t.mask & (1u64 << (p & 63)) != 0 => Some(t.pin(conn, p, size)),
+                _ => t.pick(conn, hash, packet, size, conn_ns),
+            };
             batch.copy_to[i] = NO_COPY;
             if let Some(p) = pick {
                 if t.wants_copy(hash, packet, conn_ns) {
