@@ -5,7 +5,9 @@
 # that differ: DSL + LTE + a GEO satellite, and a WiFi that goes silent for
 # 3 s beside LTE. Each path alone, then through mpt, then kernel MPTCP
 # over the same paths (when the kernel has it; mptcpize is installed with
-# apt-get if missing), side by side: `mpt bench conf/scenarios/demo.toml`.
+# apt-get if missing), then mpt with TCP acceleration (split at the
+# gateway, docs/ACCELERATION.md; needs nft), side by side:
+# `mpt bench conf/scenarios/demo.toml`.
 # The table, results.json/csv and a chart (plot.svg) go to --out (default
 # bench-out/demo-<UTC time>); the chart's path is printed at the end.
 #
@@ -49,7 +51,7 @@ PART="all"
 OUT=""
 
 usage() {
-    sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 

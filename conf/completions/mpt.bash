@@ -258,7 +258,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__bench)
-            opts="-h --paths --duration --combos --out --quick --mptd --dtnd --scheduler --baseline --clients --paths-per-client --senders --port-per-client --flood --rekey-after --nofile --recover-within --log --socket --help compare replot help"
+            opts="-h --paths --duration --combos --out --quick --mptd --dtnd --scheduler --baseline --accel --clients --paths-per-client --senders --port-per-client --flood --rekey-after --nofile --recover-within --log --socket --help compare replot help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -294,6 +294,10 @@ _mpt() {
                     ;;
                 --baseline)
                     COMPREPLY=($(compgen -W "auto mptcp none" -- "${cur}"))
+                    return 0
+                    ;;
+                --accel)
+                    COMPREPLY=($(compgen -W "auto on off" -- "${cur}"))
                     return 0
                     ;;
                 --clients)

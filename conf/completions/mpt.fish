@@ -133,6 +133,9 @@ weighted\t''"
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l baseline -d 'Kernel MPTCP beside the tunnel in `unlike` (iperf3 under `mptcpize run`, one subflow per path, bytes per path checked): auto = when mptcpize is installed; mptcp = always (installs mptcpize with apt-get if missing); none = off' -r -f -a "auto\t''
 mptcp\t''
 none\t''"
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l accel -d 'TCP acceleration beside the tunnel in `unlike` and `satellite` (end hosts behind the gateways, every TCP flow between them split at the sending gateway and carried over warm legs, docs/ACCELERATION.md): auto = on, except with --quick; on; off. Needs nft (nftables)' -r -f -a "auto\t''
+on\t''
+off\t''"
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l clients -d 'clients: client mptds on one server [default: 200; --quick: 8]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l paths-per-client -d 'clients: paths of each client [default: 2]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l senders -d 'clients: clients sending TCP at once [default: 4; --quick: 2]' -r

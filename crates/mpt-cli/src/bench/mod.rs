@@ -24,6 +24,7 @@ pub mod chart;
 pub mod clients;
 pub mod csv_rows;
 pub mod dtn;
+pub mod endhosts;
 pub mod hold;
 pub mod http;
 pub mod iperf;
@@ -31,6 +32,7 @@ mod iperf_json;
 pub mod link_trace;
 pub mod lte;
 pub mod mptcp;
+pub mod objects;
 pub mod options;
 pub mod process;
 pub mod progress;
@@ -129,6 +131,32 @@ pub fn preflight(s: &Scenario) -> anyhow::Result<()> {
         bail!("`tc` (iproute2) not found; it shapes the tbf links");
     }
     Ok(())
+}
+
+/// Whether the accelerated variant runs (`--accel auto|on|off`): where
+/// the suite has one (`unlike`, or a scenario whose `tests` list
+/// `accel-tcp`, as `satellite`), `auto` turns it on except with `--quick`.
+/// It needs `nft` (mptd installs a tproxy rule).
+pub fn accel_choice(arg: &str, quick: bool, s: &Scenario) -> anyhow::Result<bool> {
+    let supported = s.unlike.is_some() || s.tests.contains(&TestKind::AccelTcp);
+    let want = match arg {
+        "off" => false,
+        "on" if !supported => bail!(
+            "--accel on: the {} suite has no accelerated variant (unlike, and scenarios whose \
+             tests list \"accel-tcp\", have one)",
+            s.name
+        ),
+        "on" => true,
+        _ => supported && !quick,
+    };
+    if want && !have("nft", "--version") {
+        if arg == "on" {
+            bail!("--accel on: nft not found (apt-get install -y nftables)");
+        }
+        println!("==> no accelerated variant: nft not found (apt-get install -y nftables)");
+        return Ok(false);
+    }
+    Ok(want)
 }
 
 /// Default output directory: `./bench-out/<scenario>-<UTC timestamp>`.
@@ -262,7 +290,10 @@ fn run_case(
         case,
         &format!("building testbed ({} path(s))", case.links.len()),
     );
-    let mut tb = Testbed::build(k, case, work, &opts.mptd, stop)
+    // End hosts and acceleration need IPv4 inside the tunnel.
+    let with_accel = opts.accel && case.combo.inner == 4 && s.tests.contains(&TestKind::AccelTcp);
+    let extras = testbed::Extras { accel: with_accel };
+    let mut tb = Testbed::build_with(k, case, work, &opts.mptd, stop, extras)
         .with_context(|| format!("case {}: building the testbed", k + 1))?;
     let ideal_bps: u64 = case.links.iter().filter_map(Link::rate_bps).sum();
     let mut row = Row {
@@ -279,6 +310,7 @@ fn run_case(
     let a = tb.a.name().to_string();
     let raw_target = plan.outer(0, 2);
     let tun_target = plan.inner(2);
+    let accel_target = endhosts::S_ADDR.to_string();
     let path0_bps = case.links.first().and_then(Link::rate_bps).unwrap_or(0);
     let mut cpu_wall = 0.0;
     let (mut cpu_a, mut cpu_b) = (0.0, 0.0);
@@ -311,7 +343,16 @@ fn run_case(
             ),
             TestKind::Tcp => ("TCP through the tunnel", &tun_target, None, true),
             TestKind::Http => ("HTTP download through the tunnel", &tun_target, None, true),
+            TestKind::AccelTcp => (
+                "TCP end host to end host, accelerated",
+                &accel_target,
+                None,
+                true,
+            ),
         };
+        if test == TestKind::AccelTcp && !with_accel {
+            continue;
+        }
         if let Some((0, _)) = udp {
             progress(
                 k,
@@ -357,10 +398,14 @@ fn run_case(
                 stop,
             )
         } else {
+            let (ns, server_ns) = match (&tb.hosts, test) {
+                (Some(h), TestKind::AccelTcp) => (h.c.name(), h.s.name()),
+                _ => (a.as_str(), tb.b.name()),
+            };
             iperf::run(
                 &iperf::Run {
-                    ns: &a,
-                    server_ns: tb.b.name(),
+                    ns,
+                    server_ns,
                     target,
                     duration: s.duration,
                     udp,
@@ -405,6 +450,7 @@ fn run_case(
             TestKind::Udp => row.udp = Some(m),
             TestKind::Tcp => row.tcp = Some(m),
             TestKind::Http => row.http = Some(m),
+            TestKind::AccelTcp => row.accel_tcp = Some(m),
         }
     }
     if cpu_wall > 0.0 {

@@ -14,6 +14,10 @@ pub struct Options {
     /// Measure kernel MPTCP beside the tunnel where the suite supports it
     /// (`unlike`), resolved from `--baseline` by [`super::mptcp::resolve`].
     pub mptcp: bool,
+    /// Measure TCP acceleration (end hosts behind the gateways, flows split
+    /// at A) beside the tunnel where the suite supports it (`unlike`,
+    /// `satellite`), resolved from `--accel`.
+    pub accel: bool,
     /// `--dtnd`: the BPv7 agent for dtn-relay (default: found or installed).
     pub dtnd: Option<PathBuf>,
 }

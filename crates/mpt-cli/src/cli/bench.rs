@@ -66,6 +66,7 @@ Examples:
   sudo mpt bench ethernet --paths 4 --combos all
   sudo mpt bench satellite --quick
   sudo mpt bench unlike --quick     # unlike paths, CUBIC and BBR, raw paths, tunnel, kernel MPTCP
+  sudo mpt bench unlike             # ... and the accelerated tunnel, 1 MB objects on GEO + DSL
   sudo mpt bench handover           # WiFi fails silently, link down, new address: VoIP and TCP
   sudo mpt bench dtn-relay --quick  # bundles through a real BPv7 relay (dtnd) vs end-to-end TCP
   sudo mpt bench conf/scenarios/ethernet.toml --paths 16,32
@@ -74,6 +75,24 @@ Examples:
   sudo mpt bench clients --clients 150 --nofile 256 --quick
   mpt bench compare bench-out/unlike-A/results.json bench-out/unlike-B/results.json
   mpt bench replot bench-out/unlike-B";
+
+/// `--accel`: whether the accelerated variant runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AccelArg {
+    Auto,
+    On,
+    Off,
+}
+
+impl AccelArg {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AccelArg::Auto => "auto",
+            AccelArg::On => "on",
+            AccelArg::Off => "off",
+        }
+    }
+}
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
@@ -116,6 +135,12 @@ pub(crate) struct BenchArgs {
     /// apt-get if missing); none = off.
     #[arg(long, value_name = "KIND", value_parser = ["auto", "mptcp", "none"], default_value = "auto")]
     pub(crate) baseline: String,
+    /// TCP acceleration beside the tunnel in `unlike` and `satellite` (end
+    /// hosts behind the gateways, every TCP flow between them split at the
+    /// sending gateway and carried over warm legs, docs/ACCELERATION.md):
+    /// auto = on, except with --quick; on; off. Needs nft (nftables).
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = AccelArg::Auto)]
+    pub(crate) accel: AccelArg,
     /// clients: client mptds on one server [default: 200; --quick: 8].
     #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
     pub(crate) clients: Option<usize>,

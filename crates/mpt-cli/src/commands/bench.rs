@@ -85,6 +85,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
     } else {
         false
     };
+    let accel = bench::accel_choice(args.accel.as_str(), args.quick, &sc).map_err(usage)?;
     let out = args.out.unwrap_or_else(|| bench::default_out(&sc.name));
     let stop = signal::install()
         .context("installing signal handlers")
@@ -94,6 +95,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         out,
         mptd,
         mptcp,
+        accel,
         dtnd: args.dtnd,
     };
     match bench::run(&opts, stop) {

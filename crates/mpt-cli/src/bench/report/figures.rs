@@ -80,7 +80,14 @@ pub fn figures(report: &Value) -> Vec<Figure> {
 }
 
 /// Fields of a congestion control's run that are not figures of their own.
-const CC_KNOWN: &[&str] = &["cc", "raw", "tunnel", "tunnel_run", "tunnel_runs_mbps"];
+const CC_KNOWN: &[&str] = &[
+    "cc",
+    "raw",
+    "tunnel",
+    "tunnel_run",
+    "tunnel_runs_mbps",
+    "accel",
+];
 
 fn unlike(out: &mut Vec<Figure>, u: &Value) {
     let mut s = Sink {
@@ -137,6 +144,30 @@ fn unlike(out: &mut Vec<Figure>, u: &Value) {
             false,
             num(run, &["hold", "p99_all_est_ms"]),
         );
+        // The MPTCP baseline and the accelerated variant: the kept run
+        // with every run.
+        for (key, label) in [("mptcp", "MPTCP"), ("accel", "accelerated")] {
+            let Some(b) = run.get(key).filter(|b| b.get("kept").is_some()) else {
+                continue;
+            };
+            if let Some(v) = num(b, &["kept", "m", "mbps"]) {
+                let mut runs: Vec<f64> = b
+                    .get("runs_mbps")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                    .unwrap_or_default();
+                if runs.is_empty() {
+                    runs.push(v);
+                }
+                s.runs(format!("{label} {cc}"), "Mbit/s", true, v, runs);
+            }
+        }
+        s.put(
+            format!("accel / MPTCP {cc}"),
+            "x",
+            true,
+            num(run, &["accel", "over_mptcp"]),
+        );
         // Measurements other builds add beside the tunnel (a baseline).
         if let Some(obj) = run.as_object() {
             for (k, v) in obj {
@@ -144,6 +175,15 @@ fn unlike(out: &mut Vec<Figure>, u: &Value) {
                     s.put(format!("{k} {cc}"), "Mbit/s", true, num(v, &["mbps"]));
                 }
             }
+        }
+    }
+    if let Some(o) = u.get("objects").filter(|o| o.is_object()) {
+        for (name, key) in [
+            ("1 MB object, MPTCP", "mptcp_ms"),
+            ("1 MB object, tunnel", "tunnel_ms"),
+            ("1 MB object, accelerated", "accel_ms"),
+        ] {
+            s.put(name.into(), "ms", false, num(o, &[key]));
         }
     }
 }
@@ -227,6 +267,7 @@ fn throughput(out: &mut Vec<Figure>, row: &Value) {
     for (name, key) in [
         ("UDP", "udp"),
         ("TCP", "tcp"),
+        ("TCP accelerated", "accel_tcp"),
         ("HTTP", "http"),
         ("raw UDP", "raw_udp"),
         ("raw TCP", "raw_tcp"),
@@ -278,7 +319,9 @@ mod tests {
               "runs":[{"cc":"cubic","raw":[{"mbps":47.8},{"mbps":19.1}],
                 "tunnel":{"mbps":62.0},"tunnel_runs_mbps":[60.0,62.0,65.0],
                 "verdict":{"frac_best":1.3},"hold":null,
-                "mptcp":{"mbps":55.0}}]}}]}"#,
+                "mptcp":{"mbps":55.0},
+                "accel":{"kept":{"m":{"mbps":70.0}},"runs_mbps":[69.0,70.0,75.0],"over_mptcp":1.27}}],
+              "objects":{"count":5,"mptcp_ms":2500.0,"tunnel_ms":3000.0,"accel_ms":1100.0}}}]}"#,
         )
         .expect("json");
         let f = figures(&v);
@@ -290,9 +333,15 @@ mod tests {
                 "raw wifi cubic",
                 "raw lte cubic",
                 "mpt / best raw cubic",
-                "mptcp cubic"
+                "accelerated cubic",
+                "accel / MPTCP cubic",
+                "mptcp cubic",
+                "1 MB object, MPTCP",
+                "1 MB object, tunnel",
+                "1 MB object, accelerated",
             ]
         );
+        assert_eq!(f[4].runs, [69.0, 70.0, 75.0]);
         assert_eq!(f[0].runs, [60.0, 62.0, 65.0]);
         assert_eq!(f[0].value, 62.0);
         assert!(f.iter().all(|f| f.case == "wifi+lte"));

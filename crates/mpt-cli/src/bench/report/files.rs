@@ -76,7 +76,7 @@ impl Report {
         } else if rows.iter().any(|r| r.unlike.is_some()) {
             out.push(chart(
                 "plot.svg",
-                "goodput per case and congestion control: raw paths alone and the tunnel (black: range and runs of the repeated tunnel runs)",
+                "goodput per case and congestion control: raw paths alone, the tunnel, kernel MPTCP and the accelerated tunnel (black: range and runs of repeated runs)",
                 Some(unlike::report::svg(name, rows)),
             ));
             out.push(chart(

@@ -32,6 +32,9 @@ pub struct Row {
     pub tcp: Option<Measurement>,
     /// HTTP download through the tunnel.
     pub http: Option<Measurement>,
+    /// `accel-tcp`: TCP from an end host behind A to one behind B, split
+    /// at A (TCP acceleration); absent in results of older builds.
+    pub accel_tcp: Option<Measurement>,
     /// Tunnel goodput / ideal.
     pub udp_frac_ideal: Option<f64>,
     pub tcp_frac_ideal: Option<f64>,

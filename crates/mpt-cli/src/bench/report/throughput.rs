@@ -37,11 +37,12 @@ pub fn table(rows: &[Row], streams: u32) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<30} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
+        "{:<30} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
         "case",
         "ideal",
         "UDP",
         "TCP",
+        "accelTCP",
         "HTTP",
         "UDP/id",
         "TCP/id",
@@ -54,11 +55,12 @@ pub fn table(rows: &[Row], streams: u32) -> String {
     for r in rows {
         let _ = writeln!(
             s,
-            "{:<30} {:>8.1} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
+            "{:<30} {:>8.1} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>13}",
             case_label(r),
             r.ideal_mbps,
             opt(mbps(&r.udp), 1),
             opt(mbps(&r.tcp), 1),
+            opt(mbps(&r.accel_tcp), 1),
             opt(mbps(&r.http), 1),
             opt(r.udp_frac_ideal, 2),
             opt(r.tcp_frac_ideal, 2),
@@ -79,6 +81,13 @@ pub fn table(rows: &[Row], streams: u32) -> String {
         "Mbit/s goodput; ideal = sum of link rates; /id = fraction of ideal; \
          /rw = fraction of N x raw single-link baseline; /id and /rw are UDP and TCP; UDP loss in results.csv"
     );
+    if rows.iter().any(|r| r.accel_tcp.is_some()) {
+        let _ = writeln!(
+            s,
+            "accelTCP = one TCP stream from an end host behind A to one behind B, split at A by \
+             mptd's TCP acceleration and carried over warm legs (BBR) in the tunnel"
+        );
+    }
     if streams > 1 {
         let _ = writeln!(
             s,
@@ -113,6 +122,9 @@ struct CsvRow<'a> {
     tcp_retransmits: Option<u64>,
     #[serde(serialize_with = "opt4")]
     http_mbps: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    accel_tcp_mbps: Option<f64>,
+    accel_tcp_retransmits: Option<u64>,
     #[serde(serialize_with = "opt4")]
     raw_udp_mbps: Option<f64>,
     #[serde(serialize_with = "opt4")]
@@ -153,6 +165,8 @@ pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
             tcp_mbps: mbps(&r.tcp),
             tcp_retransmits: r.tcp.as_ref().and_then(|m| m.retransmits),
             http_mbps: mbps(&r.http),
+            accel_tcp_mbps: mbps(&r.accel_tcp),
+            accel_tcp_retransmits: r.accel_tcp.as_ref().and_then(|m| m.retransmits),
             raw_udp_mbps: mbps(&r.raw_udp),
             raw_tcp_mbps: mbps(&r.raw_tcp),
             udp_frac_ideal: r.udp_frac_ideal,
@@ -216,6 +230,7 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
         for (name, m) in [
             ("UDP", &r.udp),
             ("TCP", &r.tcp),
+            ("TCP accelerated", &r.accel_tcp),
             ("HTTP", &r.http),
             ("raw UDP", &r.raw_udp),
             ("raw TCP", &r.raw_tcp),

@@ -19,6 +19,10 @@ pub enum TestKind {
     /// HTTP download of a large file through the tunnel (as with wget).
     #[serde(rename = "http")]
     Http,
+    /// One TCP stream from an end host behind A to one behind B, split at
+    /// A by mptd's TCP acceleration (`--accel`; skipped when off).
+    #[serde(rename = "accel-tcp")]
+    AccelTcp,
 }
 
 /// Inner (tunnelled) and outer (path) IP versions.

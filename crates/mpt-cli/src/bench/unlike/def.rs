@@ -71,6 +71,10 @@ pub struct CaseDef {
     pub name: String,
     pub target: TargetKind,
     pub ratio: f64,
+    /// Fetch `[unlike] objects` 1 MB objects one after another in this
+    /// case (short flows: tunnel, accelerated, MPTCP).
+    #[serde(default)]
+    pub objects: bool,
     #[serde(rename = "path")]
     pub paths: Vec<PathDef>,
 }
@@ -84,6 +88,7 @@ pub struct UnlikeQuick {
     pub cc: Option<Vec<String>>,
     pub omit: Option<f64>,
     pub repeat: Option<i64>,
+    pub objects: Option<i64>,
 }
 
 /// The `[unlike]` table of a scenario file.
@@ -99,6 +104,10 @@ pub struct UnlikeDef {
     /// the median goodput is the one judged.
     #[serde(default = "one")]
     pub repeat: i64,
+    /// 1 MB objects per variant and round in cases with `objects = true`
+    /// (0..=100; 0: none).
+    #[serde(default)]
+    pub objects: i64,
     #[serde(rename = "case")]
     pub cases: Vec<CaseDef>,
     #[serde(default)]
@@ -144,6 +153,8 @@ pub struct UnlikeCase {
     pub name: String,
     pub target: Target,
     pub paths: Vec<PathInfo>,
+    /// Run the short-flow workload here.
+    pub objects: bool,
 }
 
 /// Resolved `[unlike]` settings; `cases[k]` goes with the scenario's case k.
@@ -153,6 +164,8 @@ pub struct UnlikeParams {
     pub omit: Duration,
     /// Tunnel runs per case and congestion control (1..=[`MAX_REPEAT`]).
     pub repeat: usize,
+    /// 1 MB objects per variant and round (`objects = true` cases).
+    pub objects: usize,
     pub cases: Vec<UnlikeCase>,
 }
 

@@ -26,7 +26,9 @@ pub fn expand(
     let mut omit = u.omit;
     let mut repeat = (u.repeat, "unlike.repeat");
     let mut wanted: Option<Vec<String>> = None;
+    let mut objects = u.objects;
     if ov.quick {
+        objects = u.quick.objects.unwrap_or(objects);
         cc = u.quick.cc.clone().unwrap_or(cc);
         omit = u.quick.omit.unwrap_or(omit);
         if let Some(r) = u.quick.repeat {
@@ -36,6 +38,15 @@ pub fn expand(
     }
     check_cc(origin, &cc)?;
     let repeat = check_repeat(origin, repeat.0, repeat.1)?;
+    let objects = match usize::try_from(objects) {
+        Ok(n) if n <= 100 => n,
+        _ => {
+            return Err(invalid(
+                origin,
+                format!("unlike.objects: 0..=100 objects per round (got {objects})"),
+            ))
+        }
+    };
     if !(omit.is_finite() && (0.0..=MAX_OMIT_S).contains(&omit)) || omit.fract() != 0.0 {
         return Err(invalid(
             origin,
@@ -141,6 +152,7 @@ pub fn expand(
                     ratio: d.ratio,
                 },
                 paths: infos,
+                objects: d.objects,
             });
         }
     }
@@ -160,6 +172,7 @@ pub fn expand(
             cc,
             omit,
             repeat,
+            objects,
             cases: ucases,
         }),
         source: String::new(),

@@ -35,18 +35,29 @@
 //! per path counted to prove every subflow carried data, and the tables
 //! give mpt / MPTCP beside the raw-path ratios ([`baseline`]).
 //!
+//! With `--accel` (on by default, off with `--quick` unless asked) the
+//! testbed gets end hosts behind the gateways and mptd TCP acceleration,
+//! and after each MPTCP run one TCP stream from end host to end host is
+//! split at A and carried over warm legs ([`accel`]): accelerated Mbit/s,
+//! accel / MPTCP and accel / sum of the raw paths. Cases marked `objects =
+//! true` also fetch 1 MB objects one after another through the tunnel,
+//! accelerated and over MPTCP, and report median completion times
+//! ([`objects`]).
+//!
 //! Layout: [`def`] is the `[unlike]` table and its cases, [`expand`] turns
 //! it into testbed cases, [`run`] measures one, [`verdict`] judges the
 //! tunnel against the raw paths, [`result`] holds what a case measured and
 //! [`report`] (with [`text`]) writes it out, with [`charts`] beside its bar
 //! chart.
 
+pub mod accel;
 pub mod baseline;
 pub mod charts;
 pub mod def;
 pub mod expand;
 #[cfg(test)]
 mod expand_tests;
+pub mod objects;
 pub mod report;
 pub mod result;
 pub mod run;

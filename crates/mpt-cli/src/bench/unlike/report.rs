@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::accel::AccelResult;
 use super::baseline::MptcpBaseline;
 use super::result::UnlikeResult;
 use super::text::{fmt_p99, hold_label, pass_label};
@@ -68,6 +69,9 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
         "MPTCP".into(),
         "MPTCP bytes per path".into(),
         "mpt/MPTCP".into(),
+        "accel".into(),
+        "accel/MPTCP".into(),
+        "accel/sum".into(),
         "hold p99 ms".into(),
         "spread ms".into(),
         "measured".into(),
@@ -113,6 +117,19 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
                 run.mptcp
                     .as_ref()
                     .map_or("-".into(), |b| opt(b.mpt_over_mptcp, 2)),
+                run.accel.as_ref().map_or("-".into(), |a| {
+                    format!(
+                        "{:.2}{}",
+                        a.kept.m.mbps,
+                        if a.kept.split { "" } else { " NOT SPLIT" }
+                    )
+                }),
+                run.accel
+                    .as_ref()
+                    .map_or("-".into(), |a| opt(a.over_mptcp, 2)),
+                run.accel
+                    .as_ref()
+                    .map_or("-".into(), |a| opt(a.over_sum, 2)),
                 run.hold.as_ref().map_or("-".into(), fmt_p99),
                 run.hold
                     .as_ref()
@@ -147,6 +164,17 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
          tunnel / MPTCP",
         mptcp::MIN_SHARE * 100.0
     );
+    if results(case_rows).any(|(_, u)| u.runs.iter().any(|r| r.accel.is_some())) {
+        let _ = writeln!(
+            s,
+            "accel: TCP acceleration, one stream from an end host behind A to one behind B (same \
+             congestion control at the end hosts), split at A and carried over warm legs (BBR) in \
+             the tunnel, run after each MPTCP run, the median kept (NOT SPLIT: A's legs carried \
+             < {:.0} % of the bytes, no ratios); accel/MPTCP, accel/sum = accel / MPTCP, / sum of \
+             raw paths",
+            super::accel::MIN_SPLIT_SHARE * 100.0
+        );
+    }
     let _ = writeln!(
         s,
         "hold p99: 99th percentile of the time mptd B's resequencer held a packet, over all packets it \
@@ -182,6 +210,23 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
             .collect();
         let _ = writeln!(s, "  {}: {}", u.case, paths.join("; "));
     }
+    for (_, u) in results(case_rows) {
+        if let Some(o) = &u.objects {
+            let _ = writeln!(
+                s,
+                "{}: {} x 1 MB objects one after another, new connection each, kernel default \
+                 congestion control; median completion (ms, median of {} rounds): MPTCP {}, \
+                 tunnel {}, accelerated {}; accel / MPTCP {}",
+                u.case,
+                o.count,
+                o.rounds.len(),
+                opt(o.mptcp_ms, 0),
+                opt(o.tunnel_ms, 0),
+                opt(o.accel_ms, 0),
+                opt(o.accel_over_mptcp(), 2)
+            );
+        }
+    }
     s
 }
 
@@ -197,7 +242,7 @@ const PATH_COLUMNS: [&str; 7] = [
 ];
 
 /// results.csv columns after the paths'.
-const RUN_COLUMNS: [&str; 35] = [
+const RUN_COLUMNS: [&str; 43] = [
     "best_raw_mbps",
     "sum_raw_mbps",
     "tunnel_mbps",
@@ -217,6 +262,14 @@ const RUN_COLUMNS: [&str; 35] = [
     "mptcp_path_bytes",
     "mptcp_all_paths_used",
     "mpt_over_mptcp",
+    "accel_mbps",
+    "accel_retransmits",
+    "accel_run",
+    "accel_runs_mbps",
+    "accel_split",
+    "accel_over_mptcp",
+    "accel_over_sum",
+    "accel_over_tunnel",
     "cpu_a_pct",
     "cpu_b_pct",
     "duration_s",
@@ -265,6 +318,7 @@ struct CsvRow<'a> {
     required_mbps: f64,
     pass: Option<bool>,
     mptcp: MptcpCols,
+    accel: AccelCols,
     #[serde(serialize_with = "opt4")]
     cpu_a_pct: Option<f64>,
     #[serde(serialize_with = "opt4")]
@@ -319,6 +373,45 @@ impl From<&MptcpBaseline> for MptcpCols {
             path_bytes: join(b.kept.paths.bytes.iter().map(u64::to_string).collect()),
             all_paths_used: Some(b.kept.paths.all_paths_used),
             mpt_over_mptcp: b.mpt_over_mptcp,
+        }
+    }
+}
+
+/// The accelerated variant's columns; all empty without it.
+#[derive(Debug, Default, Serialize)]
+struct AccelCols {
+    #[serde(serialize_with = "opt4")]
+    mbps: Option<f64>,
+    retransmits: Option<u64>,
+    run: Option<usize>,
+    /// Every run's goodput, "a/b/c".
+    runs_mbps: String,
+    /// Was the kept run split at A?
+    split: Option<bool>,
+    #[serde(serialize_with = "opt4")]
+    over_mptcp: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    over_sum: Option<f64>,
+    #[serde(serialize_with = "opt4")]
+    over_tunnel: Option<f64>,
+}
+
+impl From<&AccelResult> for AccelCols {
+    fn from(a: &AccelResult) -> AccelCols {
+        AccelCols {
+            mbps: Some(a.kept.m.mbps),
+            retransmits: a.kept.m.retransmits,
+            run: Some(a.run),
+            runs_mbps: a
+                .runs_mbps
+                .iter()
+                .map(|m| format!("{m:.4}"))
+                .collect::<Vec<_>>()
+                .join("/"),
+            split: Some(a.kept.split),
+            over_mptcp: a.over_mptcp,
+            over_sum: a.over_sum,
+            over_tunnel: a.over_tunnel,
         }
     }
 }
@@ -417,6 +510,7 @@ pub fn csv(rows: &[Row], duration_s: f64) -> Result<String, CsvError> {
                 required_mbps: v.required_mbps,
                 pass: v.pass,
                 mptcp: run.mptcp.as_ref().map(MptcpCols::from).unwrap_or_default(),
+                accel: run.accel.as_ref().map(AccelCols::from).unwrap_or_default(),
                 cpu_a_pct: run.cpu_a_pct,
                 cpu_b_pct: run.cpu_b_pct,
                 duration_s,
@@ -433,7 +527,7 @@ pub fn csv(rows: &[Row], duration_s: f64) -> Result<String, CsvError> {
 pub fn svg(scenario: &str, rows: &[Row]) -> String {
     let mut c = BarChart {
         title: format!(
-            "mpt bench {}: one TCP stream: paths alone, tunnel, MPTCP",
+            "mpt bench {}: one TCP stream: paths alone, tunnel, MPTCP, accelerated",
             scenario
         ),
         ylabel: "goodput (Mbit/s)".into(),
@@ -449,8 +543,14 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
                 .collect();
             // The median tunnel run (the one judged).
             bars.push(("tunnel".into(), run.tunnel.mbps));
+            let mut spread = vec![("tunnel".into(), run.tunnel_runs_mbps.clone())];
             if let Some(b) = &run.mptcp {
                 bars.push(("kernel MPTCP".into(), b.kept.m.mbps));
+                spread.push(("kernel MPTCP".into(), b.runs_mbps.clone()));
+            }
+            if let Some(a) = &run.accel {
+                bars.push(("tunnel, accelerated".into(), a.kept.m.mbps));
+                spread.push(("tunnel, accelerated".into(), a.runs_mbps.clone()));
             }
             c.groups.push(BarGroup {
                 label: format!("{}\n{}", u.case, run.cc),
@@ -458,7 +558,7 @@ pub fn svg(scenario: &str, rows: &[Row]) -> String {
                 mark: u
                     .target
                     .map(|t| (run.verdict.required_mbps, format!("target {}", t.label()))),
-                spread: vec![("tunnel".into(), run.tunnel_runs_mbps.clone())],
+                spread,
             });
         }
     }
@@ -472,8 +572,10 @@ mod tests {
     use crate::bench::iperf::Measurement;
     use crate::bench::mptcp::PathUse;
     use crate::bench::report::Report;
+    use crate::bench::unlike::accel::AccelRun;
     use crate::bench::unlike::baseline::MptcpRun;
     use crate::bench::unlike::def::{PathInfo, Target, TargetKind};
+    use crate::bench::unlike::objects::{ObjectsResult, ObjectsRound};
     use crate::bench::unlike::result::CcRun;
     use crate::bench::unlike::verdict::verdict;
 
@@ -489,6 +591,14 @@ mod tests {
             ..Measurement::default()
         };
         let t = target(TargetKind::Sum, 0.9);
+        let mptcp = MptcpBaseline::from_runs(
+            vec![MptcpRun {
+                m: m(62.5),
+                paths: PathUse::between(&[0, 0], &[7_000, 3_000]),
+            }],
+            50.0,
+            63.0,
+        );
         let run = CcRun {
             cc: "bbr".into(),
             raw: vec![m(45.0), m(18.0)],
@@ -509,13 +619,16 @@ mod tests {
                 25.0,
                 Some(24.0),
             )),
-            mptcp: MptcpBaseline::from_runs(
-                vec![MptcpRun {
-                    m: m(62.5),
-                    paths: PathUse::between(&[0, 0], &[7_000, 3_000]),
+            mptcp: mptcp.clone(),
+            accel: AccelResult::from_runs(
+                vec![AccelRun {
+                    m: m(75.0),
+                    split: true,
+                    ..AccelRun::default()
                 }],
-                50.0,
+                mptcp.as_ref(),
                 63.0,
+                50.0,
             ),
         };
         let row = Row {
@@ -544,9 +657,18 @@ mod tests {
                         tunnel_run: 1,
                         tunnel_runs_mbps: vec![50.0],
                         mptcp: None,
+                        accel: None,
                         ..run
                     },
                 ],
+                objects: Some(ObjectsResult::from_rounds(
+                    5,
+                    vec![ObjectsRound {
+                        tunnel_ms: vec![3000.0],
+                        accel_ms: vec![1000.0],
+                        mptcp_ms: vec![2500.0],
+                    }],
+                )),
             }),
             ..Row::default()
         };
@@ -602,9 +724,26 @@ mod tests {
         assert!(lines[2].contains(",50.0000,3,1,50.0000,"), "{}", lines[2]);
         // mpt / MPTCP = 50 / 62.5; the cubic run has no baseline.
         assert!(
-            lines[1].contains(",false,62.5000,3,1,62.5000,7000/3000,true,0.8000,"),
+            lines[1].contains(
+                ",false,62.5000,3,1,62.5000,7000/3000,true,0.8000,\
+                 75.0000,3,1,75.0000,true,1.2000,1.1905,1.5000,"
+            ),
             "{}",
             lines[1]
+        );
+        // accel 75, accel / MPTCP 1.20, accel / sum 1.19; the objects line.
+        let bbr_cells: Vec<&str> = table
+            .lines()
+            .find(|l| l.contains(" bbr "))
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        assert!(
+            bbr_cells.windows(3).any(|w| w == ["75.00", "1.20", "1.19"]),
+            "{table}"
+        );
+        assert!(
+            table.contains("MPTCP 2500, tunnel 3000, accelerated 1000; accel / MPTCP 0.40"),
+            "{table}"
         );
         assert!(lines[2].contains(",false,,,,,,,,"), "{}", lines[2]);
         let bbr = table.lines().find(|l| l.contains(" bbr ")).unwrap_or("");
@@ -655,6 +794,7 @@ mod tests {
                 target: Some(target(TargetKind::Best, 1.0)),
                 omit_s: 0.0,
                 runs: vec![run],
+                objects: None,
             }),
             ..Row::default()
         }];

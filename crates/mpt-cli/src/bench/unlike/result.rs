@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::accel::AccelResult;
 use super::baseline::MptcpBaseline;
 use super::def::{PathInfo, Target};
+use super::objects::ObjectsResult;
 use super::verdict::Verdict;
 use crate::bench::hold::HoldCheck;
 use crate::bench::iperf::Measurement;
@@ -31,6 +33,8 @@ pub struct CcRun {
     pub hold: Option<HoldCheck>,
     /// Kernel MPTCP over the same paths (`--baseline mptcp`).
     pub mptcp: Option<MptcpBaseline>,
+    /// TCP acceleration: end host C -> S split at A (`--accel`).
+    pub accel: Option<AccelResult>,
 }
 
 impl CcRun {
@@ -62,4 +66,6 @@ pub struct UnlikeResult {
     pub target: Option<Target>,
     pub omit_s: f64,
     pub runs: Vec<CcRun>,
+    /// 1 MB objects fetched one after another (`objects = true` cases).
+    pub objects: Option<ObjectsResult>,
 }

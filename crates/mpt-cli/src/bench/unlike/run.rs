@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use super::accel::{self, AccelResult, AccelRun};
 use super::baseline::{self, MptcpBaseline, MptcpRun};
 use super::def::{PathInfo, UnlikeParams};
 use super::result::{CcRun, UnlikeResult};
@@ -76,7 +77,10 @@ pub fn run_case(
         case,
         &format!("building testbed ({})", desc.join(" + ")),
     );
-    let mut tb = Testbed::build(k, case, work, &opts.mptd, stop)
+    // End hosts and acceleration need IPv4 inside the tunnel.
+    let with_accel = opts.accel && case.combo.inner == 4;
+    let extras = testbed::Extras { accel: with_accel };
+    let mut tb = Testbed::build_with(k, case, work, &opts.mptd, stop, extras)
         .with_context(|| format!("case {}: building the testbed", k + 1))?;
     let plan = tb.plan.clone();
     let tun_target = plan.inner(2);
@@ -141,6 +145,7 @@ pub fn run_case(
         let n = p.repeat;
         let mut tunnel_runs: Vec<TunnelRun> = Vec::with_capacity(n);
         let mut mptcp_runs: Vec<MptcpRun> = Vec::new();
+        let mut accel_runs: Vec<AccelRun> = Vec::new();
         for i in 1..=n {
             check_stop(stop)?;
             if tb.wire_failed() {
@@ -229,6 +234,32 @@ pub fn run_case(
                 );
                 mptcp_runs.push(r);
             }
+            if with_accel {
+                check_stop(stop)?;
+                tb.restart_traced_wires()?;
+                progress(
+                    k,
+                    total,
+                    case,
+                    &format!("{cc}: TCP end host to end host, accelerated ({secs}){of}"),
+                );
+                let json = work.join(format!("iperf3-{k}-{cc}-accel-run{i}.json"));
+                let r = accel::measure(&tb, &json, cc, s, p, stop).with_context(|| {
+                    format!("case {} ({}): {cc} accelerated TCP{of}", k + 1, uc.name)
+                })?;
+                println!(
+                    "    {prefix}accelerated {}; legs carried {} MB in {} flows{}",
+                    fmt_measurement(&r.m),
+                    r.split_bytes / 1_000_000,
+                    r.split_flows,
+                    if r.split {
+                        ""
+                    } else {
+                        " (FLAG: not split at A, no ratios)"
+                    }
+                );
+                accel_runs.push(r);
+            }
         }
         let tunnel_mbps: Vec<f64> = tunnel_runs.iter().map(|t| t.m.mbps).collect();
         let kept = median_run(&tunnel_mbps).context("unlike: no tunnel run")?;
@@ -236,6 +267,7 @@ pub fn run_case(
         let raw_mbps: Vec<f64> = raw.iter().map(|m| m.mbps).collect();
         let v = verdict(&raw_mbps, t.m.mbps, uc.target);
         let mptcp = MptcpBaseline::from_runs(mptcp_runs, t.m.mbps, v.sum_raw_mbps);
+        let accel = AccelResult::from_runs(accel_runs, mptcp.as_ref(), v.sum_raw_mbps, t.m.mbps);
         let run = CcRun {
             cc: cc.clone(),
             raw,
@@ -247,6 +279,7 @@ pub fn run_case(
             cpu_b_pct: t.cpu_b_pct,
             hold: t.hold,
             mptcp,
+            accel,
         };
         if let Some((lo, hi)) = run.tunnel_range() {
             println!(
@@ -275,8 +308,30 @@ pub fn run_case(
                 }
             );
         }
+        if let Some(a) = &run.accel {
+            println!(
+                "    accelerated {:.2} Mbit/s (run {}/{n}); accel / MPTCP {}, accel / sum of raw {}, \
+                 accel / tunnel {}",
+                a.kept.m.mbps,
+                a.run,
+                opt(a.over_mptcp, 2),
+                opt(a.over_sum, 2),
+                opt(a.over_tunnel, 2)
+            );
+        }
         runs.push(run);
     }
+    let objects = if uc.objects && p.objects > 0 && case.combo.inner == 4 {
+        check_stop(stop)?;
+        let mptcp = opts.mptcp && case.combo.outer == 4;
+        let say = |what: &str| progress(k, total, case, what);
+        Some(
+            super::objects::measure(&tb, p.objects, p.repeat, mptcp, &say, stop)
+                .with_context(|| format!("case {} ({}): 1 MB objects", k + 1, uc.name))?,
+        )
+    } else {
+        None
+    };
     for proc_ in [&mut tb.mptd_a, &mut tb.mptd_b] {
         if let Some(st) = proc_.exited() {
             bail!(
@@ -316,6 +371,7 @@ pub fn run_case(
         target: Some(uc.target),
         omit_s: p.omit.as_secs_f64(),
         runs,
+        objects,
     });
     row.finish();
     progress(k, total, case, "tearing down");
