@@ -1243,3 +1243,56 @@ fn a_copy_counts_only_against_a_hole_that_was_asked_for() {
     r.insert(4, 1, &pkt(4), t + MS, out.sink());
     assert_eq!(out.0, [0, 1, 2, 3, 4, 5]);
 }
+
+/// Why a restarted sender must not number from where it began before
+/// (mptd's `first_seq`): the old process left numbers marked done above a
+/// gap at the window base (here 7 and 8, delivered past the lost 6 by
+/// their flow), and a new process numbering from 1 again reuses them for
+/// other datagrams. Below the base they pass as late; on a mark they are
+/// taken for duplicates and dropped, until the count passes the marks.
+/// Numbered from above the old ones, the window jumps and clears.
+#[test]
+fn a_restarted_counter_below_old_marks_is_dropped_one_above_them_passes() {
+    let t = t0();
+    let old = |r: &mut Resequencer, out: &mut Out| {
+        for s in 1..=5 {
+            r.insert(s, 0, &pkt(s), t, out.sink());
+        }
+        // 6 lost; 7 and 8 depend on nothing and are delivered past it.
+        for s in 7..=8 {
+            assert_eq!(
+                r.insert_after(s, None, 1, &pkt(s), t, out.sink()),
+                Outcome::Bypass
+            );
+        }
+    };
+    // The peer restarts and numbers from 1 again.
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    old(&mut r, &mut out);
+    assert_eq!(r.insert(2, 0, &pkt(2), t, out.sink()), Outcome::Late);
+    let before = r.stats().duplicates;
+    assert_eq!(
+        r.insert_after(7, None, 0, &pkt(7), t, out.sink()),
+        Outcome::Duplicate,
+        "a new datagram on an old mark is lost"
+    );
+    assert_eq!(r.stats().duplicates, before + 1);
+    assert_eq!(r.stats().resets, 0, "not far enough behind to restart");
+    // Numbered from above the old numbers (by more than a window).
+    let mut r = Resequencer::new(16, 64, Duration::from_secs(1));
+    let mut out = Out(vec![]);
+    old(&mut r, &mut out);
+    let first = 1_000;
+    assert_eq!(
+        r.insert_after(first + 1, None, 0, &pkt(first + 1), t, out.sink()),
+        Outcome::Bypass
+    );
+    // The marks are gone: a number that maps to 7's slot is new data.
+    let same_slot = first + 1 + 16 - ((first + 1) % 16) + 7;
+    assert_ne!(
+        r.insert_after(same_slot, None, 0, &pkt(same_slot), t, out.sink()),
+        Outcome::Duplicate
+    );
+    assert_eq!(r.stats().duplicates, 0);
+}

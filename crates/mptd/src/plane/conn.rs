@@ -202,7 +202,7 @@ impl ConnShared {
             name,
             conn_id,
             epoch,
-            seq: AtomicU64::new(1),
+            seq: AtomicU64::new(first_seq()),
             tx_order: crate::plane::tx_order::TxOrder::new(),
             eligible: AtomicU64::new(0),
             paths: RwLock::new(Arc::new(paths)),
@@ -339,3 +339,44 @@ pub const REORDER_SLOTS: usize = 4096;
 /// Gap timeout until the control loop has RTT samples to adapt it, and its
 /// floor (the timing policy's, see `mpt_proto::session::timing`).
 pub use mpt_proto::session::timing::DEFAULT_REORDER_TIMEOUT;
+
+/// The first connection sequence number of a connection made now: the
+/// microseconds since the Unix epoch (at least 1).
+///
+/// Why not 1: the peer's resequencer does not know that we restarted. A
+/// restarted daemon numbering from 1 again sends numbers the peer already
+/// saw from the old process: below the peer's window base they are "late"
+/// and pass, but where the old process left numbers marked done above a
+/// gap (skipped probes, flow-bypass deliveries) the new datagrams land on
+/// those marks and are dropped as duplicates until the count passes them
+/// (`mpt bench soak --quick`: a client's TCP stalled for 11 to 30 s after
+/// the concentrator's restart; the resequencer's own restart test only
+/// catches a counter more than four windows behind). Numbering from the
+/// clock puts a restarted daemon's numbers above the old ones (unless the
+/// old process sent more than one datagram per microsecond on the
+/// connection, or the clock stepped back), so the peer's window jumps
+/// forward and clears. 2^50 microseconds are 35 years from now:
+/// `REKEY_AFTER_MESSAGES` (2^60) is far.
+pub fn first_seq() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| (d.as_micros() as u64).max(1))
+}
+
+#[cfg(test)]
+mod first_seq_tests {
+    use super::first_seq;
+
+    #[test]
+    fn a_later_connection_numbers_above_what_an_earlier_one_sent() {
+        // An earlier process's connection that sent 1000 datagrams...
+        let earlier = first_seq();
+        let sent = earlier + 1000;
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        // ...and the restarted one's first number: above, by the time
+        // that passed (less what was sent).
+        let restarted = first_seq();
+        assert!(restarted > sent, "{restarted} <= {sent}");
+        assert!(restarted < 1 << 60, "far from REKEY_AFTER_MESSAGES");
+    }
+}

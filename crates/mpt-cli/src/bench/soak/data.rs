@@ -123,30 +123,41 @@ pub enum Outcome {
 /// Sends `data` from client `i`'s tunnel address to its target and
 /// compares digests. Call on a thread inside the client namespace.
 pub fn transfer(i: usize, data: &[u8], timeout: Duration) -> Outcome {
-    let go = || -> std::io::Result<Vec<u8>> {
-        let sock = socket_bound(client_tun_ip(i))?;
-        let to = SocketAddr::from((target_ip(i), PORT));
-        let mut conn = connect(sock, to, timeout)?;
-        conn.set_write_timeout(Some(timeout))?;
-        conn.set_read_timeout(Some(timeout))?;
-        conn.write_all(data)?;
-        conn.shutdown(std::net::Shutdown::Write)?;
-        let mut got = Vec::new();
-        conn.read_to_end(&mut got)?;
-        Ok(got)
-    };
+    attempt(i, data, timeout).unwrap_or(Outcome::Failed)
+}
+
+/// One transfer as [`transfer`], with why it failed (the probe records
+/// the slowest client's last error: a connect or a read that timed out
+/// says which direction of its tunnel was not carrying).
+fn attempt(i: usize, data: &[u8], timeout: Duration) -> std::io::Result<Outcome> {
+    let sock = socket_bound(client_tun_ip(i)).map_err(|e| context(e, "bind"))?;
+    let to = SocketAddr::from((target_ip(i), PORT));
+    let mut conn = connect(sock, to, timeout).map_err(|e| context(e, "connect"))?;
+    conn.set_write_timeout(Some(timeout))?;
+    conn.set_read_timeout(Some(timeout))?;
+    conn.write_all(data).map_err(|e| context(e, "write"))?;
+    conn.shutdown(std::net::Shutdown::Write)?;
+    let mut got = Vec::new();
+    conn.read_to_end(&mut got)
+        .map_err(|e| context(e, "read the digest"))?;
     let want = ring::digest::digest(&SHA256, data);
-    match go() {
-        Ok(got) if got.len() == want.as_ref().len() => {
-            if got == want.as_ref() {
-                Outcome::Verified
-            } else {
-                Outcome::Mismatch
-            }
-        }
+    if got.len() != want.as_ref().len() {
         // No digest at all: the server saw an error, not EOF.
-        Ok(_) | Err(_) => Outcome::Failed,
+        return Err(std::io::Error::other(format!(
+            "read the digest: {} bytes instead of {}",
+            got.len(),
+            want.as_ref().len()
+        )));
     }
+    Ok(if got == want.as_ref() {
+        Outcome::Verified
+    } else {
+        Outcome::Mismatch
+    })
+}
+
+fn context(e: std::io::Error, step: &str) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{step}: {e}"))
 }
 
 fn socket_bound(addr: Ipv4Addr) -> std::io::Result<std::os::fd::OwnedFd> {
@@ -343,59 +354,87 @@ impl Drop for Background {
 /// take seconds on a loaded machine and pass that off as recovery time.
 const PROBERS: usize = 16;
 
+/// How one client's recovery probe went.
+#[derive(Debug, Clone, Default)]
+pub struct Probed {
+    pub client: usize,
+    /// When its transfer verified (`None`: not before the deadline).
+    pub verified: Option<Instant>,
+    /// Transfers that failed before (or without) one verified.
+    pub failed: u32,
+    /// The last failure, in words.
+    pub last_error: Option<String>,
+}
+
 /// One small transfer from each of `clients`, retried until it verifies
 /// or `deadline`, from [`PROBERS`] threads inside namespace `ns`; gives
-/// the clients that never answered and the number of altered transfers.
+/// how each client's probe went (in `clients`' order) and the number of
+/// altered transfers.
 pub fn probe_all(
     ns: &str,
     clients: Vec<usize>,
     deadline: Instant,
-) -> anyhow::Result<(Vec<usize>, u64)> {
-    let queue = Arc::new(std::sync::Mutex::new(clients));
+) -> anyhow::Result<(Vec<Probed>, u64)> {
+    let mut queue = clients.clone();
+    queue.reverse();
+    let queue = Arc::new(std::sync::Mutex::new(queue));
     let workers: Vec<_> = (0..PROBERS)
         .map(|_| {
             let (q, name) = (queue.clone(), ns.to_string());
-            std::thread::spawn(move || -> std::io::Result<(Vec<usize>, u64)> {
+            std::thread::spawn(move || -> std::io::Result<(Vec<Probed>, u64)> {
                 mpt_emu::sys::enter_netns(&name)?;
-                let mut missing = Vec::new();
+                let mut done = Vec::new();
                 let mut mismatches = 0;
                 loop {
                     let next = q.lock().ok().and_then(|mut v| v.pop());
                     let Some(i) = next else { break };
-                    if !probe_one(i, deadline, &mut mismatches) {
-                        missing.push(i);
-                    }
+                    done.push(probe_one(i, deadline, &mut mismatches));
                 }
-                Ok((missing, mismatches))
+                Ok((done, mismatches))
             })
         })
         .collect();
-    let mut missing = Vec::new();
+    let mut done = Vec::new();
     let mut mismatches = 0;
     for w in workers {
-        let (m, n) = w
+        let (d, n) = w
             .join()
             .map_err(|_| anyhow::anyhow!("a probe thread panicked"))?
             .map_err(|e| anyhow::anyhow!("probing in {ns}: {e}"))?;
-        missing.extend(m);
+        done.extend(d);
         mismatches += n;
     }
-    missing.sort_unstable();
-    Ok((missing, mismatches))
+    done.sort_by_key(|p| clients.iter().position(|&c| c == p.client));
+    Ok((done, mismatches))
 }
 
-/// Probes client `i` until it verifies (true) or `deadline` (false).
-fn probe_one(i: usize, deadline: Instant, mismatches: &mut u64) -> bool {
+/// Probes client `i` until it verifies or `deadline`.
+fn probe_one(i: usize, deadline: Instant, mismatches: &mut u64) -> Probed {
     let data = pattern(0xC0FFEE ^ i as u64, 4096);
+    let mut p = Probed {
+        client: i,
+        ..Probed::default()
+    };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            return p;
         }
-        match transfer(i, &data, left.min(Duration::from_secs(2))) {
-            Outcome::Verified => return true,
-            Outcome::Mismatch => *mismatches += 1,
-            Outcome::Failed => std::thread::sleep(Duration::from_millis(100)),
+        match attempt(i, &data, left.min(Duration::from_secs(2))) {
+            Ok(Outcome::Verified) => {
+                p.verified = Some(Instant::now());
+                return p;
+            }
+            Ok(_) => {
+                *mismatches += 1;
+                p.failed += 1;
+                p.last_error = Some("digest differs".into());
+            }
+            Err(e) => {
+                p.failed += 1;
+                p.last_error = Some(e.to_string());
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
 }

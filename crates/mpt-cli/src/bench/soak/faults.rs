@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::data::probe_all;
+use super::data::{probe_all, Probed};
 use super::plan::{Fault, FaultKind};
-use super::report::FaultResult;
+use super::report::{FaultResult, Slowest};
 use super::sampler::Target;
 use crate::bench::clients::bed::{count_up, Bed};
 use crate::bench::clients::config::{client_name, SHARED_PORT};
@@ -183,15 +183,18 @@ impl<'a> Runner<'a> {
             }
         }
         let end_s = self.now_s();
-        let (recovery_s, missing) = self.wait_back(stop)?;
+        let back = self.wait_back(stop)?;
+        let (slowest, probe_retried) = slowest(&back, self.t0, end_s);
         Ok(FaultResult {
             n: f.n,
             kind: f.kind,
             client: client.map(client_name),
             at_s,
             end_s,
-            recovery_s: recovery_s.map(|r| r - end_s),
-            missing: missing.into_iter().map(client_name).collect(),
+            recovery_s: back.all_at.map(|r| r - end_s),
+            missing: back.missing.into_iter().map(client_name).collect(),
+            slowest,
+            probe_retried,
             flood_pps,
         })
     }
@@ -207,15 +210,16 @@ impl<'a> Runner<'a> {
     /// been up in the status since the fault's end (session and every
     /// path; a removed one gone from it) and to answer a probe. Gives the
     /// time (since the run's start) when all were back, or the clients
-    /// still missing. "Has been up" rather than "all up at one instant":
-    /// with 200 clients on a loaded machine some path of some client is
-    /// always briefly `suspect`.
-    pub fn wait_back(&mut self, stop: &AtomicBool) -> anyhow::Result<(Option<f64>, Vec<usize>)> {
+    /// still missing, and when each was seen up and how its probe went.
+    /// "Has been up" rather than "all up at one instant": with 200
+    /// clients on a loaded machine some path of some client is always
+    /// briefly `suspect`.
+    pub fn wait_back(&mut self, stop: &AtomicBool) -> anyhow::Result<Back> {
         let deadline = Instant::now() + 2 * self.recover_within;
         let expected = self.expected();
         let removed = self.removed.map(client_name);
         let paths = self.paths();
-        let mut seen = vec![false; self.bed.clients.len()];
+        let mut seen: Vec<Option<Instant>> = vec![None; self.bed.clients.len()];
         loop {
             check_stop(stop)?;
             self.check_exits()?;
@@ -227,33 +231,88 @@ impl<'a> Runner<'a> {
                         .iter()
                         .any(|c| c.name.as_deref() == Some(r.as_str()))
                 });
+                let now = Instant::now();
                 for i in up_clients(&s, paths) {
-                    if let Some(v) = seen.get_mut(i) {
-                        *v = true;
+                    if let Some(v @ None) = seen.get_mut(i) {
+                        *v = Some(now);
                     }
                 }
-                if !listed_removed && expected.iter().all(|&i| seen[i]) {
+                if !listed_removed && expected.iter().all(|&i| seen[i].is_some()) {
                     break;
                 }
             }
             if Instant::now() > deadline {
-                let missing = expected.iter().copied().filter(|&i| !seen[i]).collect();
-                return Ok((None, missing));
+                let missing = expected
+                    .iter()
+                    .copied()
+                    .filter(|&i| seen[i].is_none())
+                    .collect();
+                return Ok(Back {
+                    all_at: None,
+                    missing,
+                    seen,
+                    probes: Vec::new(),
+                });
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let (missing, altered) = probe_all(self.bed.c.name(), expected, deadline)?;
+        let (probes, altered) = probe_all(self.bed.c.name(), expected, deadline)?;
         self.probe_mismatches += altered;
-        if missing.is_empty() {
-            Ok((Some(self.now_s()), missing))
-        } else {
-            Ok((None, missing))
-        }
+        let missing: Vec<usize> = probes
+            .iter()
+            .filter(|p| p.verified.is_none())
+            .map(|p| p.client)
+            .collect();
+        Ok(Back {
+            all_at: missing.is_empty().then(|| self.now_s()),
+            missing,
+            seen,
+            probes,
+        })
     }
 
     fn paths(&self) -> usize {
         self.bed.paths()
     }
+}
+
+/// What [`Runner::wait_back`] saw.
+pub struct Back {
+    /// When every client was back, s since the run's start.
+    pub all_at: Option<f64>,
+    /// Clients not back at the deadline.
+    pub missing: Vec<usize>,
+    /// When each client was first seen up in the status (by index).
+    pub seen: Vec<Option<Instant>>,
+    /// How each client's probe went (empty if the status never showed all).
+    pub probes: Vec<Probed>,
+}
+
+/// The client that came back last among those that did, and how many
+/// needed more than one probe. A client is back when it was seen up if
+/// its first probe verified (it was only waiting for the others to be up
+/// before being probed), else when a probe verified.
+pub fn slowest(back: &Back, t0: Instant, end_s: f64) -> (Option<Slowest>, usize) {
+    let since_end = |t: Instant| t.duration_since(t0).as_secs_f64() - end_s;
+    let retried = back.probes.iter().filter(|p| p.failed > 0).count();
+    let worst = back
+        .probes
+        .iter()
+        .filter_map(|p| {
+            let up = back.seen.get(p.client).copied().flatten()?;
+            let at = if p.failed == 0 { up } else { p.verified? };
+            Some((at, p, up))
+        })
+        .max_by_key(|(at, _, _)| *at);
+    let slowest = worst.map(|(at, p, up)| Slowest {
+        client: client_name(p.client),
+        back_s: since_end(at),
+        up_s: since_end(up),
+        probed_s: p.verified.map(since_end),
+        failed_probes: p.failed,
+        last_error: p.last_error.clone(),
+    });
+    (slowest, retried)
 }
 
 /// The clients (by index, from their connection names) whose session is
@@ -279,6 +338,44 @@ pub fn up_clients(status: &mpt_api::Status, paths: usize) -> Vec<usize> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_slowest_client_is_the_last_back() {
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        // Fault ended at 10 s. Client 0: up at 11 s, first probe fine
+        // (verified at 13 s only because the round started then);
+        // client 1: up at 10.5 s, two probes failed, verified at 12 s;
+        // client 2: up at 12.5 s, first probe fine.
+        let probe = |client, verified: f64, failed| Probed {
+            client,
+            verified: Some(at(verified)),
+            failed,
+            last_error: (failed > 0).then(|| "connect: timed out".to_string()),
+        };
+        let back = Back {
+            all_at: Some(13.0),
+            missing: vec![],
+            seen: vec![Some(at(11.0)), Some(at(10.5)), Some(at(12.5))],
+            probes: vec![probe(0, 13.0, 0), probe(1, 12.0, 2), probe(2, 12.6, 0)],
+        };
+        let (w, retried) = slowest(&back, t0, 10.0);
+        let w = w.expect("a slowest client");
+        assert_eq!(retried, 1);
+        assert_eq!(w.client, "client-002");
+        assert!((w.back_s - 2.5).abs() < 1e-6 && (w.up_s - 2.5).abs() < 1e-6);
+        // A client whose probe kept failing is back when it verified.
+        let mut back = back;
+        back.probes[1] = probe(1, 14.0, 3);
+        let (w, _) = slowest(&back, t0, 10.0);
+        let w = w.expect("a slowest client");
+        assert_eq!((w.client.as_str(), w.failed_probes), ("client-001", 3));
+        assert!((w.back_s - 4.0).abs() < 1e-6 && (w.up_s - 0.5).abs() < 1e-6);
+        assert!(w.line().contains("after 3 failed: connect: timed out"));
+        // Nobody probed (the status never showed all): none.
+        back.probes.clear();
+        assert!(slowest(&back, t0, 10.0).0.is_none());
+    }
 
     #[test]
     fn up_clients_are_named_by_index() {

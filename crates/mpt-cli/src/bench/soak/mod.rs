@@ -342,6 +342,13 @@ fn run_schedule(
                 None => format!("NOT BACK: {}", r.missing.join(" ")),
             }
         );
+        if let Some(w) = &r.slowest {
+            println!(
+                "           {}; {} probes retried",
+                w.line(),
+                r.probe_retried
+            );
+        }
         report.faults.push(r);
     }
     // A last quiet stretch, then everyone must still be there.

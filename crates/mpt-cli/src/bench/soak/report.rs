@@ -30,9 +30,49 @@ pub struct FaultResult {
     pub recovery_s: Option<f64>,
     /// Clients not back at the deadline.
     pub missing: Vec<String>,
+    /// The client back last among those that made it (the one to read
+    /// the logs of when a fault is slow).
+    pub slowest: Option<Slowest>,
+    /// Clients whose first recovery probe failed.
+    pub probe_retried: usize,
     /// Flood: datagrams per second sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flood_pps: Option<f64>,
+}
+
+/// The client that came back last after a fault.
+#[derive(Debug, Clone, Serialize)]
+pub struct Slowest {
+    pub client: String,
+    /// Since the fault's end: when it was back (first seen up if its
+    /// first probe verified, else when a probe did), s.
+    pub back_s: f64,
+    /// ... when the concentrator's status first showed it up, s.
+    pub up_s: f64,
+    /// ... when its probe verified, s.
+    pub probed_s: Option<f64>,
+    /// Probes through its tunnel that failed before one verified.
+    pub failed_probes: u32,
+    /// The last failure, in words (which step timed out).
+    pub last_error: Option<String>,
+}
+
+impl Slowest {
+    /// One line for the progress output and the summary.
+    pub fn line(&self) -> String {
+        format!(
+            "slowest {} back after {:.2} s (status up {:.2} s, probe {}{})",
+            self.client,
+            self.back_s,
+            self.up_s,
+            self.probed_s
+                .map_or("-".to_string(), |p| format!("{p:.2} s")),
+            match (&self.last_error, self.failed_probes) {
+                (Some(e), n) if n > 0 => format!(" after {n} failed: {e}"),
+                _ => String::new(),
+            }
+        )
+    }
 }
 
 /// Recovery times of one kind of fault (or all).
@@ -250,6 +290,17 @@ impl Report {
             opt(r.median_s),
             opt(r.max_s)
         );
+        for kind in self.recovery_by_kind.keys() {
+            let worst = self
+                .faults
+                .iter()
+                .filter(|f| f.kind.name() == *kind)
+                .filter_map(|f| Some((f, f.slowest.as_ref()?)))
+                .max_by(|a, b| a.1.back_s.total_cmp(&b.1.back_s));
+            if let Some((f, w)) = worst {
+                let _ = writeln!(s, "{kind}: fault {} {}", f.n, w.line());
+            }
+        }
         for t in &self.rss_mib {
             let _ = writeln!(
                 s,
@@ -313,6 +364,8 @@ mod tests {
             end_s: n as f64 * 10.0 + 3.0,
             recovery_s: r,
             missing: vec![],
+            slowest: None,
+            probe_retried: 0,
             flood_pps: None,
         }
     }
