@@ -178,9 +178,14 @@ if [[ "$PART" != lan ]]; then
                 || say "could not install mptcpize (apt-get install -y mptcpize): no MPTCP column"
         fi
     fi
+    if ! command -v nft >/dev/null 2>&1; then
+        say "installing nftables (mptd steers accelerated TCP flows with an nft tproxy rule)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1 \
+            || say "could not install nftables (apt-get install -y nftables): no accelerated column"
+    fi
     [[ -x "$MPT_CLI" ]] || { echo "mpt not found at $MPT_CLI: build it first: cargo build --release --bins" >&2; exit 1; }
     OUT="${OUT:-bench-out/demo-$(date -u +%Y%m%d-%H%M%S)}"
-    say "part 1: one TCP stream over unlike uplinks: each path alone, mpt, kernel MPTCP (about 2 minutes)"
+    say "part 1: one TCP stream over unlike uplinks: each path alone, mpt, mpt accelerated, kernel MPTCP (about 3 minutes)"
     "$MPT_CLI" bench conf/scenarios/demo.toml --mptd "$MPTD" --out "$OUT" --baseline auto
     PLOT="$(cd "$OUT" && pwd)/plot.svg"
     echo "chart: $PLOT"
