@@ -493,6 +493,9 @@ impl Listener {
     }
 }
 
+/// How long [`snapshot`] waits for the kernel to finish its dump.
+const SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// The links, addresses and routes as they are now: one full dump,
 /// synchronously (at start-up, to bind interface-only paths to their
 /// current address and plan the uplinks' routing).
@@ -501,9 +504,14 @@ pub fn snapshot() -> io::Result<Vec<NetEvent>> {
     let mut buf = vec![0u8; RECV_LEN];
     let mut events = Vec::new();
     let mut done = false;
-    // A dump is a few datagrams; bound the reads in case the kernel never
-    // ends it (each read waits at most SHUTDOWN_POLL).
-    for _ in 0..1000 {
+    // A dump is a few datagrams, but the socket also gets every change
+    // made meanwhile (and a dump the kernel interrupts starts again): on
+    // a host where many links come and go at once (200 mptds starting in
+    // one namespace) a bound on reads ran out before the dump ended. So
+    // bound the time instead, in case the kernel never ends it (each read
+    // waits at most SHUTDOWN_POLL).
+    let deadline = std::time::Instant::now() + SNAPSHOT_TIMEOUT;
+    while std::time::Instant::now() < deadline {
         l.poll(&mut buf, &mut |e| match e {
             NetEvent::DumpDone => done = true,
             e => events.push(e),
@@ -514,7 +522,7 @@ pub fn snapshot() -> io::Result<Vec<NetEvent>> {
     }
     Err(io::Error::new(
         io::ErrorKind::TimedOut,
-        "the kernel did not finish the link and address dump",
+        "the kernel did not finish the link and address dump within 20 s",
     ))
 }
 
