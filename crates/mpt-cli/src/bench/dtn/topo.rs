@@ -124,3 +124,12 @@ pub fn set_cc(ns: &str, cc: &str) -> anyhow::Result<()> {
     })
     .with_context(|| format!("setting tcp_congestion_control in {ns}"))
 }
+
+/// The default congestion control of namespace `ns`.
+pub fn get_cc(ns: &str) -> anyhow::Result<String> {
+    mpt_emu::netns::in_netns(ns, || {
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+    })
+    .map(|s| s.trim().to_string())
+    .with_context(|| format!("reading tcp_congestion_control in {ns}"))
+}
