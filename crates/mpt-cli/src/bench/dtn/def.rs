@@ -175,7 +175,7 @@ mod tests {
         assert!(full.cases.iter().all(|c| c.links.len() == 1));
         let p = full.dtn.as_ref().unwrap();
         assert_eq!((p.bundle_size, p.competing_flows), (1_000_000, 5));
-        assert_eq!(p.cc.as_deref(), Some("cubic"));
+        assert_eq!(p.cc.as_deref(), Some("reno"));
         let quick = Overrides {
             quick: true,
             ..Overrides::default()
