@@ -125,9 +125,8 @@ pub fn set_cc(ns: &str, cc: &str) -> anyhow::Result<()> {
     .with_context(|| {
         // Outside the initial namespace only the allowed ones can be a
         // default (EPERM otherwise).
-        let allowed =
-            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-                .unwrap_or_default();
+        let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+            .unwrap_or_default();
         format!(
             "setting tcp_congestion_control in {ns} (a namespace's default must be one of \
              net.ipv4.tcp_allowed_congestion_control: {})",

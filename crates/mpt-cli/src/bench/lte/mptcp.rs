@@ -17,13 +17,12 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::def::{Bulk, LteEvent, LteParams, LteVariant};
-use super::run::SETUP_ALLOWANCE;
 use crate::bench::mptcp::{self, PathUse};
 use crate::bench::report::meta::LoadAvg;
 use crate::bench::stall::{self, StallStats, Transport};
@@ -62,13 +61,14 @@ pub fn any_applies(p: &LteParams) -> bool {
 }
 
 /// Runs the stream over kernel MPTCP on `tb` (the tunnel idle): the WiFi
-/// wire restarted so that its outage lands `handover_at` after the
-/// measurement's start, as in the tunnel's run; `mpt_mbps` is the tunnel
-/// stream's goodput for the ratio.
+/// wire restarted, the measurement started `setup` after its new epoch so
+/// that the outage lands `handover_at` after the start, as in the tunnel's
+/// run; `mpt_mbps` is the tunnel stream's goodput for the ratio.
 pub fn measure(
     tb: &mut Testbed,
     p: &LteParams,
-    duration: std::time::Duration,
+    setup: Duration,
+    duration: Duration,
     cc: &str,
     mpt_mbps: f64,
     stop: &AtomicBool,
@@ -84,10 +84,10 @@ pub fn measure(
     // The outage schedule starts again from the wire's (new) epoch.
     tb.restart_traced_wires()?;
     let epoch = *tb.wire_epochs().first().context("no WiFi wire")?;
-    let outage_start = epoch + SETUP_ALLOWANCE + p.handover_at;
+    let outage_start = epoch + setup + p.handover_at;
     let outage = (outage_start, outage_start + p.handover_len);
     sleep(
-        (epoch + SETUP_ALLOWANCE).saturating_duration_since(Instant::now()),
+        (epoch + setup).saturating_duration_since(Instant::now()),
         stop,
     )?;
     let b_addr: IpAddr = tb.plan.outer(0, 2).parse().context("B's WiFi address")?;

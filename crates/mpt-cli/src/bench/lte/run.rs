@@ -417,7 +417,7 @@ pub fn run_case(
                     handover_at_s
                 ),
             );
-            let b = mptcp::measure(&mut tb, p, s.duration, cc, st.mbps, stop)
+            let b = mptcp::measure(&mut tb, p, SETUP_ALLOWANCE, s.duration, cc, st.mbps, stop)
                 .with_context(|| format!("case {}: kernel MPTCP baseline", k + 1))?;
             println!("    {}", mptcp_summary(&b, st));
             Some(b)
