@@ -130,7 +130,7 @@ complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subco
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l dtnd -d 'dtn-relay: the dtnd binary (dtn7-rs) [default: DTND_BIN, the bench\'s install root, ~/.cargo/bin, PATH; installed with cargo when missing]' -r -F
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l scheduler -d 'mptd\'s scheduler in every case (default: the scenario\'s; `unlike` leaves mptd\'s default, the others ask for weighted)' -r -f -a "adaptive\t''
 weighted\t''"
-complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l baseline -d 'Kernel MPTCP beside the tunnel in `unlike` (iperf3 under `mptcpize run`, one subflow per path, bytes per path checked): auto = when mptcpize is installed; mptcp = always (installs mptcpize with apt-get if missing); none = off' -r -f -a "auto\t''
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l baseline -d 'Kernel MPTCP beside the tunnel in `unlike` (iperf3 under `mptcpize run`) and `handover` (its bulk stream over MPTCP sockets across the same WiFi outage), one subflow per path, bytes per path checked: auto = when mptcpize is installed; mptcp = always (installs mptcpize with apt-get if missing); none = off' -r -f -a "auto\t''
 mptcp\t''
 none\t''"
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l clients -d 'clients: client mptds on one server [default: 200; --quick: 8]' -r
