@@ -12,7 +12,8 @@ pub struct Options {
     pub out: PathBuf,
     pub mptd: PathBuf,
     /// Measure kernel MPTCP beside the tunnel where the suite supports it
-    /// (`unlike`), resolved from `--baseline` by [`super::mptcp::resolve`].
+    /// (`unlike`; `handover`'s bulk streams across a silent WiFi), resolved
+    /// from `--baseline` by [`super::mptcp::resolve`].
     pub mptcp: bool,
     /// Measure TCP acceleration (end hosts behind the gateways, flows split
     /// at A) beside the tunnel where the suite supports it (`unlike`,

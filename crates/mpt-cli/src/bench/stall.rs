@@ -6,6 +6,14 @@
 //! control asked for (`TCP_CONGESTION`; the system default otherwise). Both
 //! ends are threads of this process placed in the testbed's namespaces,
 //! like the VoIP flow; the namespaces share CLOCK_MONOTONIC.
+//!
+//! The same stream runs over kernel MPTCP ([`Transport::Mptcp`]: sockets
+//! of protocol `IPPROTO_MPTCP`, which is all `mptcpize run` does to a
+//! program's TCP sockets), so that the handover suite's MPTCP baseline is
+//! measured by the same reads as mpt's: the longest stall of both is the
+//! same quantity, not an estimate from iperf3's interval sums. With the
+//! outage window known, the goodput before, during and after it is taken
+//! from the same reads ([`AroundOutage`]).
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -17,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
+use socket2::{Domain, Protocol, Socket, Type};
 
 use mpt_emu::sys;
 
@@ -38,6 +47,72 @@ pub struct StallStats {
     /// report's time series).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mbps_per_s: Vec<f64>,
+    /// Goodput before, during and after the outage window, when the run
+    /// had one (results of older builds: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub around: Option<AroundOutage>,
+}
+
+/// The stream's goodput around an outage window `[o0, o1)`, from the
+/// receiver's reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct AroundOutage {
+    /// From the first byte to the outage's start, Mbit/s.
+    pub before_mbps: Option<f64>,
+    /// Over the outage window, Mbit/s.
+    pub during_mbps: Option<f64>,
+    /// From the outage's end to the last byte, Mbit/s.
+    pub after_mbps: Option<f64>,
+    /// The longest time without data that overlaps the outage window
+    /// (counted from the window's start when no read fell before it), ms.
+    pub outage_stall_ms: f64,
+    /// From the outage's start to the end of that stall (data flowing
+    /// again, over the other path or the one come back), ms.
+    pub resumed_after_ms: Option<f64>,
+}
+
+/// Plain TCP or kernel MPTCP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Transport {
+    #[default]
+    Tcp,
+    /// `IPPROTO_MPTCP` sockets: subflows as the in-kernel path manager
+    /// opens them (see [`crate::bench::mptcp`]).
+    Mptcp,
+}
+
+fn listen(bind: SocketAddr, t: Transport) -> io::Result<TcpListener> {
+    match t {
+        Transport::Tcp => TcpListener::bind(bind),
+        Transport::Mptcp => {
+            let s = Socket::new(
+                Domain::for_address(bind),
+                Type::STREAM,
+                Some(Protocol::MPTCP),
+            )?;
+            s.set_reuse_address(true)?;
+            s.bind(&bind.into())?;
+            s.listen(8)?;
+            Ok(s.into())
+        }
+    }
+}
+
+fn connect(target: SocketAddr, t: Transport) -> io::Result<TcpStream> {
+    let timeout = Duration::from_secs(5);
+    match t {
+        Transport::Tcp => TcpStream::connect_timeout(&target, timeout),
+        Transport::Mptcp => {
+            let s = Socket::new(
+                Domain::for_address(target),
+                Type::STREAM,
+                Some(Protocol::MPTCP),
+            )?;
+            s.connect_timeout(&target.into(), timeout)?;
+            Ok(s.into())
+        }
+    }
 }
 
 /// The receiving end: accepts one connection and reads until it closes.
@@ -46,24 +121,28 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// Listens on `bind` in namespace `ns`.
+    /// Listens on `bind` in namespace `ns` (plain TCP).
     pub fn start(ns: &str, bind: SocketAddr) -> anyhow::Result<Sink> {
+        Sink::start_on(ns, bind, Transport::Tcp)
+    }
+
+    /// Listens on `bind` in namespace `ns` with transport `t`.
+    pub fn start_on(ns: &str, bind: SocketAddr, t: Transport) -> anyhow::Result<Sink> {
         let (tx, rx) = mpsc::channel();
         let ns_thread = ns.to_string();
         let handle = std::thread::Builder::new()
             .name("stall-sink".into())
             .spawn(move || -> io::Result<Vec<(Instant, usize)>> {
-                let listener =
-                    match sys::enter_netns(&ns_thread).and_then(|()| TcpListener::bind(bind)) {
-                        Ok(l) => {
-                            let _ = tx.send(Ok(()));
-                            l
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(e.to_string()));
-                            return Err(e);
-                        }
-                    };
+                let listener = match sys::enter_netns(&ns_thread).and_then(|()| listen(bind, t)) {
+                    Ok(l) => {
+                        let _ = tx.send(Ok(()));
+                        l
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string()));
+                        return Err(e);
+                    }
+                };
                 let (mut conn, _) = listener.accept()?;
                 let mut log = Vec::with_capacity(1 << 16);
                 let mut buf = vec![0u8; 1 << 16];
@@ -85,13 +164,20 @@ impl Sink {
         }
     }
 
-    /// Waits for the connection to close and sums up what arrived.
-    pub fn finish(self, cc: &str) -> anyhow::Result<StallStats> {
+    /// Waits for the connection to close and sums up what arrived, with
+    /// the goodput around `outage` (start, end) when given.
+    pub fn finish(
+        self,
+        cc: &str,
+        outage: Option<(Instant, Instant)>,
+    ) -> anyhow::Result<StallStats> {
         let log = match self.handle.join() {
             Ok(r) => r.context("TCP sink")?,
             Err(_) => anyhow::bail!("TCP sink thread panicked"),
         };
-        Ok(analyse(&log, cc))
+        let mut st = analyse(&log, cc);
+        st.around = outage.and_then(|(o0, o1)| around_outage(&log, o0, o1));
+        Ok(st)
     }
 }
 
@@ -126,11 +212,54 @@ pub fn analyse(log: &[(Instant, usize)], cc: &str) -> StallStats {
     st
 }
 
-/// Connects from namespace `ns` to `target` and writes until `until` or
-/// `stop`, with congestion control `cc` (empty: the system's default).
+/// Goodput before, during and after `[o0, o1)` from a read log; `None`
+/// for an empty log or an empty window.
+pub fn around_outage(log: &[(Instant, usize)], o0: Instant, o1: Instant) -> Option<AroundOutage> {
+    let (first, last) = (log.first()?.0, log.last()?.0);
+    if o1 <= o0 {
+        return None;
+    }
+    let mbps = |from: Instant, to: Instant| -> Option<f64> {
+        let span = to.checked_duration_since(from)?.as_secs_f64();
+        (span > 0.0).then(|| {
+            let bytes: usize = log
+                .iter()
+                .filter(|(t, _)| *t >= from && *t < to)
+                .map(|(_, n)| n)
+                .sum();
+            bytes as f64 * 8.0 / span / 1e6
+        })
+    };
+    let mut a = AroundOutage {
+        before_mbps: mbps(first, o0),
+        during_mbps: (first <= o0 && last >= o1).then(|| mbps(o0, o1)).flatten(),
+        after_mbps: mbps(o1, last),
+        ..AroundOutage::default()
+    };
+    // Gaps between reads, and from the window's start to the first read
+    // after it when none fell between the last read before and o0.
+    let mut prev = log.iter().rev().find(|(t, _)| *t <= o0).map_or(o0, |r| r.0);
+    for &(t, _) in log.iter().filter(|(t, _)| *t > o0) {
+        if prev >= o1 {
+            break;
+        }
+        let gap = t.duration_since(prev).as_secs_f64() * 1e3;
+        if gap > a.outage_stall_ms {
+            a.outage_stall_ms = gap;
+            a.resumed_after_ms = Some(t.duration_since(o0).as_secs_f64() * 1e3);
+        }
+        prev = t;
+    }
+    Some(a)
+}
+
+/// Connects from namespace `ns` to `target` over `transport` and writes
+/// until `until` or `stop`, with congestion control `cc` (empty: the
+/// system's default).
 pub fn spawn_source(
     ns: &str,
     target: SocketAddr,
+    transport: Transport,
     cc: &str,
     until: Instant,
     stop: Arc<AtomicBool>,
@@ -139,7 +268,7 @@ pub fn spawn_source(
     let cc = cc.to_string();
     std::thread::spawn(move || {
         sys::enter_netns(&ns)?;
-        let mut conn = TcpStream::connect_timeout(&target, Duration::from_secs(5))?;
+        let mut conn = connect(target, transport)?;
         if !cc.is_empty() {
             set_congestion(&conn, &cc)?;
         }
@@ -209,5 +338,31 @@ mod tests {
         // Per second: 4000 B in the first, 1000 B in the second.
         assert_eq!(st.mbps_per_s, [0.032, 0.008]);
         assert_eq!(analyse(&[], "bbr").bytes, 0);
+    }
+
+    #[test]
+    fn goodput_and_stall_around_an_outage() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // 1000 B every 100 ms for 1 s, nothing until 1.6 s, then every
+        // 100 ms to 3 s; the outage is 1.0 .. 2.0 s.
+        let mut log: Vec<(Instant, usize)> = (0..10).map(|i| (t0 + ms(100 * i), 1000)).collect();
+        log.extend((16..=30).map(|i| (t0 + ms(100 * i), 1000)));
+        let a = around_outage(&log, t0 + ms(1000), t0 + ms(2000)).expect("window");
+        // 10 reads before 1.0 s over 1.0 s.
+        assert!((a.before_mbps.unwrap() - 0.08).abs() < 1e-9, "{a:?}");
+        // 4 reads in 1.6 .. 1.9 s over 1 s.
+        assert!((a.during_mbps.unwrap() - 0.032).abs() < 1e-9, "{a:?}");
+        // 10 reads in 2.0 .. 3.0 s (the last read ends the span).
+        assert!((a.after_mbps.unwrap() - 0.08).abs() < 1e-9, "{a:?}");
+        // From the last read at 0.9 s to 1.6 s.
+        assert!((a.outage_stall_ms - 700.0).abs() < 1e-6, "{a:?}");
+        assert!((a.resumed_after_ms.unwrap() - 600.0).abs() < 1e-6, "{a:?}");
+        assert_eq!(around_outage(&[], t0, t0 + ms(1)), None);
+        assert_eq!(around_outage(&log, t0 + ms(5), t0 + ms(5)), None);
+        // A stream that ended inside the window has no "during" figure.
+        let short = &log[..5];
+        let a = around_outage(short, t0 + ms(1000), t0 + ms(2000)).expect("window");
+        assert_eq!((a.during_mbps, a.after_mbps), (None, None));
     }
 }

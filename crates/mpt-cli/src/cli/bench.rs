@@ -130,9 +130,10 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_parser = ["adaptive", "weighted"])]
     pub(crate) scheduler: Option<String>,
     /// Kernel MPTCP beside the tunnel in `unlike` (iperf3 under `mptcpize
-    /// run`, one subflow per path, bytes per path checked): auto = when
-    /// mptcpize is installed; mptcp = always (installs mptcpize with
-    /// apt-get if missing); none = off.
+    /// run`) and `handover` (its bulk stream over MPTCP sockets across the
+    /// same WiFi outage), one subflow per path, bytes per path checked:
+    /// auto = when mptcpize is installed; mptcp = always (installs
+    /// mptcpize with apt-get if missing); none = off.
     #[arg(long, value_name = "KIND", value_parser = ["auto", "mptcp", "none"], default_value = "auto")]
     pub(crate) baseline: String,
     /// TCP acceleration beside the tunnel in `unlike` and `satellite` (end

@@ -76,11 +76,15 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         "none" => bench::mptcp::Choice::None,
         _ => bench::mptcp::Choice::Auto,
     };
-    let mptcp = if sc.unlike.is_some() {
+    // unlike, and handover variants with a bulk stream across a silent
+    // WiFi outage, measure kernel MPTCP beside the tunnel.
+    let lte_baseline = sc.lte.as_ref().is_some_and(bench::lte::mptcp::any_applies);
+    let mptcp = if sc.unlike.is_some() || lte_baseline {
         bench::mptcp::resolve(choice).map_err(runtime)?
     } else if choice == bench::mptcp::Choice::Mptcp {
         return Err(usage(anyhow::anyhow!(
-            "--baseline mptcp applies to `mpt bench unlike` (and unlike scenario files) only"
+            "--baseline mptcp applies to `mpt bench unlike`, `mpt bench handover` (variants with a \
+             bulk stream across a silent WiFi) and scenario files of their kind only"
         )));
     } else {
         false

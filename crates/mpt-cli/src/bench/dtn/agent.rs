@@ -85,8 +85,10 @@ pub fn find_or_install(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     let root = default_root();
     let cmd = install_command(&root);
     println!(
-        "==> dtnd (the dtn7-rs bundle protocol agent) not found; installing it \
-         (a few minutes of compiling):\n    {cmd}"
+        "==> dtnd (the dtn7-rs bundle protocol agent) not found; installing it with cargo \
+         (about 270 crates to compile: minutes on a large machine, half an hour or more on \
+         two busy cores; `--locked` keeps the crate's own lock file, without which dtn7 \
+         {DTN7_VERSION} does not build against current serde):\n    {cmd}"
     );
     let status = Command::new("cargo")
         .args([

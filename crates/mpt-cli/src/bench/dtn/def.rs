@@ -29,8 +29,13 @@ pub struct DtnDef {
     pub window: Option<u32>,
     /// Competing TCP flows on the terrestrial hop (iperf3 -P), 0 = none.
     pub competing_flows: Option<u32>,
+    /// Congestion control of every TCP flow in S, A and B (the end-to-end
+    /// flow, the competing flows, the agents' TCPCL sessions), set as the
+    /// namespaces' default; without it they inherit the machine's, which
+    /// makes runs on two machines measure different things.
+    pub cc: Option<String>,
     /// Congestion control of the relay's GEO hop ("cubic", "bbr", ...);
-    /// default: the kernel's.
+    /// default: `cc`, else the kernel's.
     pub sat_cc: Option<String>,
     /// How long the GEO hop is down in the contact-gap phase; "0s" = no
     /// gap phase.
@@ -49,6 +54,7 @@ pub struct DtnParams {
     pub bundle_size: usize,
     pub window: u32,
     pub competing_flows: u32,
+    pub cc: Option<String>,
     pub sat_cc: Option<String>,
     pub gap: Duration,
     pub gap_bundles: u32,
@@ -86,9 +92,11 @@ impl DtnDef {
         if competing_flows > 32 {
             return Err(invalid(origin, "dtn.competing_flows must be 0..32"));
         }
-        if let Some(cc) = &self.sat_cc {
-            if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(invalid(origin, format!("dtn.sat_cc {cc:?}: not a name")));
+        for (key, cc) in [("cc", &self.cc), ("sat_cc", &self.sat_cc)] {
+            if let Some(cc) = cc {
+                if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Err(invalid(origin, format!("dtn.{key} {cc:?}: not a name")));
+                }
             }
         }
         let gap = match pick(&self.quick.gap, &self.gap) {
@@ -115,6 +123,7 @@ impl DtnDef {
             bundle_size: size as usize,
             window,
             competing_flows,
+            cc: self.cc.clone(),
             sat_cc: self.sat_cc.clone(),
             gap,
             gap_bundles,
@@ -166,6 +175,7 @@ mod tests {
         assert!(full.cases.iter().all(|c| c.links.len() == 1));
         let p = full.dtn.as_ref().unwrap();
         assert_eq!((p.bundle_size, p.competing_flows), (1_000_000, 5));
+        assert_eq!(p.cc.as_deref(), Some("reno"));
         let quick = Overrides {
             quick: true,
             ..Overrides::default()
@@ -185,6 +195,7 @@ mod tests {
             "window = 0\n",
             "competing_flows = 99\n",
             "sat_cc = \"bbr; rm\"\n",
+            "cc = \"\"\n",
             "gap = \"20m\"\n",
             "gap_bundles = 0\n",
         ] {

@@ -37,8 +37,10 @@ fn local() -> SocketAddr {
 #[derive(Default)]
 pub struct Seen {
     pub deliveries: Mutex<Vec<Delivery>>,
-    /// Intact deliveries so far.
+    /// Distinct bundles delivered intact so far (what the window counts).
     pub intact: AtomicUsize,
+    /// Ids delivered intact in this phase (a second copy is not counted).
+    ids: Mutex<std::collections::HashSet<u64>>,
     /// Bundles that were not ours (no header).
     pub foreign: AtomicUsize,
 }
@@ -93,7 +95,13 @@ impl Collector {
                         continue;
                     }
                 };
-                if d.intact {
+                if d.intact
+                    && s2
+                        .ids
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(d.id)
+                {
                     s2.intact.fetch_add(1, Ordering::Relaxed);
                 }
                 s2.deliveries
@@ -116,6 +124,11 @@ impl Collector {
         *self.t0.lock().unwrap_or_else(|e| e.into_inner()) = t0;
         self.seen
             .deliveries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.seen
+            .ids
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();

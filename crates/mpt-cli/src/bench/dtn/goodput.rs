@@ -17,15 +17,32 @@ pub struct Delivery {
     pub intact: bool,
 }
 
+/// The first intact delivery of each id, in time order: dtnd may hand a
+/// bundle over twice (the relay forwards it again when it took a transfer
+/// for failed), and a second copy is not goodput.
+pub fn first_deliveries(d: &[Delivery]) -> Vec<&Delivery> {
+    let mut v: Vec<&Delivery> = d.iter().filter(|x| x.intact).collect();
+    v.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    let mut seen = std::collections::BTreeSet::new();
+    v.retain(|x| seen.insert(x.id));
+    v
+}
+
+/// Intact deliveries of an id already delivered intact.
+pub fn duplicates(d: &[Delivery]) -> usize {
+    d.iter().filter(|x| x.intact).count() - first_deliveries(d).len()
+}
+
 /// Steady-state goodput in Mbit/s over `[from_s, to_s]`: the payload of
-/// every intact bundle delivered in the window after the first one, over
-/// the time from the first delivery to the last. Leaves out the pipeline's
-/// fill time (the first bundle's transit) that a window/duration ratio
-/// would charge to a long RTT. `None` with fewer than two deliveries.
+/// every distinct bundle first delivered intact in the window after the
+/// first one, over the time from the first delivery to the last. Leaves
+/// out the pipeline's fill time (the first bundle's transit) that a
+/// window/duration ratio would charge to a long RTT. `None` with fewer
+/// than two deliveries.
 pub fn steady_mbps(d: &[Delivery], from_s: f64, to_s: f64) -> Option<f64> {
-    let mut inside: Vec<&Delivery> = d
-        .iter()
-        .filter(|x| x.intact && x.t_s >= from_s && x.t_s <= to_s)
+    let mut inside: Vec<&Delivery> = first_deliveries(d)
+        .into_iter()
+        .filter(|x| x.t_s >= from_s && x.t_s <= to_s)
         .collect();
     inside.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     let (first, last) = (inside.first()?, inside.last()?);
@@ -44,9 +61,9 @@ pub fn window_mbps(d: &[Delivery], from_s: f64, to_s: f64) -> f64 {
     if span <= 0.0 {
         return 0.0;
     }
-    let bytes: usize = d
-        .iter()
-        .filter(|x| x.intact && x.t_s >= from_s && x.t_s <= to_s)
+    let bytes: usize = first_deliveries(d)
+        .into_iter()
+        .filter(|x| x.t_s >= from_s && x.t_s <= to_s)
         .map(|x| x.bytes)
         .sum();
     bytes as f64 * 8.0 / span / 1e6
@@ -158,6 +175,19 @@ mod tests {
         // 4 MB over 20 s.
         assert!((window_mbps(&v, 0.0, 20.0) - 1.6).abs() < 1e-9);
         assert_eq!(window_mbps(&v, 3.0, 3.0), 0.0);
+    }
+
+    #[test]
+    fn a_second_copy_of_a_bundle_is_not_goodput() {
+        // Bundle 1 arrives again at 13 s: the steady goodput is 2 MB over
+        // 8 s (ids 2 and 3 after the first), not 3 MB.
+        let v = [d(1, 5.0), d(2, 9.0), d(1, 11.0), d(3, 13.0)];
+        let g = steady_mbps(&v, 0.0, 30.0).unwrap();
+        assert!((g - 2.0).abs() < 1e-9, "{g}");
+        assert!((window_mbps(&v, 0.0, 20.0) - 1.2).abs() < 1e-9);
+        assert_eq!(duplicates(&v), 1);
+        let ids: Vec<u64> = first_deliveries(&v).iter().map(|x| x.id).collect();
+        assert_eq!(ids, [1, 2, 3]);
     }
 
     #[test]

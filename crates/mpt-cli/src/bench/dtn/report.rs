@@ -96,6 +96,9 @@ pub fn table(rows: &[Row]) -> String {
             format!("{}/{}", opt(d.load_before, 1), opt(d.load_after, 1)),
         );
     }
+    if let Some(cc) = dtn_rows(rows).find_map(|d| d.cc.as_deref()) {
+        s += &format!("TCP congestion control of every flow: {cc}\n");
+    }
     s += "Mbit/s; bundles = steady goodput through the relay (dtnd src -> relay -> dst), e2e TCP = \
           one TCP flow S -> B through the tunnel, both beside the competing flows on the terrestrial \
           hop (their sum during the bundle run shown); gap = bundles delivered intact / sent around \
@@ -126,12 +129,14 @@ struct CsvRow<'a> {
     bundle_bytes: usize,
     window: u32,
     competing_flows: u32,
+    cc: &'a str,
     #[serde(serialize_with = "opt3")]
     bundle_mbps: Option<f64>,
     #[serde(serialize_with = "f4")]
     bundle_window_mbps: f64,
     bundles_submitted: usize,
     bundles_delivered: usize,
+    bundles_duplicate: usize,
     bundles_corrupt: usize,
     #[serde(serialize_with = "opt3")]
     tcp_mbps: Option<f64>,
@@ -141,6 +146,8 @@ struct CsvRow<'a> {
     #[serde(serialize_with = "opt3")]
     competing_bundle_phase_mbps: Option<f64>,
     tcp_first: bool,
+    #[serde(serialize_with = "opt3")]
+    backlog_drain_s: Option<f64>,
     gap_sent: Option<usize>,
     gap_delivered: Option<usize>,
     gap_after: Option<usize>,
@@ -171,16 +178,19 @@ pub fn csv(rows: &[Row]) -> Result<String, CsvError> {
                 bundle_bytes: d.bundle_bytes,
                 window: d.window,
                 competing_flows: d.competing_flows,
+                cc: d.cc.as_deref().unwrap_or(""),
                 bundle_mbps: d.bundle_mbps,
                 bundle_window_mbps: d.bundle_window_mbps,
                 bundles_submitted: d.bundles_submitted,
                 bundles_delivered: d.bundles_delivered,
+                bundles_duplicate: d.bundles_duplicate,
                 bundles_corrupt: d.bundles_corrupt,
                 tcp_mbps: d.tcp_mbps,
                 tcp_retransmits: d.tcp_retransmits,
                 competing_tcp_phase_mbps: d.competing_tcp_phase_mbps,
                 competing_bundle_phase_mbps: d.competing_bundle_phase_mbps,
                 tcp_first: d.tcp_first,
+                backlog_drain_s: d.backlog_drain_s,
                 gap_sent: g.map(|o| o.sent),
                 gap_delivered: g.map(|o| o.delivered),
                 gap_after: g.map(|o| o.after_gap),

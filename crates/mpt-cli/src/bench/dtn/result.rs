@@ -26,6 +26,9 @@ pub struct DtnResult {
     pub bundle_bytes: usize,
     pub window: u32,
     pub competing_flows: u32,
+    /// Congestion control of the TCP flows (S's default as set for the
+    /// case: the end-to-end flow, the competing flows, TCPCL).
+    pub cc: Option<String>,
     /// Congestion control of the relay's GEO hop (None: kernel default).
     pub sat_cc: Option<String>,
     /// Measurement window of both flows, and the ramp-up left out before it.
@@ -44,9 +47,15 @@ pub struct DtnResult {
     pub bundle_mbps: Option<f64>,
     pub bundle_window_mbps: f64,
     pub bundles_submitted: usize,
+    /// Distinct bundles delivered intact, and second copies of them.
     pub bundles_delivered: usize,
+    pub bundles_duplicate: usize,
     pub bundles_corrupt: usize,
     pub deliveries: Vec<Delivery>,
+    /// Seconds after the bundle phase until its last submitted bundle
+    /// was delivered (the next phase starts then); `None`: not within
+    /// a minute and ten RTTs.
+    pub backlog_drain_s: Option<f64>,
     pub gap: Option<GapResult>,
     /// /proc/loadavg (1 min) before and after the case.
     pub load_before: Option<f64>,

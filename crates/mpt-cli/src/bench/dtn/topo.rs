@@ -122,5 +122,24 @@ pub fn set_cc(ns: &str, cc: &str) -> anyhow::Result<()> {
     mpt_emu::netns::in_netns(ns, move || {
         std::fs::write("/proc/sys/net/ipv4/tcp_congestion_control", &cc)
     })
-    .with_context(|| format!("setting tcp_congestion_control in {ns}"))
+    .with_context(|| {
+        // Outside the initial namespace only the allowed ones can be a
+        // default (EPERM otherwise).
+        let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+            .unwrap_or_default();
+        format!(
+            "setting tcp_congestion_control in {ns} (a namespace's default must be one of \
+             net.ipv4.tcp_allowed_congestion_control: {})",
+            allowed.trim()
+        )
+    })
+}
+
+/// The default congestion control of namespace `ns`.
+pub fn get_cc(ns: &str) -> anyhow::Result<String> {
+    mpt_emu::netns::in_netns(ns, || {
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+    })
+    .map(|s| s.trim().to_string())
+    .with_context(|| format!("reading tcp_congestion_control in {ns}"))
 }

@@ -1,7 +1,8 @@
 //! `lte-gateway` and `handover` charts: VoIP one-way delay over time in a
 //! panel per variant (lost packets as marks in a strip above, the WiFi
 //! outage shaded), the CDF of the VoIP delay of every variant in one
-//! chart, and the bulk TCP goodput per second per variant.
+//! chart, and the bulk TCP goodput per second per variant (with kernel
+//! MPTCP's across the same outage, where it ran).
 
 use crate::bench::chart::line::{Chart, Series};
 use crate::bench::chart::panels::Panels;
@@ -89,7 +90,16 @@ pub fn delay_cdf(scenario: &str, rows: &[Row]) -> Option<String> {
     (!c.series.is_empty()).then(|| c.render())
 }
 
-/// The bulk TCP flow's goodput per second, a panel per variant.
+/// (second, Mbit/s) points of a per-second series, the first second at 1.
+fn per_second(v: &[f64]) -> Vec<(f64, f64)> {
+    v.iter()
+        .enumerate()
+        .map(|(i, v)| (i as f64 + 1.0, *v))
+        .collect()
+}
+
+/// The bulk TCP flow's goodput per second, a panel per variant, with
+/// kernel MPTCP's beside it (dashed) where the baseline ran.
 pub fn tcp_per_second(scenario: &str, rows: &[Row]) -> Option<String> {
     let charts: Vec<Chart> = results(rows)
         .filter_map(|l| {
@@ -98,16 +108,18 @@ pub fn tcp_per_second(scenario: &str, rows: &[Row]) -> Option<String> {
                 title: l.variant.clone(),
                 xlabel: "time since the first byte (s)".into(),
                 ylabel: "goodput (Mbit/s)".into(),
-                series: vec![Series {
-                    label: format!("TCP {}", st.cc),
-                    points: st
-                        .mbps_per_s
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| (i as f64 + 1.0, *v))
-                        .collect(),
+                series: std::iter::once(Series {
+                    label: format!("mpt, TCP {}", st.cc),
+                    points: per_second(&st.mbps_per_s),
                     ..Series::default()
-                }],
+                })
+                .chain(l.mptcp.as_ref().map(|b| Series {
+                    label: format!("kernel MPTCP, {}", b.stall.cc),
+                    points: per_second(&b.stall.mbps_per_s),
+                    dashed: true,
+                    ..Series::default()
+                }))
+                .collect(),
                 shade: vec![outage(l)],
                 ..Chart::default()
             })
@@ -153,14 +165,25 @@ mod tests {
             }),
             ..Row::default()
         };
-        let rows = vec![row("WiFi silent"), row("link down")];
+        let mut rows = vec![row("WiFi silent"), row("link down")];
+        if let Some(l) = rows[0].lte.as_mut() {
+            l.mptcp = Some(crate::bench::lte::mptcp::HandoverMptcp {
+                stall: StallStats {
+                    cc: "cubic".into(),
+                    mbps_per_s: vec![8.0, 3.0, 8.0],
+                    ..StallStats::default()
+                },
+                ..Default::default()
+            });
+        }
         let s = delay_over_time("handover", &rows);
         assert_eq!(s.matches(">WiFi outage</text>").count(), 2);
         assert_eq!(s.matches("lost packets (1, top strip)").count(), 2);
         let cdf = delay_cdf("handover", &rows).expect("cdf");
         assert!(cdf.contains("WiFi silent (1 lost)") && cdf.contains(">1.0</text>"));
         let tcp = tcp_per_second("handover", &rows).expect("per second");
-        assert!(tcp.contains("TCP cubic"));
+        assert!(tcp.contains("mpt, TCP cubic"), "{tcp}");
+        assert_eq!(tcp.matches(">kernel MPTCP, cubic<").count(), 1, "{tcp}");
         assert_eq!(tcp_per_second("handover", &[Row::default()]), None);
     }
 }

@@ -29,12 +29,14 @@
 //! and the WiFi outage begins `handover_at` after that.
 //!
 //! Layout: [`def`] is the `[lte]` table and its variants, [`run`] one case
-//! (with [`wifi`] watching the WiFi path come back and [`target`] judging
-//! it), [`result`] what a case measured, [`report`] its table and CSV and
-//! [`charts`] its charts.
+//! (with [`wifi`] watching the WiFi path come back, [`target`] judging it
+//! and [`mptcp`] the kernel MPTCP baseline of a bulk stream), [`result`]
+//! what a case measured, [`report`] its table and CSV and [`charts`] its
+//! charts.
 
 pub mod charts;
 pub mod def;
+pub mod mptcp;
 pub mod report;
 pub mod result;
 pub mod run;

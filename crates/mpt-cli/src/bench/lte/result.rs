@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::mptcp::HandoverMptcp;
 use crate::bench::iperf::Measurement;
 use crate::bench::stall::StallStats;
 use crate::bench::voip::VoipStats;
@@ -47,6 +48,10 @@ pub struct LteResult {
     pub pass: Option<bool>,
     /// VoIP per-packet timeline: (s since start, one-way delay ms; null = lost).
     pub timeline: Vec<(f64, Option<f64>)>,
+    /// Kernel MPTCP with the same stream across the same outage (the
+    /// `--baseline`; older results have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<HandoverMptcp>,
 }
 
 /// An event's name; an alias, so that serde reads it with [`event`]

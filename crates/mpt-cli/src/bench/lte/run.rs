@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::def::{Bulk, LteEvent, LteParams};
+use super::mptcp;
 use super::result::LteResult;
 use super::target::{check_target, summary};
 use super::voip_log::voip_log;
@@ -22,7 +23,7 @@ use crate::bench::report::row::{mean_path_rtt, self_cpu_pct, Row};
 use crate::bench::scenario::case::Case;
 use crate::bench::scenario::expanded::Scenario;
 use crate::bench::scenario::link::Link;
-use crate::bench::stall::{self, StallStats};
+use crate::bench::stall::{self, StallStats, Transport};
 use crate::bench::stop::{check_stop, sleep};
 use crate::bench::testbed::{self, Testbed};
 use crate::bench::voip;
@@ -292,12 +293,22 @@ pub fn run_case(
             let r = (|| -> anyhow::Result<StallStats> {
                 let sink = stall::Sink::start(tb.b.name(), any(STALL_PORT)?)?;
                 let to = plan.inner_sockaddr(STALL_PORT)?;
-                let source = stall::spawn_source(tb.a.name(), to, cc, until, sender_stop.clone());
+                let source = stall::spawn_source(
+                    tb.a.name(),
+                    to,
+                    Transport::Tcp,
+                    cc,
+                    until,
+                    sender_stop.clone(),
+                );
                 let sent = match source.join() {
                     Ok(r) => r.context("bulk TCP source")?,
                     Err(_) => bail!("bulk TCP source panicked"),
                 };
-                let st = sink.finish(if cc.is_empty() { "default" } else { cc })?;
+                // The window the WiFi path was out (an address change has none).
+                let window = (v.event != LteEvent::AddrChange)
+                    .then(|| (outage_start, outage_start + p.handover_len));
+                let st = sink.finish(if cc.is_empty() { "default" } else { cc }, window)?;
                 if sent == 0 {
                     bail!("bulk TCP source sent nothing");
                 }
@@ -393,6 +404,26 @@ pub fn run_case(
         .as_ref()
         .and_then(|s| s.connections.as_deref()?.first()?.handover.clone())
         .unwrap_or_default();
+    // Kernel MPTCP over the same paths and outage, after mptd's status
+    // was read (its second WiFi outage must not count as mpt's).
+    let baseline = match (&v.bulk, &stall) {
+        (Bulk::Stream(cc), Some(st)) if opts.mptcp && mptcp::applies(&v) => {
+            progress(
+                k,
+                total,
+                &case,
+                &format!(
+                    "kernel MPTCP baseline: the same stream over MPTCP, WiFi silent at {:.1} s",
+                    handover_at_s
+                ),
+            );
+            let b = mptcp::measure(&mut tb, p, SETUP_ALLOWANCE, s.duration, cc, st.mbps, stop)
+                .with_context(|| format!("case {}: kernel MPTCP baseline", k + 1))?;
+            println!("    {}", mptcp_summary(&b, st));
+            Some(b)
+        }
+        _ => None,
+    };
     row.wires = tb.stop_wires();
     let mut result = LteResult {
         variant: v.label(),
@@ -415,6 +446,7 @@ pub fn run_case(
         target: None,
         pass: None,
         timeline,
+        mptcp: baseline,
     };
     if let Some((target, pass)) = check_target(&v, &result) {
         result.target = Some(target);
@@ -426,4 +458,33 @@ pub fn run_case(
     progress(k, total, &case, "tearing down");
     drop(tb);
     Ok(row)
+}
+
+/// One line comparing the tunnel's stream with MPTCP's.
+fn mptcp_summary(b: &mptcp::HandoverMptcp, mpt: &StallStats) -> String {
+    use crate::bench::text::opt;
+    let around = |st: &StallStats| {
+        st.around.map_or("-".into(), |a| {
+            format!(
+                "{}/{}/{}",
+                opt(a.before_mbps, 2),
+                opt(a.during_mbps, 2),
+                opt(a.after_mbps, 2)
+            )
+        })
+    };
+    format!(
+        "MPTCP {:.2} Mbit/s, longest stall {:.0} ms, before/during/after {} Mbit/s ({}); \
+         mpt {:.2} Mbit/s, {:.0} ms, {}; mpt / MPTCP {}; load {}/{}",
+        b.stall.mbps,
+        b.stall.longest_stall_ms,
+        around(&b.stall),
+        b.paths.label(&["wifi".into(), "lte".into()]),
+        mpt.mbps,
+        mpt.longest_stall_ms,
+        around(mpt),
+        opt(b.mpt_over_mptcp, 2),
+        opt(b.load_mpt, 1),
+        opt(b.load_mptcp, 1)
+    )
 }

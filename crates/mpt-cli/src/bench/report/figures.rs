@@ -226,6 +226,25 @@ fn lte(out: &mut Vec<Figure>, l: &Value) {
         false,
         num(l, &["handover_gap_ms"]),
     );
+    // The kernel MPTCP baseline across the same outage, where it ran.
+    s.put(
+        "MPTCP stream".into(),
+        "Mbit/s",
+        true,
+        num(l, &["mptcp", "stall", "mbps"]),
+    );
+    s.put(
+        "MPTCP longest stall".into(),
+        "ms",
+        false,
+        num(l, &["mptcp", "stall", "longest_stall_ms"]),
+    );
+    s.put(
+        "mpt / MPTCP".into(),
+        "x",
+        true,
+        num(l, &["mptcp", "mpt_over_mptcp"]),
+    );
 }
 
 fn dtn(out: &mut Vec<Figure>, row: &Value, d: &Value) {
