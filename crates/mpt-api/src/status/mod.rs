@@ -237,17 +237,17 @@ pub struct SharedPortStats {
     /// Initiations handed to the control loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initiations: Option<u64>,
+    /// Initiations the kernel dropped at a full initiation lane (a flood
+    /// beyond what the daemon reads; established sessions do not queue
+    /// there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane_drops: Option<u64>,
     /// Datagrams too short or malformed to name a session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub malformed: Option<u64>,
     /// Initiations dropped because the control loop's queue was full.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue_full: Option<u64>,
-    /// Initiations the kernel dropped at a full initiation lane (a flood
-    /// beyond what the daemon reads; established sessions do not queue
-    /// there).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lane_drops: Option<u64>,
     /// Failed writes to the tun.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tun_write_errors: Option<u64>,

@@ -221,6 +221,7 @@ pub(super) fn status_at(source: &StatusSource, only: Option<&str>, now: Instant)
             "bad_mac1": s.bad_mac1.get(),
             "initiations": s.initiations.get(),
             "queue_full": s.queue_full.get(),
+            "lane_drops": s.lane_drops.get(),
             "tun_write_errors": s.tun_write.get(),
         })),
         "connections": conns,
