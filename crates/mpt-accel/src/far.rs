@@ -42,6 +42,9 @@ pub struct FarConfig {
     pub peers: Vec<IpAddr>,
     /// The legs' congestion control ("" = the system's).
     pub congestion: String,
+    /// A pinned leg's own congestion control, by peer tunnel address and
+    /// path id (`accel_congestion` of that path; absent: `congestion`).
+    pub path_congestion: HashMap<(IpAddr, u8), String>,
     /// How long a connect to a destination may take.
     pub connect_timeout: Duration,
 }
@@ -136,7 +139,8 @@ fn first_frame(far: &Far, peer: IpAddr, mut leg: TcpStream) {
     match first {
         Ok(Frame::Open { src, dst }) => serve_leg(far, leg, src, dst),
         Ok(Frame::Join(j)) => {
-            let _ = sock::pin_leg(&leg, j.path);
+            let cc = far.cfg.path_congestion.get(&(peer, j.path));
+            let _ = sock::pin_leg(&leg, j.path, cc.map_or("", String::as_str));
             match far.joins.add(peer, j, leg) {
                 Ok(Some(legs)) => match LegSet::start(legs, far.stats.clone()) {
                     Ok(set) => serve_set(far, &set),

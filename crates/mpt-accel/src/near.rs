@@ -32,9 +32,19 @@ pub struct Target {
     pub peer_v4: Option<SocketAddr>,
     /// ... and for IPv6 destinations.
     pub peer_v6: Option<SocketAddr>,
-    /// Pinned leg sets over these tunnel path ids, one leg each (empty:
+    /// Pinned leg sets over these tunnel paths, one leg each (empty:
     /// single legs).
-    pub paths: Vec<u8>,
+    pub paths: Vec<LegPath>,
+}
+
+/// One tunnel path of a pinned leg set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegPath {
+    /// The path's id in the tunnel (its place in the connection's config,
+    /// the same at both ends).
+    pub id: u8,
+    /// Its leg's congestion control ("" = the legs' default).
+    pub congestion: String,
 }
 
 /// The near end's settings.
@@ -66,7 +76,7 @@ struct Shared {
 /// Starts the near end's listeners and pool fillers on `threads`.
 pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::io::Result<()> {
     let mut pools: Vec<Arc<Pool>> = Vec::new();
-    let mut pool_for = |peer: Option<SocketAddr>, paths: &[u8]| {
+    let mut pool_for = |peer: Option<SocketAddr>, paths: &[LegPath]| {
         peer.map(|p| {
             if let Some(found) = pools.iter().find(|x| x.peer == p) {
                 return found.clone();

@@ -15,6 +15,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::frame::{self, Join};
+use crate::near::LegPath;
 use crate::set::LegSet;
 use crate::sock;
 use crate::stats::Stats;
@@ -49,9 +50,9 @@ pub struct Pool {
     pub peer: SocketAddr,
     /// Idle legs kept ready.
     pub want: usize,
-    /// Pinned leg sets: the tunnel path ids, one leg each (empty: single
+    /// Pinned leg sets: the tunnel paths, one leg each (empty: single
     /// legs).
-    paths: Vec<u8>,
+    paths: Vec<LegPath>,
     idle: Mutex<Vec<Warm>>,
     wake: Condvar,
     congestion: String,
@@ -64,7 +65,7 @@ impl Pool {
     pub fn new(
         peer: SocketAddr,
         want: usize,
-        paths: Vec<u8>,
+        paths: Vec<LegPath>,
         congestion: &str,
         stats: Arc<Stats>,
     ) -> Self {
@@ -111,9 +112,10 @@ impl Pool {
         let count = u8::try_from(self.paths.len().min(usize::from(frame::MAX_SET_LEGS)))
             .unwrap_or(frame::MAX_SET_LEGS);
         let mut legs = Vec::with_capacity(self.paths.len());
-        for (index, &path) in self.paths.iter().take(usize::from(count)).enumerate() {
+        for (index, lp) in self.paths.iter().take(usize::from(count)).enumerate() {
+            let path = lp.id;
             let mut leg = self.connect_leg()?;
-            sock::pin_leg(&leg, path)?;
+            sock::pin_leg(&leg, path, &lp.congestion)?;
             let join = Join {
                 set,
                 index: index as u8,

@@ -260,7 +260,7 @@ mod tests {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for i in 0..n {
             let c = TcpStream::connect(addr).unwrap();
-            sock::pin_leg(&c, i as u8).unwrap();
+            sock::pin_leg(&c, i as u8, "").unwrap();
             a.push(c);
             b.push(l.accept().unwrap().0);
         }

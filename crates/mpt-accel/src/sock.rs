@@ -91,9 +91,14 @@ pub const NOTSENT_LOWAT: u32 = 64 * 1024;
 /// Pins a leg to tunnel path `path`: its packets carry DSCP `path + 1`
 /// (mptd sends a leg's packets so marked on that path; see
 /// docs/ACCELERATION.md), and it is writable only while little of what
-/// it was given is unsent.
-pub fn pin_leg(s: &TcpStream, path: u8) -> io::Result<()> {
+/// it was given is unsent. `congestion`, when not empty, is this path's
+/// own congestion control for its leg (`accel_congestion` of the path),
+/// replacing the legs' default set by [`tune_leg`].
+pub fn pin_leg(s: &TcpStream, path: u8, congestion: &str) -> io::Result<()> {
     let r = SockRef::from(s);
+    if !congestion.is_empty() {
+        r.set_tcp_congestion(congestion.as_bytes())?;
+    }
     let tos = (u32::from(path) + 1) << 2;
     if s.local_addr()?.is_ipv6() {
         r.set_tclass_v6(tos)?;

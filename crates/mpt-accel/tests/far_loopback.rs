@@ -69,6 +69,7 @@ fn far_end(listen: SocketAddr) -> Accel {
             listen: vec![listen],
             peers: vec!["127.0.0.1".parse().unwrap()],
             congestion: String::new(),
+            path_congestion: Default::default(),
             connect_timeout: Duration::from_secs(2),
         }),
     )
@@ -154,6 +155,7 @@ fn far_end_serves_flows_on_one_leg() {
             listen: vec![listen],
             peers: vec!["127.0.0.1".parse().unwrap()],
             congestion: String::new(),
+            path_congestion: Default::default(),
             connect_timeout: Duration::from_secs(2),
         }),
     )

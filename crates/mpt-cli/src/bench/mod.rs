@@ -292,7 +292,10 @@ fn run_case(
     );
     // End hosts and acceleration need IPv4 inside the tunnel.
     let with_accel = opts.accel && case.combo.inner == 4 && s.tests.contains(&TestKind::AccelTcp);
-    let extras = testbed::Extras { accel: with_accel };
+    let extras = testbed::Extras {
+        accel: with_accel,
+        ..Default::default()
+    };
     let mut tb = Testbed::build_with(k, case, work, &opts.mptd, stop, extras)
         .with_context(|| format!("case {}: building the testbed", k + 1))?;
     let ideal_bps: u64 = case.links.iter().filter_map(Link::rate_bps).sum();

@@ -88,14 +88,19 @@ pub struct AccelPlan {
     pub port: u16,
     /// A's `accelerate` entries, e.g. "10.79.0.0/24".
     pub accelerate: Vec<String>,
+    /// Path i's own leg congestion control (`accel_congestion`), at both
+    /// ends.
+    pub path_congestion: Vec<Option<String>>,
 }
 
 /// What a suite adds to a case's testbed beyond the case itself.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Extras {
     /// End hosts C behind A and S behind B ([`super::endhosts`]), and TCP
     /// acceleration of every TCP flow from C's subnet to S's.
     pub accel: bool,
+    /// Path i's own acceleration leg congestion control (`accel_congestion`).
+    pub accel_congestion: Vec<Option<String>>,
 }
 
 /// The accel port the bench gives both mptds.
@@ -221,7 +226,12 @@ impl Plan {
             };
             s += &format!(
                 "\n[[connection.path]]\nname = \"p{i}\"\n{local}{remote}\
-                 weight_out = {w}\nweight_in = {w}\nwindow = 1\nstatus = \"{status}\"\n",
+                 weight_out = {w}\nweight_in = {w}\nwindow = 1\nstatus = \"{status}\"\n{leg_cc}",
+                leg_cc = self
+                    .accel
+                    .as_ref()
+                    .and_then(|a| a.path_congestion.get(i).cloned().flatten())
+                    .map_or(String::new(), |cc| format!("accel_congestion = \"{cc}\"\n")),
                 status = if self.backup_paths.contains(&i) {
                     "backup"
                 } else {
@@ -357,6 +367,7 @@ impl Testbed {
             plan.accel = Some(AccelPlan {
                 port: ACCEL_PORT,
                 accelerate: vec![S_SUBNET.into()],
+                path_congestion: extras.accel_congestion.clone(),
             });
             Some(EndHosts::build(&base, a.name(), b.name())?)
         } else {
@@ -643,6 +654,7 @@ mod tests {
         plan.accel = Some(AccelPlan {
             port: ACCEL_PORT,
             accelerate: vec!["10.79.0.0/24".into()],
+            path_congestion: vec![Some("cubic".into())],
         });
         let ctl = Path::new("/run/x.sock");
         let a = mptd::config::parse(&plan.mptd_config(1, 2, ctl), "a.toml").expect("A's config");
@@ -653,6 +665,11 @@ mod tests {
         assert!(b.connections[0].accelerate.is_empty());
         assert_eq!(a.connections[0].networks.len(), 1);
         assert_eq!(b.connections[0].networks.len(), 1);
+        for c in [&a, &b] {
+            let paths = &c.connections[0].paths;
+            assert_eq!(paths[0].accel_congestion.as_deref(), Some("cubic"));
+            assert_eq!(paths[1].accel_congestion, None);
+        }
         // Without acceleration nothing of it is written, as before.
         let plain = Plan::new(Combo { inner: 4, outer: 4 }).mptd_config(1, 2, ctl);
         assert!(!plain.contains("accel"), "{plain}");

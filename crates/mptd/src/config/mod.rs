@@ -272,6 +272,9 @@ pub struct PathConfig {
     pub window: u32,
     /// Configured status.
     pub status: AdminStatus,
+    /// The congestion control of this path's pinned acceleration leg
+    /// (`None`: `[tunnel] accel_congestion`).
+    pub accel_congestion: Option<String>,
 }
 
 /// Scheduler choice.

@@ -180,4 +180,5 @@ pub(super) struct RawPath {
     pub(super) window: u32,
     #[serde(default)]
     pub(super) status: Option<RawStatus>,
+    pub(super) accel_congestion: Option<String>,
 }

@@ -526,6 +526,11 @@ fn path(
     if p.weight_in == 0 {
         return Err(at("key `weight_in`: must be at least 1".into()));
     }
+    if let Some(cc) = p.accel_congestion.as_deref() {
+        if !super::accel::is_congestion_name(cc) {
+            return Err(at(format!("key `accel_congestion`: `{cc}` is not a congestion control name (like bbr or cubic)")));
+        }
+    }
     if !(1..=MAX_WINDOW).contains(&p.window) {
         return Err(at(format!(
             "key `window`: {} is outside 1..={MAX_WINDOW}",
@@ -543,6 +548,7 @@ fn path(
         weight_in: p.weight_in,
         window: p.window,
         status: status(p.status),
+        accel_congestion: p.accel_congestion,
     })
 }
 

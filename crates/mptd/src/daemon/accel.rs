@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use mpt_accel::far::FarConfig;
-use mpt_accel::near::{NearConfig, Target};
+use mpt_accel::near::{LegPath, NearConfig, Target};
 use mpt_accel::Accel;
 
 use crate::config::accel::{any_near, LegMode};
@@ -55,10 +55,30 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
         .flat_map(|c| [c.peer_ipv4, c.peer_ipv6])
         .flatten()
         .collect();
+    // A path's own leg congestion control, by the peer's tunnel
+    // addresses (the far end knows a leg's peer and path id).
+    let path_congestion = config
+        .connections
+        .iter()
+        .flat_map(|c| {
+            let peers = [c.peer_ipv4, c.peer_ipv6].into_iter().flatten();
+            peers.flat_map(move |peer| {
+                c.paths
+                    .iter()
+                    .take(63)
+                    .enumerate()
+                    .filter_map(move |(i, p)| {
+                        let cc = p.accel_congestion.clone()?;
+                        Some(((peer, i as u8), cc))
+                    })
+            })
+        })
+        .collect();
     let far = FarConfig {
         listen,
         peers,
         congestion: settings.congestion.clone(),
+        path_congestion,
         connect_timeout: CONNECT_TIMEOUT,
     };
     let selectors: Vec<_> = config
@@ -80,9 +100,16 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
                 // Path ids are the paths' places in the config (the same
                 // at both ends); a set of one leg would gain nothing.
                 paths: match settings.legs {
-                    LegMode::Pinned if c.paths.len() > 1 => {
-                        (0..c.paths.len().min(63)).map(|i| i as u8).collect()
-                    }
+                    LegMode::Pinned if c.paths.len() > 1 => c
+                        .paths
+                        .iter()
+                        .take(63)
+                        .enumerate()
+                        .map(|(i, p)| LegPath {
+                            id: i as u8,
+                            congestion: p.accel_congestion.clone().unwrap_or_default(),
+                        })
+                        .collect(),
                     _ => Vec::new(),
                 },
             })

@@ -47,7 +47,7 @@ pub struct Report {
 
 impl Report {
     /// Congestion controls the rows asked for by name (unlike runs, the
-    /// lte bulk flow).
+    /// lte bulk flow, a dtn case's flows and its relay's GEO hop).
     pub fn asked_ccs(&self) -> Vec<String> {
         let mut cc = Vec::new();
         for r in &self.rows {
@@ -56,6 +56,10 @@ impl Report {
             }
             if let Some(st) = r.lte.as_ref().and_then(|l| l.stall.as_ref()) {
                 cc.push(st.cc.clone());
+            }
+            if let Some(d) = &r.dtn {
+                cc.extend(d.cc.iter().cloned());
+                cc.extend(d.sat_cc.iter().map(|c| format!("{c} (relay GEO hop)")));
             }
         }
         cc
@@ -138,5 +142,22 @@ mod tests {
         assert!(charts[0].svg.starts_with("<svg") && charts[0].svg.contains("polyline"));
         let html = rep.index_html(&charts);
         assert!(html.contains("<img src=\"plot.svg\"") && html.contains("4in4 N=2"));
+    }
+
+    #[test]
+    fn dtn_cases_record_their_congestion_controls() {
+        let row = Row {
+            dtn: Some(crate::bench::dtn::result::DtnResult {
+                cc: Some("reno".into()),
+                sat_cc: Some("bbr".into()),
+                ..Default::default()
+            }),
+            ..Row::default()
+        };
+        let rep = Report {
+            rows: vec![row],
+            ..Report::default()
+        };
+        assert_eq!(rep.asked_ccs(), ["reno", "bbr (relay GEO hop)"]);
     }
 }

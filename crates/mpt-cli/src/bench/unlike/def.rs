@@ -62,6 +62,10 @@ pub struct PathDef {
     pub trace: Option<String>,
     /// How `trace` is read: "mpt" (default) or "mahimahi".
     pub trace_format: Option<TraceFormat>,
+    /// The congestion control of this path's pinned acceleration leg in
+    /// the accelerated variant (mptd's path key `accel_congestion`;
+    /// absent: the legs' default, BBR).
+    pub accel_congestion: Option<String>,
 }
 
 /// `[[unlike.case]]`.
@@ -135,6 +139,9 @@ pub struct PathInfo {
     /// Outage windows (`emu.outage`): the link goes silent both ways from
     /// `.0` for `.1` seconds after the start of every measurement.
     pub outage_s: Vec<(f64, f64)>,
+    /// The congestion control of the path's acceleration leg, when the
+    /// scenario sets one.
+    pub accel_congestion: Option<String>,
 }
 
 impl PathInfo {
@@ -274,7 +281,22 @@ pub(super) fn resolve_path(
             .flatten()
             .map(|w| (w.start.as_secs_f64(), w.len.as_secs_f64()))
             .collect(),
+        accel_congestion: p.accel_congestion.clone(),
     };
+    if let Some(cc) = &p.accel_congestion {
+        let ok = (1..=15).contains(&cc.len())
+            && cc
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !ok {
+            return Err(invalid(
+                &where_,
+                format!(
+                    "accel_congestion: `{cc}` is not a congestion control name (like bbr or cubic)"
+                ),
+            ));
+        }
+    }
     Ok((link, info))
 }
 

@@ -79,7 +79,14 @@ pub fn run_case(
     );
     // End hosts and acceleration need IPv4 inside the tunnel.
     let with_accel = opts.accel && case.combo.inner == 4;
-    let extras = testbed::Extras { accel: with_accel };
+    let extras = testbed::Extras {
+        accel: with_accel,
+        accel_congestion: uc
+            .paths
+            .iter()
+            .map(|p| p.accel_congestion.clone())
+            .collect(),
+    };
     let mut tb = Testbed::build_with(k, case, work, &opts.mptd, stop, extras)
         .with_context(|| format!("case {}: building the testbed", k + 1))?;
     let plan = tb.plan.clone();
