@@ -85,7 +85,8 @@ pub fn table(rows: &[Row], streams: u32) -> String {
         let _ = writeln!(
             s,
             "accelTCP = one TCP stream from an end host behind A to one behind B, split at A by \
-             mptd's TCP acceleration and carried over warm legs (BBR) in the tunnel"
+             mptd's TCP acceleration and carried over warm legs in the tunnel (one per path, BBR unless the path \
+             sets `accel_congestion`)"
         );
     }
     if streams > 1 {

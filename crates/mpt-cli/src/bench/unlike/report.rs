@@ -168,8 +168,8 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
         let _ = writeln!(
             s,
             "accel: TCP acceleration, one stream from an end host behind A to one behind B (same \
-             congestion control at the end hosts), split at A and carried over warm legs (BBR) in \
-             the tunnel, run after each MPTCP run, the median kept (NOT SPLIT: A's legs carried \
+             congestion control at the end hosts), split at A and carried over warm legs in the \
+             tunnel, one pinned to each path (BBR, or the path's `accel_congestion`), run after each MPTCP run, the median kept (NOT SPLIT: A's legs carried \
              < {:.0} % of the bytes, no ratios); accel/MPTCP, accel/sum = accel / MPTCP, / sum of \
              raw paths",
             super::accel::MIN_SPLIT_SHARE * 100.0
