@@ -176,6 +176,7 @@ mod tests {
         let p = full.dtn.as_ref().unwrap();
         assert_eq!((p.bundle_size, p.competing_flows), (1_000_000, 5));
         assert_eq!(p.cc.as_deref(), Some("reno"));
+        assert_eq!(p.sat_cc.as_deref(), Some("bbr"));
         let quick = Overrides {
             quick: true,
             ..Overrides::default()
