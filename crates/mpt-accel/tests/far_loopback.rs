@@ -136,30 +136,10 @@ fn far_end_serves_flows_on_a_pinned_leg_set() {
 
 #[test]
 fn far_end_serves_flows_on_one_leg() {
-    let dest = TcpListener::bind("127.0.0.1:0").unwrap();
-    let dest_addr = dest.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in dest.incoming() {
-            let mut s = s.unwrap();
-            let mut v = Vec::new();
-            s.read_to_end(&mut v).unwrap();
-            v.reverse();
-            s.write_all(&v).unwrap();
-        }
-    });
+    let dest_addr = reversing_destination();
     let port = free_port();
     let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let accel = Accel::start(
-        None,
-        Some(&FarConfig {
-            listen: vec![listen],
-            peers: vec!["127.0.0.1".parse().unwrap()],
-            congestion: String::new(),
-            path_congestion: Default::default(),
-            connect_timeout: Duration::from_secs(2),
-        }),
-    )
-    .unwrap();
+    let accel = far_end(listen);
     let mut leg = wait_connect(listen);
     let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
     let mut scratch = Vec::new();
