@@ -11,7 +11,9 @@
 //! leg or set is closed (the near end did not wait for the answer, so
 //! the client's first bytes may follow the OPEN). A leg from an address
 //! that is not a configured peer, or one that sends something other than
-//! OPEN or JOIN, is counted and closed.
+//! OPEN or JOIN, is counted and closed. With `client_source` the far end
+//! connects from the client's own address (a transparent socket), so the
+//! destination sees the client rather than the gateway.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::chunk::Msg;
 use crate::frame::{self, ConnectResult, Frame, Join};
 use crate::pump::{self, Carrier, Ending, Leg};
-use crate::set::LegSet;
+use crate::set::{LegSet, PinnedLeg};
 use crate::stats::{Gauge, Stats};
 use crate::{sock, Threads};
 
@@ -47,20 +49,30 @@ pub struct FarConfig {
     pub path_congestion: HashMap<(IpAddr, u8), String>,
     /// How long a connect to a destination may take.
     pub connect_timeout: Duration,
+    /// Open the destination connection from the client's address (the
+    /// OPEN's source) instead of this gateway's: the destination sees
+    /// who is calling. It works only where the destination's answers to
+    /// that address are routed back through this gateway.
+    pub client_source: bool,
 }
 
 /// Sets whose legs are still joining, by peer and set id.
 #[derive(Default)]
 struct Joins(Mutex<HashMap<(IpAddr, u64), Joining>>);
 
+/// A whole set's legs, each with its path id, in index order.
+type Joined = Vec<PinnedLeg>;
+
 struct Joining {
-    legs: Vec<Option<TcpStream>>,
+    /// Each joined leg with its path id, by index.
+    legs: Vec<Option<(TcpStream, u8)>>,
     since: Instant,
 }
 
 impl Joins {
-    /// Adds `leg`; returns the set's legs once all have joined.
-    fn add(&self, peer: IpAddr, j: Join, leg: TcpStream) -> Result<Option<Vec<TcpStream>>, ()> {
+    /// Adds `leg`; returns the set's legs with their path ids once all
+    /// have joined.
+    fn add(&self, peer: IpAddr, j: Join, leg: TcpStream) -> Result<Option<Joined>, ()> {
         let mut m = crate::lock(&self.0);
         m.retain(|_, p| p.since.elapsed() < JOIN_TIMEOUT);
         if m.len() >= MAX_JOINING && !m.contains_key(&(peer, j.set)) {
@@ -75,7 +87,7 @@ impl Joins {
             Some(s) if s.is_none() && same_count => s,
             _ => return Err(()),
         };
-        *slot = Some(leg);
+        *slot = Some((leg, j.path));
         if p.legs.iter().any(Option::is_none) {
             return Ok(None);
         }
@@ -164,7 +176,13 @@ fn first_frame(far: &Far, peer: IpAddr, mut leg: TcpStream) {
 /// Connects to `dst` for a flow; on failure counts it and returns the
 /// result to report.
 fn connect(far: &Far, src: SocketAddr, dst: SocketAddr) -> Result<TcpStream, ConnectResult> {
-    match sock::connect(dst, far.cfg.connect_timeout) {
+    let timeout = far.cfg.connect_timeout;
+    let connected = if far.cfg.client_source && src.is_ipv4() == dst.is_ipv4() {
+        sock::connect_from(src.ip(), dst, timeout)
+    } else {
+        sock::connect(dst, timeout)
+    };
+    match connected {
         Ok(d) => {
             let _ = d.set_nodelay(true);
             Ok(d)
@@ -312,7 +330,9 @@ mod tests {
             .unwrap()
             .is_none());
         let whole = joins.add(peer, join(1, 1, 3), l.pop().unwrap()).unwrap();
-        assert_eq!(whole.map(|v| v.len()), Some(3));
+        // In index order, each with the path its JOIN named.
+        let paths: Vec<u8> = whole.unwrap().iter().map(|l| l.1).collect();
+        assert_eq!(paths, [0, 1, 2]);
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl Pool {
                 path,
             };
             leg.write_all(&frame::encode_join(join))?;
-            legs.push(leg);
+            legs.push((leg, path));
         }
         Ok(Warm::Set(LegSet::start(legs, self.stats.clone())?))
     }

@@ -39,6 +39,9 @@ use crate::reorder::{PushError, Reorder};
 use crate::sock;
 use crate::stats::Stats;
 
+/// A leg of a set and the id of the path it is pinned to.
+pub type PinnedLeg = (TcpStream, u8);
+
 /// Chunks the reorder buffer holds at most: 256 x 16 KiB = 4 MiB per
 /// direction of a set, enough for a 10 Mbit/s path's data to wait out a
 /// satellite's extra 600 ms and some queueing behind it.
@@ -50,6 +53,8 @@ const POLL_MS: i32 = 200;
 
 struct Inner {
     legs: Vec<TcpStream>,
+    /// Each leg's path id (for the per-path byte counts).
+    paths: Vec<u8>,
     /// Legs whose far side closed cleanly (end of stream).
     ended: AtomicUsize,
     rx: Reorder,
@@ -153,14 +158,17 @@ impl Inner {
 }
 
 impl LegSet {
-    /// Starts the readers of `legs` (connected, joined and tuned).
-    pub fn start(legs: Vec<TcpStream>, stats: Arc<Stats>) -> io::Result<LegSet> {
+    /// Starts the readers of `legs` (connected, joined and tuned), each
+    /// with its path id.
+    pub fn start(legs: Vec<PinnedLeg>, stats: Arc<Stats>) -> io::Result<LegSet> {
+        let (legs, paths): (Vec<TcpStream>, Vec<u8>) = legs.into_iter().unzip();
         let readers = legs
             .iter()
             .map(|l| l.try_clone())
             .collect::<io::Result<Vec<_>>>()?;
         let inner = Arc::new(Inner {
             legs,
+            paths,
             ended: AtomicUsize::new(0),
             rx: Reorder::new(WINDOW),
             tx: Mutex::new(Tx {
@@ -214,6 +222,8 @@ impl LegSet {
             tx.scratch.clear();
             chunk::encode_data_chunk(seq, piece, &mut tx.scratch);
             self.0.write(leg, &mut tx)?;
+            let path = self.0.paths.get(leg).copied().unwrap_or(u8::MAX);
+            self.0.stats.path_bytes.add(path, piece.len());
             tx.seq = seq.wrapping_add(1);
         }
         Ok(())
@@ -253,16 +263,17 @@ mod tests {
     use std::net::TcpListener;
     use std::time::{Duration, Instant};
 
-    /// `n` connected loopback pairs: (near sides, far sides).
-    fn pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+    /// `n` connected loopback pairs, leg `i` on path `i`: (near sides,
+    /// far sides).
+    fn pairs(n: usize) -> (Vec<PinnedLeg>, Vec<PinnedLeg>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for i in 0..n {
             let c = TcpStream::connect(addr).unwrap();
             sock::pin_leg(&c, i as u8, "").unwrap();
-            a.push(c);
-            b.push(l.accept().unwrap().0);
+            a.push((c, i as u8));
+            b.push((l.accept().unwrap().0, i as u8));
         }
         (a, b)
     }
@@ -309,6 +320,11 @@ mod tests {
         }
         assert!(got == payload, "bytes differ");
         let near = sender.join().unwrap();
+        // Every data byte is counted once, on the path of the leg that
+        // carried it (loopback legs: any split is fine).
+        let by_path = stats.snapshot().path_bytes;
+        assert_eq!(by_path.iter().map(|p| p.1).sum::<u64>(), 3_000_000);
+        assert!(by_path.iter().all(|p| p.0 < 3), "{by_path:?}");
         // The other direction on the same set, then a reset.
         far.send_data(b"answer").unwrap();
         far.send(&Msg::Rst).unwrap();
@@ -333,7 +349,7 @@ mod tests {
         ] {
             let (a, b) = pairs(2);
             let stats = Arc::new(Stats::default());
-            let mut raw = a[1].try_clone().unwrap();
+            let mut raw = a[1].0.try_clone().unwrap();
             let far = LegSet::start(b, stats.clone()).unwrap();
             raw.write_all(garbage).unwrap();
             wait_for("the set did not die", || !far.alive());

@@ -11,7 +11,7 @@
 //! capped by `wmem_max`.
 
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, SockRef, Socket, TcpKeepalive, Type};
@@ -54,6 +54,23 @@ pub fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
 /// Connects with a timeout.
 pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.connect_timeout(&SockAddr::from(addr), timeout)?;
+    Ok(s.into())
+}
+
+/// Connects to `addr` from `source`, an address that need not be this
+/// host's (`IP_TRANSPARENT`, which takes `CAP_NET_ADMIN`), with a port
+/// the kernel picks. The destination's answers come back to this socket
+/// only if they are routed to this host and delivered locally (mptd's
+/// far-end rule for transparent sockets).
+pub fn connect_from(source: IpAddr, addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() {
+        s.set_ip_transparent_v6(true)?;
+    } else {
+        s.set_ip_transparent_v4(true)?;
+    }
+    s.bind(&SockAddr::from(SocketAddr::new(source, 0)))?;
     s.connect_timeout(&SockAddr::from(addr), timeout)?;
     Ok(s.into())
 }

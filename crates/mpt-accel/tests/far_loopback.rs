@@ -71,6 +71,7 @@ fn far_end(listen: SocketAddr) -> Accel {
             congestion: String::new(),
             path_congestion: Default::default(),
             connect_timeout: Duration::from_secs(2),
+            client_source: false,
         }),
     )
     .unwrap()
@@ -94,6 +95,7 @@ fn far_end_serves_flows_on_a_pinned_leg_set() {
             .write_all(&frame::encode_join(join))
             .unwrap();
     }
+    let legs = legs.into_iter().zip([0u8, 1]).collect();
     let set = LegSet::start(legs, std::sync::Arc::new(Stats::default())).unwrap();
     let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
     for size in [5usize, 400_000] {
@@ -131,6 +133,11 @@ fn far_end_serves_flows_on_a_pinned_leg_set() {
     let s = accel.stats.snapshot();
     assert_eq!((s.flows, s.refused, s.bad_frames), (3, 1, 0));
     assert_eq!(s.bytes_up, 400_005);
+    // The answers went back on the set's legs, counted by the paths the
+    // JOINs named.
+    let back: u64 = s.path_bytes.iter().map(|p| p.1).sum();
+    assert_eq!(back, 400_005, "{:?}", s.path_bytes);
+    assert!(s.path_bytes.iter().all(|p| p.0 < 2), "{:?}", s.path_bytes);
     accel.stop();
 }
 

@@ -13,9 +13,11 @@
 //! way, 20 concurrent flows, IPv6; a port nobody listens on and a
 //! destination that resets mid-transfer reach the client as resets,
 //! quickly; the destination sees the concentrator's address for an
-//! accelerated flow and the LAN host's for a port not selected (not
+//! accelerated flow (the LAN host's with `accel_source = "client"`, in
+//! the single-leg run) and the LAN host's for a port not selected (not
 //! intercepted); ping and UDP still cross the datagram tunnel; status
-//! counts the flows and legs; and after mptd stops, no nftables table,
+//! counts the flows, legs and (pinned) each path's bytes; the route to
+//! the peer's tunnel address carries the legs' initial window; and after mptd stops, no nftables table,
 //! rule or route of the acceleration is left.
 
 use std::io::{ErrorKind, Read, Write};
@@ -240,20 +242,29 @@ fn accel_status(bed: &TestBed, side: Side) -> Result<serde_json::Value> {
 
 #[test]
 fn accelerated_flows_are_exact_and_everything_else_is_untouched() -> Result<()> {
-    accel_case("pinned", 20)
+    accel_case("pinned", 20, Source::Gateway)
 }
 
 /// The same over single legs (`accel_legs = "single"`), with a smaller
 /// transfer: the flows, refusals and resets are the same code above the
-/// legs.
+/// legs. The concentrator connects from the LAN host's own address
+/// (`accel_source = "client"`; the destination routes it back through
+/// the concentrator), so the destination sees who called.
 #[test]
 fn single_legs_carry_flows_exactly_too() -> Result<()> {
-    accel_case("single", 4)
+    accel_case("single", 4, Source::Client)
+}
+
+/// Where the concentrator's connections to the destination come from.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    Gateway,
+    Client,
 }
 
 /// One run: `legs` is A's `accel_legs`, `big_mb` the large transfer each
-/// way (MB).
-fn accel_case(legs: &str, big_mb: u64) -> Result<()> {
+/// way (MB), `source` B's `accel_source`.
+fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
     let t_start = Instant::now();
     let mut bed = TestBed::new(BedSpec::uniform(2, Family::V4).inner(&[Family::V4, Family::V6]))?;
     let lan = Netns::new("lan")?;
@@ -295,10 +306,14 @@ fn accel_case(legs: &str, big_mb: u64) -> Result<()> {
             &format!("networks = [\"10.79.0.0/24\", \"fd79::/64\"]\n{accelerate}"),
         )
     })?;
+    let b_source = match source {
+        Source::Gateway => "",
+        Source::Client => "accel_source = \"client\"\n",
+    };
     reconfigure(&mut bed, Side::B, |c| {
         c.replace(
             "mtu = 1400\n",
-            &format!("mtu = 1400\naccel_port = {ACCEL_PORT}\n"),
+            &format!("mtu = 1400\naccel_port = {ACCEL_PORT}\n{b_source}"),
         )
         .replace(
             "networks = []\n",
@@ -325,18 +340,23 @@ fn accel_case(legs: &str, big_mb: u64) -> Result<()> {
                 _ => std::thread::sleep(Duration::from_millis(50)),
             }
         };
+        let (from4, from6) = match source {
+            Source::Gateway => ("10.79.0.1", "fd79::1"),
+            Source::Client => ("10.78.0.2", "fd78::2"),
+        };
         ensure!(
-            who_accel == "10.79.0.1",
-            "accelerated flow arrived from {who_accel}, not the concentrator"
+            who_accel == from4,
+            "accelerated flow arrived from {who_accel}, not {from4}"
         );
         let plain = who(d4(P_WHO_PLAIN))?;
         ensure!(
             plain == "10.78.0.2",
             "a port not selected arrived from {plain}: intercepted?"
         );
+        let who6 = who(d6(P_WHO))?;
         ensure!(
-            who(d6(P_WHO))? == "fd79::1",
-            "IPv6 accelerated flow not from the concentrator"
+            who6 == from6,
+            "IPv6 accelerated flow arrived from {who6}, not {from6}"
         );
         let t = Instant::now();
         exchange(d4(P_XCHG), 1, big_mb << 20).context("the large transfer each way")?;
@@ -402,6 +422,25 @@ fn accel_case(legs: &str, big_mb: u64) -> Result<()> {
         b["bytes_down"]
     );
     ensure!(a["legs_idle"].as_u64() >= Some(1), "no idle leg at A");
+    if legs == "pinned" {
+        // Each end counts what its leg sets sent, by path: A the
+        // uploads, B the answers, on the bed's two paths only.
+        for (side, st) in [("A", &a), ("B", &b)] {
+            let by_path = st["path_bytes"].as_array().cloned().unwrap_or_default();
+            let sum: u64 = by_path.iter().filter_map(|p| p["bytes"].as_u64()).sum();
+            ensure!(
+                sum >= big_mb << 20 && by_path.iter().all(|p| p["path"].as_u64() < Some(2)),
+                "{side}'s bytes by path: {by_path:?}"
+            );
+        }
+    }
+    // The legs start with the larger first window: the route to the
+    // peer's tunnel address carries it.
+    let routes = bed.a.ip(&["route", "show"])?;
+    ensure!(
+        routes.contains("initcwnd 48 initrwnd 48"),
+        "no leg route with the initial window at A: {routes}"
+    );
 
     // Nothing left after the near end stops.
     ensure!(
@@ -423,6 +462,22 @@ fn accel_case(legs: &str, big_mb: u64) -> Result<()> {
         ensure!(
             routes.trim().is_empty(),
             "routes left in table 28015: {routes}"
+        );
+    }
+    if source == Source::Client {
+        // The concentrator's table for its transparent connections goes
+        // with it too.
+        ensure!(
+            bed.b
+                .exec(&["nft", "list", "tables"])?
+                .contains("mptd_accel"),
+            "no nft table at B for connections from the client's address"
+        );
+        bed.stop_daemon(Side::B)?;
+        let tables = bed.b.exec(&["nft", "list", "tables"])?;
+        ensure!(
+            !tables.contains("mptd_accel"),
+            "nft table left at B: {tables}"
         );
     }
     eprintln!("wall time {:?}", t_start.elapsed());

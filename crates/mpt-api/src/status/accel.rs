@@ -30,6 +30,21 @@ pub struct AccelStats {
     pub legs_opened: u64,
     /// Flows whose destination refused, was unreachable or silent.
     pub refused: u64,
+    /// Data bytes this daemon sent on pinned legs, by path (the paths
+    /// that carried anything, in id order): how the leg sets spread the
+    /// flows over the paths, in this daemon's sending direction.
+    pub path_bytes: Vec<AccelPathBytes>,
     /// Flows aborted by a reset.
     pub resets: u64,
+}
+
+/// One path's share of the pinned legs' bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AccelPathBytes {
+    /// The path's id: its place among its connection's paths in the
+    /// config, from 0 (the same at both ends).
+    pub path: u8,
+    /// Bytes sent on legs pinned to it.
+    pub bytes: u64,
 }

@@ -39,7 +39,7 @@ mod connection;
 mod handshake;
 mod path;
 
-pub use accel::AccelStats;
+pub use accel::{AccelPathBytes, AccelStats};
 pub use connection::{
     Connection, ConnectionDrops, Equalize, Handover, HoldTimes, LastHandover, Redundancy, Reorder,
     Repair, Session, Tcp,

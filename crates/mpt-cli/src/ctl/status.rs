@@ -194,6 +194,9 @@ fn render_status(status: &Status, traffic: Traffic<'_>, width: usize, layout: La
         if !events.is_empty() {
             let _ = write!(line, "; {}", events.join(", "));
         }
+        if !a.path_bytes.is_empty() {
+            let _ = write!(line, "; sent by path: {}", accel_path_bytes(status));
+        }
         push_wrapped(&mut out, &line, 4, width);
     }
     if let Some(r) = &status.routing {
@@ -680,9 +683,38 @@ fn count(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), |n| si(n as f64))
 }
 
+/// The pinned legs' bytes by path, named when the daemon has one
+/// connection (path ids are places in a connection's path list, so with
+/// several the id alone is what is known): "0 geo 12.3MB, 1 dsl 40.1MB".
+fn accel_path_bytes(status: &Status) -> String {
+    let Some(a) = &status.accel else {
+        return String::new();
+    };
+    let names: Vec<Option<&str>> = match status.connections.as_deref() {
+        Some([only]) => only
+            .paths
+            .iter()
+            .flatten()
+            .map(|p| p.name.as_deref())
+            .collect(),
+        _ => Vec::new(),
+    };
+    a.path_bytes
+        .iter()
+        .map(|p| {
+            let bytes = si(p.bytes as f64);
+            match names.get(usize::from(p.path)).copied().flatten() {
+                Some(name) => format!("{} {name} {bytes}B", p.path),
+                None => format!("{} {bytes}B", p.path),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{holds_line, remote_column};
+    use super::{accel_path_bytes, holds_line, remote_column};
     use serde_json::json;
 
     #[test]
@@ -699,6 +731,19 @@ mod tests {
             "resolve_error": "name hub.example.net: no address"});
         assert_eq!(remote_column(&path(never)), "hub.example.net (unresolved)");
         assert_eq!(remote_column(&path(json!({"remote": null}))), "?");
+    }
+
+    #[test]
+    fn accelerated_bytes_by_path_are_named_with_one_connection_only() {
+        let status = |v| serde_json::from_value(v).unwrap();
+        let accel = json!({"path_bytes": [{"path": 0, "bytes": 12_300_000u64},
+                                          {"path": 2, "bytes": 999}]});
+        let one = json!({"accel": accel,
+            "connections": [{"paths": [{"name": "geo"}, {"name": "dsl"}, {}]}]});
+        assert_eq!(accel_path_bytes(&status(one)), "0 geo 12.3MB, 2 999B");
+        let two = json!({"accel": accel,
+            "connections": [{"paths": [{"name": "geo"}]}, {"paths": [{"name": "x"}]}]});
+        assert_eq!(accel_path_bytes(&status(two)), "0 12.3MB, 2 999B");
     }
 
     #[test]

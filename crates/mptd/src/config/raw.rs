@@ -127,6 +127,10 @@ pub(super) struct RawTunnel {
     pub(super) accel_pool: Option<usize>,
     #[serde(default)]
     pub(super) accel_legs: Option<String>,
+    #[serde(default)]
+    pub(super) accel_initial_window: Option<u32>,
+    #[serde(default)]
+    pub(super) accel_source: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

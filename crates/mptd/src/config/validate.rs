@@ -269,10 +269,14 @@ fn tunnel(raw: Spanned<RawTunnel>) -> Result<TunnelConfig, Invalid> {
         return Err((tspan, "[tunnel] key `ipv6`: not an IPv6 prefix".into()));
     }
     let accel = super::accel::settings(
-        t.accel_port,
-        t.accel_congestion,
-        t.accel_pool,
-        t.accel_legs,
+        super::accel::RawAccel {
+            port: t.accel_port,
+            congestion: t.accel_congestion,
+            pool: t.accel_pool,
+            legs: t.accel_legs,
+            initial_window: t.accel_initial_window,
+            source: t.accel_source,
+        },
         tspan,
     )?;
     Ok(TunnelConfig {

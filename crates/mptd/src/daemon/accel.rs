@@ -80,6 +80,7 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
         congestion: settings.congestion.clone(),
         path_congestion,
         connect_timeout: CONNECT_TIMEOUT,
+        client_source: settings.client_source,
     };
     let selectors: Vec<_> = config
         .connections
@@ -118,25 +119,39 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
         pool: settings.pool,
         max_flows: MAX_FLOWS,
     });
-    if near.is_none() {
+    if settings.initial_window > 0 {
+        leg_routes(&far.peers, tun, settings.initial_window);
+    }
+    // The far end's connections from clients' addresses need the local
+    // delivery of transparent sockets' packets, in the tunnel's families.
+    let transparent = if settings.client_source {
+        (config.tunnel.ipv4.is_some(), config.tunnel.ipv6.is_some())
+    } else {
+        (false, false)
+    };
+    let needs_rules = near.is_some() || settings.client_source;
+    if !needs_rules {
         // A far end only: remove what a killed near-end run left.
         accel_rules::remove(tun, numbers);
     }
+    let near_runs = near.is_some();
     let accel = Accel::start(near.as_ref(), Some(&far))
         .with_context(|| format!("starting TCP acceleration on port {port}"))?;
-    let rules = match near {
-        Some(_) => match accel_rules::install(tun, port, numbers, &selectors) {
+    let rules = if needs_rules {
+        match accel_rules::install(tun, port, numbers, &selectors, transparent) {
             Ok(g) => Some(g),
             Err(e) => {
                 accel.stop();
                 return Err(e).context("installing the acceleration's nftables and routing rules");
             }
-        },
-        None => None,
+        }
+    } else {
+        None
     };
     tracing::info!(
         port,
-        near = rules.is_some(),
+        near = near_runs,
+        client_source = settings.client_source,
         legs = ?settings.legs,
         selectors = selectors.len(),
         mark = format_args!("{:#x}", numbers.mark),
@@ -145,4 +160,17 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
         "TCP acceleration running"
     );
     Ok(Some(Running { accel, rules }))
+}
+
+/// Routes each peer's tunnel address with the legs' initial windows
+/// before the first leg connects (`crate::io::routes::add_leg_route`). A
+/// failure costs a slower start, not the acceleration: logged, not fatal.
+fn leg_routes(peers: &[IpAddr], tun: &str, packets: u32) {
+    for &peer in peers {
+        match crate::io::routes::add_leg_route(peer, tun, packets) {
+            Ok(()) => tracing::debug!(%peer, packets, "acceleration legs' initial window set"),
+            Err(e) => tracing::warn!(%peer, packets, error = %e,
+                "cannot set the acceleration legs' initial window on the route to the peer; legs start at the kernel's"),
+        }
+    }
 }

@@ -1,7 +1,11 @@
 //! The kernel side of TCP acceleration's near end: the nftables table
 //! that steers selected forwarded TCP flows to the transparent listener
 //! (`tproxy`), and the policy routing that delivers those packets
-//! locally (a mark, a rule, a `local default dev lo` table).
+//! locally (a mark, a rule, a `local default dev lo` table). The far end
+//! needs the same table without the `tproxy` rules when it connects from
+//! clients' addresses (`accel_source = "client"`): the destination's
+//! answers to a client's address are then the far end's own, delivered
+//! to its transparent socket by the `socket transparent 1` rule.
 //!
 //! ```text
 //! table inet mptd_accel_<tun>
@@ -117,12 +121,17 @@ impl Drop for RulesGuard {
     }
 }
 
-/// Installs the interception for `selectors` (after removing leftovers).
+/// Installs the interception for `selectors` (after removing leftovers),
+/// with the local delivery of transparent sockets' packets for their
+/// families and for those of `also` (IPv4, IPv6): the far end's
+/// connections from a client's address (`accel_source = "client"`) need
+/// that rule and no interception.
 pub fn install(
     tun: &str,
     port: u16,
     n: AccelNumbers,
     selectors: &[Selector],
+    also: (bool, bool),
 ) -> Result<RulesGuard, AccelRulesError> {
     remove(tun, n);
     let guard = RulesGuard {
@@ -134,8 +143,8 @@ pub fn install(
         n.table.to_string(),
         n.mark.to_string(),
     );
-    let v4 = selectors.iter().any(|s| s.addr.is_ipv4());
-    let v6 = selectors.iter().any(|s| s.addr.is_ipv6());
+    let v4 = also.0 || selectors.iter().any(|s| s.addr.is_ipv4());
+    let v6 = also.1 || selectors.iter().any(|s| s.addr.is_ipv6());
     let families = [("-4", v4), ("-6", v6)];
     for fam in families.iter().filter(|f| f.1).map(|f| f.0) {
         run(

@@ -1,5 +1,6 @@
 //! Routes into the tunnel: a connection's `networks` (and a client's
-//! tunnel address) point at the tun device.
+//! tunnel address) point at the tun device; with TCP acceleration, the
+//! peers' tunnel addresses carry the legs' initial window.
 //!
 //! Each change is one rtnetlink request on a socket of its own, answered
 //! by the kernel's acknowledgement, the same requests `ip route replace
@@ -25,7 +26,8 @@ use netlink_packet_core::{
     NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteMetric, RouteProtocol,
+    RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket};
@@ -81,6 +83,28 @@ fn refusal(errno: i32, message: Option<&str>) -> String {
 /// Routes `net` into the tunnel. The route disappears with the interface.
 pub fn add_route(net: &Prefix, dev: &str) -> Result<(), RouteError> {
     let msg = route_message(net, interface_index(dev)?, Change::Replace);
+    let flags = NLM_F_CREATE | NLM_F_REPLACE;
+    request(RouteNetlinkMessage::NewRoute(msg), flags, "replace")
+}
+
+/// Routes the peer tunnel address `peer` into the tunnel with an initial
+/// congestion and receive window of `packets` (`ip route replace PEER dev
+/// DEV initcwnd N initrwnd N`): the TCP acceleration's legs run between
+/// the tunnel addresses, and a leg over a satellite otherwise starts at
+/// the kernel's 10 packets and needs a round trip of 600 ms for each
+/// doubling. The kernel reads the route's windows when a connection is
+/// set up, so this goes in before the first leg. A host route of mptd's
+/// own protocol; it disappears with the interface.
+pub fn add_leg_route(peer: IpAddr, dev: &str, packets: u32) -> Result<(), RouteError> {
+    let host = Prefix {
+        addr: peer,
+        len: if peer.is_ipv4() { 32 } else { 128 },
+    };
+    let mut msg = route_message(&host, interface_index(dev)?, Change::Replace);
+    msg.attributes.push(RouteAttribute::Metrics(vec![
+        RouteMetric::InitCwnd(packets),
+        RouteMetric::InitRwnd(packets),
+    ]));
     let flags = NLM_F_CREATE | NLM_F_REPLACE;
     request(RouteNetlinkMessage::NewRoute(msg), flags, "replace")
 }

@@ -41,6 +41,26 @@ pub struct AccelRun {
     pub split_flows: u64,
     /// Did the legs carry the stream ([`MIN_SPLIT_SHARE`])?
     pub split: bool,
+    /// mptd A's pinned legs' data bytes over the run, by path id (the
+    /// case's path order; empty with single legs or an older mptd).
+    pub split_by_path: Vec<u64>,
+}
+
+impl AccelRun {
+    /// "geo 48 MB, dsl 21 MB": where the leg set put the stream.
+    pub fn by_path_label(&self, names: &[String]) -> String {
+        self.split_by_path
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let name = names
+                    .get(i)
+                    .map_or_else(|| format!("path {i}"), Clone::clone);
+                format!("{name} {} MB", b / 1_000_000)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// The accelerated variant in one case and congestion control
@@ -96,12 +116,44 @@ impl AccelResult {
     }
 }
 
-/// mptd A's (bytes_up, flows) of acceleration, 0 when it does not say.
-fn split_counters(control: &Path) -> (u64, u64) {
-    testbed::mptd_status(control)
-        .ok()
-        .and_then(|st| st.accel)
-        .map_or((0, 0), |a| (a.bytes_up, a.flows))
+/// mptd A's acceleration counters at one moment (zero when it does not
+/// say).
+#[derive(Default)]
+struct SplitCounters {
+    bytes_up: u64,
+    flows: u64,
+    /// Pinned legs' bytes, indexed by path id.
+    by_path: Vec<u64>,
+}
+
+impl SplitCounters {
+    fn read(control: &Path) -> SplitCounters {
+        let Some(a) = testbed::mptd_status(control).ok().and_then(|st| st.accel) else {
+            return SplitCounters::default();
+        };
+        let mut by_path = Vec::new();
+        for p in &a.path_bytes {
+            let i = usize::from(p.path);
+            if by_path.len() <= i {
+                by_path.resize(i + 1, 0);
+            }
+            by_path[i] = p.bytes;
+        }
+        SplitCounters {
+            bytes_up: a.bytes_up,
+            flows: a.flows,
+            by_path,
+        }
+    }
+
+    /// What grew from `before` to `self`, per path.
+    fn by_path_since(&self, before: &SplitCounters) -> Vec<u64> {
+        self.by_path
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b.saturating_sub(before.by_path.get(i).copied().unwrap_or(0)))
+            .collect()
+    }
 }
 
 /// One TCP stream C -> S with `cc` at both end hosts, split at A.
@@ -117,7 +169,7 @@ pub fn measure(
         .hosts
         .as_ref()
         .context("the testbed has no end hosts for the accelerated variant")?;
-    let before = split_counters(&tb.control_a);
+    let before = SplitCounters::read(&tb.control_a);
     let m = iperf::run(
         &iperf::Run {
             ns: hosts.c.name(),
@@ -133,13 +185,14 @@ pub fn measure(
         },
         stop,
     )?;
-    let after = split_counters(&tb.control_a);
-    let split_bytes = after.0.saturating_sub(before.0);
+    let after = SplitCounters::read(&tb.control_a);
+    let split_bytes = after.bytes_up.saturating_sub(before.bytes_up);
     let counted = m.mbps * 1e6 / 8.0 * m.seconds;
     Ok(AccelRun {
         split: split_bytes as f64 >= MIN_SPLIT_SHARE * counted && split_bytes > 0,
         split_bytes,
-        split_flows: after.1.saturating_sub(before.1),
+        split_flows: after.flows.saturating_sub(before.flows),
+        split_by_path: after.by_path_since(&before),
         m,
     })
 }
@@ -159,6 +212,25 @@ mod tests {
             split,
             ..AccelRun::default()
         }
+    }
+
+    #[test]
+    fn bytes_by_path_are_what_grew_during_the_run_and_named() {
+        let before = SplitCounters {
+            by_path: vec![5_000_000, 1_000_000],
+            ..SplitCounters::default()
+        };
+        let after = SplitCounters {
+            by_path: vec![53_000_000, 22_500_000, 7_000_000],
+            ..SplitCounters::default()
+        };
+        let r = AccelRun {
+            split_by_path: after.by_path_since(&before),
+            ..AccelRun::default()
+        };
+        assert_eq!(r.split_by_path, [48_000_000, 21_500_000, 7_000_000]);
+        let names = ["geo".to_string(), "dsl".to_string()];
+        assert_eq!(r.by_path_label(&names), "geo 48 MB, dsl 21 MB, path 2 7 MB");
     }
 
     #[test]

@@ -210,6 +210,7 @@ pub fn run_case(
                 );
             }
             tunnel_runs.push(t);
+            let names: Vec<String> = uc.paths.iter().map(|pi| pi.name.clone()).collect();
             if opts.mptcp {
                 // Right after the tunnel run, under the same load.
                 check_stop(stop)?;
@@ -224,7 +225,6 @@ pub fn run_case(
                     ),
                 );
                 let json = work.join(format!("iperf3-{k}-{cc}-mptcp-run{i}.json"));
-                let names: Vec<String> = uc.paths.iter().map(|pi| pi.name.clone()).collect();
                 let r = baseline::measure(&tb, uc.paths.len(), &json, cc, s, p, stop)
                     .with_context(|| {
                         format!("case {} ({}): {cc} kernel MPTCP{of}", k + 1, uc.name)
@@ -254,8 +254,13 @@ pub fn run_case(
                 let r = accel::measure(&tb, &json, cc, s, p, stop).with_context(|| {
                     format!("case {} ({}): {cc} accelerated TCP{of}", k + 1, uc.name)
                 })?;
+                let by_path = if r.split_by_path.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", r.by_path_label(&names))
+                };
                 println!(
-                    "    {prefix}accelerated {}; legs carried {} MB in {} flows{}",
+                    "    {prefix}accelerated {}; legs carried {} MB{by_path} in {} flows{}",
                     fmt_measurement(&r.m),
                     r.split_bytes / 1_000_000,
                     r.split_flows,

@@ -198,6 +198,28 @@ fn routes_are_replaced_and_deleted_in_a_namespace() {
         set.sort_by_key(|p| p.addr.is_ipv6());
         assert_eq!(set, vec![v4, v6]);
 
+        // A peer's tunnel address with the legs' initial windows.
+        let (peer4, peer6): (IpAddr, IpAddr) =
+            ("10.99.0.2".parse().unwrap(), "fd99:1::2".parse().unwrap());
+        for peer in [peer4, peer6] {
+            add_leg_route(peer, "mptd0", 48).unwrap();
+            add_leg_route(peer, "mptd0", 48).unwrap();
+        }
+        let shown = |family: &str, dst: &str| {
+            let out = Command::new("ip")
+                .args(["-n", &ns.name, family, "route", "show", dst, "dev", "mptd0"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        for (family, dst) in [("-4", "10.99.0.2/32"), ("-6", "fd99:1::2/128")] {
+            let route = shown(family, dst);
+            assert!(
+                route.contains("initcwnd 48") && route.contains("initrwnd 48"),
+                "{dst}: {route}"
+            );
+        }
+
         for net in [&v4, &v6] {
             del_route(net, "mptd0").unwrap();
         }

@@ -1,5 +1,5 @@
 //! The TCP acceleration families (`mpt_accel_*`, conn=""): flows, bytes
-//! each way, legs by state, refusals. Absent when acceleration is off.
+//! each way, legs by state, bytes by path, refusals. Absent when acceleration is off.
 
 use std::fmt;
 
@@ -43,6 +43,16 @@ pub fn encode(encoder: &mut DescriptorEncoder, stats: Option<&mpt_accel::Stats>)
             (Labels::conn("").with("state", "idle"), s.legs_idle),
             (Labels::conn("").with("state", "busy"), s.legs_busy),
         ],
+    )?;
+    let path_ids: Vec<String> = s.path_bytes.iter().map(|p| p.0.to_string()).collect();
+    counters(
+        encoder,
+        "mpt_accel_path_bytes_total",
+        "Data bytes sent on pinned acceleration legs, by path id (the path's place in its connection's config).",
+        s.path_bytes
+            .iter()
+            .zip(&path_ids)
+            .map(|(&(_, n), id)| (Labels::conn("").with("path", id), n)),
     )?;
     counters(
         encoder,

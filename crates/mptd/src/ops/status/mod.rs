@@ -92,6 +92,11 @@ fn accel(a: &mpt_accel::Stats) -> mpt_api::status::AccelStats {
         legs_busy: s.legs_busy,
         legs_idle: s.legs_idle,
         legs_opened: s.legs_opened,
+        path_bytes: s
+            .path_bytes
+            .into_iter()
+            .map(|(path, bytes)| mpt_api::status::AccelPathBytes { path, bytes })
+            .collect(),
         refused: s.refused,
         resets: s.resets,
     }
