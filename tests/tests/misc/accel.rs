@@ -442,44 +442,42 @@ fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
         "no leg route with the initial window at A: {routes}"
     );
 
-    // Nothing left after the near end stops.
+    // Nothing left after the near end stops, nor after the far end's
+    // stop when it connected from the client's address.
+    stop_and_expect_nothing_left(&mut bed, Side::A)?;
+    if source == Source::Client {
+        stop_and_expect_nothing_left(&mut bed, Side::B)?;
+    }
+    eprintln!("wall time {:?}", t_start.elapsed());
+    Ok(())
+}
+
+/// Checks that `side` has the acceleration's nftables table while it
+/// runs, stops its mptd, and checks that the table, rule and local
+/// table are gone.
+fn stop_and_expect_nothing_left(bed: &mut TestBed, side: Side) -> Result<()> {
+    let tables = bed.ns(side).exec(&["nft", "list", "tables"])?;
     ensure!(
-        bed.a
-            .exec(&["nft", "list", "tables"])?
-            .contains("mptd_accel"),
-        "no nft table while running"
+        tables.contains("mptd_accel"),
+        "{side:?}: no nft table while running"
     );
-    bed.stop_daemon(Side::A)?;
-    let tables = bed.a.exec(&["nft", "list", "tables"])?;
-    ensure!(!tables.contains("mptd_accel"), "nft table left: {tables}");
+    bed.stop_daemon(side)?;
+    let ns = bed.ns(side);
+    let tables = ns.exec(&["nft", "list", "tables"])?;
+    ensure!(
+        !tables.contains("mptd_accel"),
+        "{side:?}: nft table left: {tables}"
+    );
     for fam in ["-4", "-6"] {
-        let rules = bed.a.ip(&[fam, "rule", "show"])?;
-        ensure!(!rules.contains("27999"), "rule left: {rules}");
-        let routes = bed
-            .a
+        let rules = ns.ip(&[fam, "rule", "show"])?;
+        ensure!(!rules.contains("27999"), "{side:?}: rule left: {rules}");
+        let routes = ns
             .ip(&[fam, "route", "show", "table", "28015"])
             .unwrap_or_default();
         ensure!(
             routes.trim().is_empty(),
-            "routes left in table 28015: {routes}"
+            "{side:?}: routes left in table 28015: {routes}"
         );
     }
-    if source == Source::Client {
-        // The concentrator's table for its transparent connections goes
-        // with it too.
-        ensure!(
-            bed.b
-                .exec(&["nft", "list", "tables"])?
-                .contains("mptd_accel"),
-            "no nft table at B for connections from the client's address"
-        );
-        bed.stop_daemon(Side::B)?;
-        let tables = bed.b.exec(&["nft", "list", "tables"])?;
-        ensure!(
-            !tables.contains("mptd_accel"),
-            "nft table left at B: {tables}"
-        );
-    }
-    eprintln!("wall time {:?}", t_start.elapsed());
     Ok(())
 }
