@@ -16,7 +16,6 @@
 //! destination sees the client rather than the gateway.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -209,34 +208,33 @@ fn run_flow(far: &Far, dest: &TcpStream, carrier: &impl Carrier) -> bool {
     end == Ending::Clean
 }
 
+/// One flow on `carrier`: connects to `dst`, answers with the result and
+/// runs the flow; whether the carrier may take the next one.
+fn serve_flow(far: &Far, carrier: &impl Carrier, src: SocketAddr, dst: SocketAddr) -> bool {
+    let stats = &*far.stats;
+    let _busy = Gauge::up(&stats.legs_busy);
+    stats.flows.fetch_add(1, Relaxed);
+    let _active = Gauge::up(&stats.flows_active);
+    let dest = match connect(far, src, dst) {
+        Ok(d) => d,
+        Err(r) => {
+            // The client's bytes may follow the OPEN: the carrier is not
+            // reused.
+            let _ = carrier.send_result(r);
+            return false;
+        }
+    };
+    if carrier.send_result(ConnectResult::Ok).is_err() {
+        sock::arm_reset(&dest);
+        return false;
+    }
+    run_flow(far, &dest, carrier)
+}
+
 fn serve_leg(far: &Far, mut leg: TcpStream, mut src: SocketAddr, mut dst: SocketAddr) {
     let stats = &*far.stats;
     let mut buf = [0u8; 16];
-    loop {
-        {
-            let _busy = Gauge::up(&stats.legs_busy);
-            stats.flows.fetch_add(1, Relaxed);
-            let _active = Gauge::up(&stats.flows_active);
-            let dest = match connect(far, src, dst) {
-                Ok(d) => d,
-                Err(r) => {
-                    // The client's bytes may follow the OPEN: the leg is
-                    // not reused.
-                    let _ = leg.write_all(&frame::encode_result(r));
-                    return;
-                }
-            };
-            if leg
-                .write_all(&frame::encode_result(ConnectResult::Ok))
-                .is_err()
-            {
-                sock::arm_reset(&dest);
-                return;
-            }
-            if !run_flow(far, &dest, &Leg::new(&leg)) {
-                return;
-            }
-        }
+    while serve_flow(far, &Leg::new(&leg), src, dst) {
         let idle = Gauge::up(&stats.legs_idle);
         match frame::read_frame(&mut leg, &mut buf) {
             Ok(Frame::Open { src: s, dst: d }) => (src, dst) = (s, d),
@@ -265,21 +263,7 @@ fn serve_set(far: &Far, set: &LegSet) {
             }
         };
         drop(idle);
-        let _busy = Gauge::up(&stats.legs_busy);
-        stats.flows.fetch_add(1, Relaxed);
-        let _active = Gauge::up(&stats.flows_active);
-        let dest = match connect(far, src, dst) {
-            Ok(d) => d,
-            Err(r) => {
-                let _ = set.send(&Msg::Result(r));
-                return;
-            }
-        };
-        if set.send(&Msg::Result(ConnectResult::Ok)).is_err() {
-            sock::arm_reset(&dest);
-            return;
-        }
-        if !run_flow(far, &dest, set) {
+        if !serve_flow(far, set, src, dst) {
             return;
         }
     }

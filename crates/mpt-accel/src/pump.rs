@@ -65,6 +65,8 @@ pub trait Carrier: Sync {
     fn send_data(&self, d: &[u8]) -> std::io::Result<()>;
     /// Sends end of stream.
     fn send_fin(&self) -> std::io::Result<()>;
+    /// Sends the far end's connect result (before the flow's copies run).
+    fn send_result(&self, r: ConnectResult) -> std::io::Result<()>;
     /// Sends a reset if that takes no waiting.
     fn try_rst(&self);
     /// Receives the next message; `buf` takes the bytes.
@@ -101,6 +103,11 @@ impl Carrier for Leg<'_> {
     fn send_fin(&self) -> std::io::Result<()> {
         let _w = crate::lock(&self.w);
         (&mut &*self.leg).write_all(&frame::FIN)
+    }
+
+    fn send_result(&self, r: ConnectResult) -> std::io::Result<()> {
+        let _w = crate::lock(&self.w);
+        (&mut &*self.leg).write_all(&frame::encode_result(r))
     }
 
     fn try_rst(&self) {
@@ -140,6 +147,10 @@ impl Carrier for LegSet {
 
     fn send_fin(&self) -> std::io::Result<()> {
         self.send(&Msg::Fin)
+    }
+
+    fn send_result(&self, r: ConnectResult) -> std::io::Result<()> {
+        self.send(&Msg::Result(r))
     }
 
     fn try_rst(&self) {
