@@ -163,12 +163,16 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
 }
 
 /// Routes each peer's tunnel address with the legs' initial windows
-/// before the first leg connects (`crate::io::routes::add_leg_route`). A
-/// failure costs a slower start, not the acceleration: logged, not fatal.
+/// before the first leg connects (`crate::io::routes::add_leg_route`),
+/// unless a route to it is there already. A failure costs a slower
+/// start, not the acceleration: logged, not fatal.
 fn leg_routes(peers: &[IpAddr], tun: &str, packets: u32) {
     for &peer in peers {
         match crate::io::routes::add_leg_route(peer, tun, packets) {
             Ok(()) => tracing::debug!(%peer, packets, "acceleration legs' initial window set"),
+            Err(crate::io::routes::RouteError::Refused { errno, .. }) if errno == libc::EEXIST => {
+                tracing::warn!(%peer, "a route to the peer's tunnel address exists already: left alone (mptd replaces no route it did not create); the legs start at its windows")
+            }
             Err(e) => tracing::warn!(%peer, packets, error = %e,
                 "cannot set the acceleration legs' initial window on the route to the peer; legs start at the kernel's"),
         }

@@ -88,13 +88,15 @@ pub fn add_route(net: &Prefix, dev: &str) -> Result<(), RouteError> {
 }
 
 /// Routes the peer tunnel address `peer` into the tunnel with an initial
-/// congestion and receive window of `packets` (`ip route replace PEER dev
+/// congestion and receive window of `packets` (`ip route add PEER dev
 /// DEV initcwnd N initrwnd N`): the TCP acceleration's legs run between
 /// the tunnel addresses, and a leg over a satellite otherwise starts at
 /// the kernel's 10 packets and needs a round trip of 600 ms for each
 /// doubling. The kernel reads the route's windows when a connection is
 /// set up, so this goes in before the first leg. A host route of mptd's
-/// own protocol; it disappears with the interface.
+/// own protocol; it disappears with the interface. Like
+/// [`add_route_if_absent`], it replaces no route that is there already
+/// (`EEXIST`): a host route to the peer that someone else set is theirs.
 pub fn add_leg_route(peer: IpAddr, dev: &str, packets: u32) -> Result<(), RouteError> {
     let host = Prefix {
         addr: peer,
@@ -105,8 +107,11 @@ pub fn add_leg_route(peer: IpAddr, dev: &str, packets: u32) -> Result<(), RouteE
         RouteMetric::InitCwnd(packets),
         RouteMetric::InitRwnd(packets),
     ]));
-    let flags = NLM_F_CREATE | NLM_F_REPLACE;
-    request(RouteNetlinkMessage::NewRoute(msg), flags, "replace")
+    request(
+        RouteNetlinkMessage::NewRoute(msg),
+        NLM_F_CREATE | NLM_F_EXCL,
+        "add",
+    )
 }
 
 /// Routes `net` into the tunnel unless a route to it is there already:

@@ -203,7 +203,14 @@ fn routes_are_replaced_and_deleted_in_a_namespace() {
             ("10.99.0.2".parse().unwrap(), "fd99:1::2".parse().unwrap());
         for peer in [peer4, peer6] {
             add_leg_route(peer, "mptd0", 48).unwrap();
-            add_leg_route(peer, "mptd0", 48).unwrap();
+            // A route that is there already is left alone, and said so.
+            match add_leg_route(peer, "mptd0", 20) {
+                Err(RouteError::Refused {
+                    errno: libc::EEXIST,
+                    ..
+                }) => {}
+                other => panic!("a second leg route to {peer}: {other:?}"),
+            }
         }
         let shown = |family: &str, dst: &str| {
             let out = Command::new("ip")
