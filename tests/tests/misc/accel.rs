@@ -453,8 +453,8 @@ fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
 }
 
 /// Checks that `side` has the acceleration's nftables table while it
-/// runs, stops its mptd, and checks that the table, rule and local
-/// table are gone.
+/// runs, stops its mptd, and checks that the table, rule, local table
+/// and the leg route with the first window are gone.
 fn stop_and_expect_nothing_left(bed: &mut TestBed, side: Side) -> Result<()> {
     let tables = bed.ns(side).exec(&["nft", "list", "tables"])?;
     ensure!(
@@ -469,6 +469,12 @@ fn stop_and_expect_nothing_left(bed: &mut TestBed, side: Side) -> Result<()> {
         "{side:?}: nft table left: {tables}"
     );
     for fam in ["-4", "-6"] {
+        // The leg route to the peer's tunnel address went with the tun.
+        let main = ns.ip(&[fam, "route", "show"])?;
+        ensure!(
+            !main.contains("initcwnd"),
+            "{side:?}: leg route left after stop: {main}"
+        );
         let rules = ns.ip(&[fam, "rule", "show"])?;
         ensure!(!rules.contains("27999"), "{side:?}: rule left: {rules}");
         let routes = ns
