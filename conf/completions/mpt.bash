@@ -258,7 +258,7 @@ _mpt() {
             return 0
             ;;
         mpt__subcmd__bench)
-            opts="-h --paths --duration --combos --out --quick --mptd --dtnd --scheduler --baseline --accel --clients --paths-per-client --senders --port-per-client --flood --rekey-after --nofile --recover-within --log --socket --help compare replot help"
+            opts="-h --paths --duration --combos --out --quick --mptd --dtnd --scheduler --baseline --accel --accel-legs --clients --paths-per-client --senders --port-per-client --flood --rekey-after --nofile --recover-within --log --socket --help compare replot help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -298,6 +298,10 @@ _mpt() {
                     ;;
                 --accel)
                     COMPREPLY=($(compgen -W "auto on off" -- "${cur}"))
+                    return 0
+                    ;;
+                --accel-legs)
+                    COMPREPLY=($(compgen -W "pinned direct" -- "${cur}"))
                     return 0
                     ;;
                 --clients)

@@ -136,6 +136,8 @@ none\t''"
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l accel -d 'TCP acceleration beside the tunnel in `unlike` and `satellite` (end hosts behind the gateways, every TCP flow between them split at the sending gateway and carried over warm legs, docs/ACCELERATION.md): auto = on, except with --quick; on; off. Needs nft (nftables)' -r -f -a "auto\t''
 on\t''
 off\t''"
+complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l accel-legs -d 'The accelerated variant\'s legs (`[tunnel] accel_legs` at both gateways): pinned = one leg per path inside the tunnel; direct = one TCP connection per path beside it, over the path itself' -r -f -a "pinned\t''
+direct\t''"
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l clients -d 'clients: client mptds on one server [default: 200; --quick: 8]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l paths-per-client -d 'clients: paths of each client [default: 2]' -r
 complete -c mpt -n "__fish_mpt_using_subcommand bench; and not __fish_seen_subcommand_from compare replot help" -l senders -d 'clients: clients sending TCP at once [default: 4; --quick: 2]' -r

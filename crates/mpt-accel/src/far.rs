@@ -14,14 +14,19 @@
 //! OPEN or JOIN, is counted and closed. With `client_source` the far end
 //! connects from the client's own address (a transparent socket), so the
 //! destination sees the client rather than the gateway.
+//!
+//! Direct legs (`crate::direct`) come to a wildcard listener at each
+//! connection's port instead; they are admitted by their handshake (or,
+//! cleartext, by their source address), then join sets as above.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::chunk::Msg;
+use crate::direct::{self, DirectPeer, RefusedLeg, Seals};
 use crate::frame::{self, ConnectResult, Frame, Join};
 use crate::pump::{self, Carrier, Ending, Leg};
 use crate::set::{LegSet, PinnedLeg};
@@ -33,6 +38,9 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most sets joining at once (a peer that opens sets and never completes
 /// them cannot make this grow without bound).
 const MAX_JOINING: usize = 1024;
+/// Most direct legs in their handshake at once (each holds a thread for
+/// at most `direct::HANDSHAKE_TIMEOUT`); more are closed and counted.
+const MAX_HANDSHAKES: usize = 256;
 
 /// The far end's settings.
 #[derive(Debug, Clone)]
@@ -53,6 +61,19 @@ pub struct FarConfig {
     /// who is calling. It works only where the destination's answers to
     /// that address are routed back through this gateway.
     pub client_source: bool,
+    /// Direct legs' listeners and the connections they may name (`None`:
+    /// legs only inside the tunnel).
+    pub direct: Option<FarDirect>,
+}
+
+/// The far end of direct legs.
+#[derive(Debug, Clone, Default)]
+pub struct FarDirect {
+    /// The TCP ports to listen on (the connections' UDP port numbers), on
+    /// the wildcard address.
+    pub ports: Vec<u16>,
+    /// The connections, by id.
+    pub peers: HashMap<u32, DirectPeer>,
 }
 
 /// Sets whose legs are still joining, by peer and set id.
@@ -64,14 +85,20 @@ type Joined = Vec<PinnedLeg>;
 
 struct Joining {
     /// Each joined leg with its path id, by index.
-    legs: Vec<Option<(TcpStream, u8)>>,
+    legs: Vec<Option<PinnedLeg>>,
     since: Instant,
 }
 
 impl Joins {
     /// Adds `leg`; returns the set's legs with their path ids once all
     /// have joined.
-    fn add(&self, peer: IpAddr, j: Join, leg: TcpStream) -> Result<Option<Joined>, ()> {
+    fn add(
+        &self,
+        peer: IpAddr,
+        j: Join,
+        leg: TcpStream,
+        seals: Option<Seals>,
+    ) -> Result<Option<Joined>, ()> {
         let mut m = crate::lock(&self.0);
         m.retain(|_, p| p.since.elapsed() < JOIN_TIMEOUT);
         if m.len() >= MAX_JOINING && !m.contains_key(&(peer, j.set)) {
@@ -86,7 +113,11 @@ impl Joins {
             Some(s) if s.is_none() && same_count => s,
             _ => return Err(()),
         };
-        *slot = Some((leg, j.path));
+        *slot = Some(PinnedLeg {
+            stream: leg,
+            path: j.path,
+            seals,
+        });
         if p.legs.iter().any(Option::is_none) {
             return Ok(None);
         }
@@ -101,6 +132,8 @@ struct Far {
     cfg: FarConfig,
     stats: Arc<Stats>,
     joins: Joins,
+    /// Direct legs in their handshake now.
+    handshakes: AtomicUsize,
 }
 
 /// Starts the far end's listeners on `threads`.
@@ -109,13 +142,68 @@ pub fn start(cfg: &FarConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::
         cfg: cfg.clone(),
         stats,
         joins: Joins::default(),
+        handshakes: AtomicUsize::new(0),
     });
     for addr in cfg.listen.clone() {
         let l = sock::listener(addr)?;
         let f = far.clone();
         threads.spawn_acceptor(format!("accel-far-{addr}"), l, move |leg| accept(&f, leg))?;
     }
+    for port in cfg.direct.iter().flat_map(|d| d.ports.clone()) {
+        let l = direct::listener(port).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("direct leg listener on TCP port {port}: {e}"),
+            )
+        })?;
+        let f = far.clone();
+        threads.spawn_acceptor(format!("accel-direct-{port}"), l, move |leg| {
+            accept_direct(&f, leg)
+        })?;
+    }
     Ok(())
+}
+
+/// A direct leg: its handshake on a thread of its own, then its set.
+fn accept_direct(far: &Arc<Far>, leg: TcpStream) {
+    let stats = &far.stats;
+    if far.handshakes.fetch_add(1, Relaxed) >= MAX_HANDSHAKES {
+        far.handshakes.fetch_sub(1, Relaxed);
+        stats.dropped.fetch_add(1, Relaxed);
+        return;
+    }
+    let f = far.clone();
+    let spawned = std::thread::Builder::new()
+        .name("accel-direct".into())
+        .spawn(move || {
+            let mut leg = leg;
+            let admitted = f
+                .cfg
+                .direct
+                .as_ref()
+                .map(|d| direct::accept(&mut leg, &d.peers));
+            f.handshakes.fetch_sub(1, Relaxed);
+            match admitted {
+                Some(Ok(a)) => {
+                    let cc = f.cfg.path_congestion.get(&(a.peer, a.join.path));
+                    let _ = sock::tune_direct_leg(&leg, cc.unwrap_or(&f.cfg.congestion));
+                    f.stats.legs_opened.fetch_add(1, Relaxed);
+                    join_set(&f, a.peer, a.join, leg, a.seals);
+                }
+                Some(Err(RefusedLeg::Io(e))) => {
+                    tracing::debug!(error = %e, "direct acceleration leg ended in its handshake")
+                }
+                Some(Err(e)) => {
+                    f.stats.bad_frames.fetch_add(1, Relaxed);
+                    tracing::debug!(error = %e, "direct acceleration leg refused");
+                }
+                None => {}
+            }
+        });
+    if spawned.is_err() {
+        far.handshakes.fetch_sub(1, Relaxed);
+        stats.dropped.fetch_add(1, Relaxed);
+    }
 }
 
 fn accept(far: &Arc<Far>, leg: TcpStream) {
@@ -152,22 +240,27 @@ fn first_frame(far: &Far, peer: IpAddr, mut leg: TcpStream) {
         Ok(Frame::Join(j)) => {
             let cc = far.cfg.path_congestion.get(&(peer, j.path));
             let _ = sock::pin_leg(&leg, j.path, cc.map_or("", String::as_str));
-            match far.joins.add(peer, j, leg) {
-                Ok(Some(legs)) => match LegSet::start(legs, far.stats.clone()) {
-                    Ok(set) => serve_set(far, &set),
-                    Err(e) => tracing::debug!(error = %e, "cannot start a leg set"),
-                },
-                Ok(None) => {}
-                Err(()) => {
-                    stats.bad_frames.fetch_add(1, Relaxed);
-                    tracing::debug!(?j, "acceleration leg set join refused");
-                }
-            }
+            join_set(far, peer, j, leg, None);
         }
         Err(e) if e.is_io() => {}
         other => {
             stats.bad_frames.fetch_add(1, Relaxed);
             tracing::debug!(?other, "acceleration leg sent no OPEN: closed");
+        }
+    }
+}
+
+/// Adds a leg to its set; the leg that completes the set serves it.
+fn join_set(far: &Far, peer: IpAddr, j: Join, leg: TcpStream, seals: Option<Seals>) {
+    match far.joins.add(peer, j, leg, seals) {
+        Ok(Some(legs)) => match LegSet::start(legs, far.stats.clone()) {
+            Ok(set) => serve_set(far, &set),
+            Err(e) => tracing::debug!(error = %e, "cannot start a leg set"),
+        },
+        Ok(None) => {}
+        Err(()) => {
+            far.stats.bad_frames.fetch_add(1, Relaxed);
+            tracing::debug!(?j, "acceleration leg set join refused");
         }
     }
 }
@@ -300,22 +393,24 @@ mod tests {
         let peer: IpAddr = "10.99.0.2".parse().unwrap();
         let mut l = legs(4);
         assert!(joins
-            .add(peer, join(1, 2, 3), l.pop().unwrap())
+            .add(peer, join(1, 2, 3), l.pop().unwrap(), None)
             .unwrap()
             .is_none());
         assert!(joins
-            .add(peer, join(1, 0, 3), l.pop().unwrap())
+            .add(peer, join(1, 0, 3), l.pop().unwrap(), None)
             .unwrap()
             .is_none());
         // The same set id from another peer is another set.
         let other: IpAddr = "10.99.0.3".parse().unwrap();
         assert!(joins
-            .add(other, join(1, 0, 2), l.pop().unwrap())
+            .add(other, join(1, 0, 2), l.pop().unwrap(), None)
             .unwrap()
             .is_none());
-        let whole = joins.add(peer, join(1, 1, 3), l.pop().unwrap()).unwrap();
+        let whole = joins
+            .add(peer, join(1, 1, 3), l.pop().unwrap(), None)
+            .unwrap();
         // In index order, each with the path its JOIN named.
-        let paths: Vec<u8> = whole.unwrap().iter().map(|l| l.1).collect();
+        let paths: Vec<u8> = whole.unwrap().iter().map(|l| l.path).collect();
         assert_eq!(paths, [0, 1, 2]);
     }
 
@@ -325,10 +420,14 @@ mod tests {
         let peer: IpAddr = "10.99.0.2".parse().unwrap();
         let mut l = legs(3);
         assert!(joins
-            .add(peer, join(7, 0, 2), l.pop().unwrap())
+            .add(peer, join(7, 0, 2), l.pop().unwrap(), None)
             .unwrap()
             .is_none());
-        assert!(joins.add(peer, join(7, 0, 2), l.pop().unwrap()).is_err());
-        assert!(joins.add(peer, join(7, 1, 3), l.pop().unwrap()).is_err());
+        assert!(joins
+            .add(peer, join(7, 0, 2), l.pop().unwrap(), None)
+            .is_err());
+        assert!(joins
+            .add(peer, join(7, 1, 3), l.pop().unwrap(), None)
+            .is_err());
     }
 }

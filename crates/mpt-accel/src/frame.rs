@@ -176,6 +176,10 @@ pub enum FrameError {
     /// ahead of the reorder window.
     #[error("chunk sequence number {0} out of the window")]
     BadSeq(u32),
+    /// A direct leg's sealed message that did not open (wrong key,
+    /// altered or replayed bytes; `crate::direct`).
+    #[error("a sealed message did not open")]
+    Unsealed,
 }
 
 impl FrameError {

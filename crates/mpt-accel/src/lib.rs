@@ -30,6 +30,7 @@
 //! (`mptd::io::accel_rules`).
 
 pub mod chunk;
+pub mod direct;
 pub mod far;
 pub mod frame;
 pub mod near;

@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::chunk::Msg;
+use crate::direct::{DirectAuth, DirectRoute};
 use crate::frame;
 use crate::pool::{Pool, Warm};
 use crate::pump::{self, Ending, Leg};
@@ -35,6 +36,9 @@ pub struct Target {
     /// Pinned leg sets over these tunnel paths, one leg each (empty:
     /// single legs).
     pub paths: Vec<LegPath>,
+    /// Direct legs (`crate::direct`): the connection's id and keys; then
+    /// every path has a [`LegPath::route`].
+    pub direct: Option<DirectAuth>,
 }
 
 /// One tunnel path of a pinned leg set.
@@ -45,6 +49,8 @@ pub struct LegPath {
     pub id: u8,
     /// Its leg's congestion control ("" = the legs' default).
     pub congestion: String,
+    /// For direct legs: where the path's leg goes and how it leaves.
+    pub route: Option<DirectRoute>,
 }
 
 /// The near end's settings.
@@ -76,30 +82,32 @@ struct Shared {
 /// Starts the near end's listeners and pool fillers on `threads`.
 pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::io::Result<()> {
     let mut pools: Vec<Arc<Pool>> = Vec::new();
-    let mut pool_for = |peer: Option<SocketAddr>, paths: &[LegPath]| {
-        peer.map(|p| {
-            if let Some(found) = pools.iter().find(|x| x.peer == p) {
-                return found.clone();
-            }
-            let pool = Arc::new(Pool::new(
-                p,
-                cfg.pool,
-                paths.to_vec(),
-                &cfg.congestion,
-                stats.clone(),
-            ));
-            pools.push(pool.clone());
-            pool
-        })
-    };
+    let mut pool_for =
+        |peer: Option<SocketAddr>, paths: &[LegPath], direct: &Option<DirectAuth>| {
+            peer.map(|p| {
+                if let Some(found) = pools.iter().find(|x| x.peer == p) {
+                    return found.clone();
+                }
+                let pool = Arc::new(Pool::new(
+                    p,
+                    cfg.pool,
+                    paths.to_vec(),
+                    direct.clone(),
+                    &cfg.congestion,
+                    stats.clone(),
+                ));
+                pools.push(pool.clone());
+                pool
+            })
+        };
     let routes = cfg
         .targets
         .iter()
         .map(|t| {
             (
                 t.selectors.clone(),
-                pool_for(t.peer_v4, &t.paths),
-                pool_for(t.peer_v6, &t.paths),
+                pool_for(t.peer_v4, &t.paths, &t.direct),
+                pool_for(t.peer_v6, &t.paths, &t.direct),
             )
         })
         .collect();

@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use crate::direct::{self, DirectAuth, DirectRoute};
 use crate::frame::{self, Join};
 use crate::near::LegPath;
-use crate::set::LegSet;
+use crate::set::{LegSet, PinnedLeg};
 use crate::sock;
 use crate::stats::Stats;
 
@@ -53,6 +54,9 @@ pub struct Pool {
     /// Pinned leg sets: the tunnel paths, one leg each (empty: single
     /// legs).
     paths: Vec<LegPath>,
+    /// Direct legs' connection id and keys (`None`: legs inside the
+    /// tunnel).
+    direct: Option<DirectAuth>,
     idle: Mutex<Vec<Warm>>,
     wake: Condvar,
     congestion: String,
@@ -66,6 +70,7 @@ impl Pool {
         peer: SocketAddr,
         want: usize,
         paths: Vec<LegPath>,
+        direct: Option<DirectAuth>,
         congestion: &str,
         stats: Arc<Stats>,
     ) -> Self {
@@ -73,6 +78,7 @@ impl Pool {
             peer,
             want,
             paths,
+            direct,
             idle: Mutex::new(Vec::new()),
             wake: Condvar::new(),
             congestion: congestion.into(),
@@ -114,18 +120,53 @@ impl Pool {
         let mut legs = Vec::with_capacity(self.paths.len());
         for (index, lp) in self.paths.iter().take(usize::from(count)).enumerate() {
             let path = lp.id;
-            let mut leg = self.connect_leg()?;
-            sock::pin_leg(&leg, path, &lp.congestion)?;
             let join = Join {
                 set,
                 index: index as u8,
                 count,
                 path,
             };
+            if let (Some(auth), Some(route)) = (&self.direct, &lp.route) {
+                legs.push(self.connect_direct(auth, route, join, &lp.congestion)?);
+                continue;
+            }
+            let mut leg = self.connect_leg()?;
+            sock::pin_leg(&leg, path, &lp.congestion)?;
             leg.write_all(&frame::encode_join(join))?;
-            legs.push((leg, path));
+            legs.push(PinnedLeg::plain(leg, path));
         }
         Ok(Warm::Set(LegSet::start(legs, self.stats.clone())?))
+    }
+
+    /// A direct leg over `route`, its handshake done and its JOIN sent.
+    fn connect_direct(
+        &self,
+        auth: &DirectAuth,
+        route: &DirectRoute,
+        join: Join,
+        congestion: &str,
+    ) -> std::io::Result<PinnedLeg> {
+        let (stream, seals) =
+            direct::connect(route, auth, join, CONNECT_TIMEOUT).inspect_err(|_| {
+                self.stats.leg_failures.fetch_add(1, Relaxed);
+            })?;
+        let cc = if congestion.is_empty() {
+            &self.congestion
+        } else {
+            congestion
+        };
+        if let Err(e) = sock::tune_direct_leg(&stream, cc) {
+            if !self.warned.swap(true, Relaxed) {
+                tracing::warn!(remote = %route.remote, congestion = %cc, error = %e,
+                    "cannot tune the direct acceleration legs (congestion control not loaded?); using the defaults");
+            }
+        }
+        self.stats.legs_opened.fetch_add(1, Relaxed);
+        Ok(PinnedLeg {
+            stream,
+            path: join.path,
+            seals,
+        })
     }
 
     fn connect_leg(&self) -> std::io::Result<TcpStream> {

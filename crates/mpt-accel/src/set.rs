@@ -27,6 +27,11 @@
 //! the set closes every leg after its last chunk; the set ends once all
 //! legs have ended, so what they carried (a refusal's RESULT, say) is
 //! still read.
+//!
+//! A set's legs may also be *direct* (`crate::direct`): TCP connections
+//! over the paths' own uplinks rather than inside the tunnel. Then each
+//! chunk is one sealed message on its leg (when the connection has keys);
+//! scheduling, reordering and the set's life are the same.
 
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
@@ -34,13 +39,37 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use crate::chunk::{self, Msg, CHUNK};
+use crate::direct::{SealRx, SealTx, Seals};
 use crate::frame::FrameError;
 use crate::reorder::{PushError, Reorder};
 use crate::sock;
 use crate::stats::Stats;
 
-/// A leg of a set and the id of the path it is pinned to.
-pub type PinnedLeg = (TcpStream, u8);
+/// A leg of a set: its socket, the id of its path and, for a sealed
+/// direct leg, its keys.
+pub struct PinnedLeg {
+    /// The connected leg.
+    pub stream: TcpStream,
+    /// The path it is pinned to (or runs over, for a direct leg).
+    pub path: u8,
+    /// Its keys, if its chunks are sealed.
+    pub seals: Option<Seals>,
+}
+
+impl PinnedLeg {
+    /// A leg whose chunks go as they are (inside the tunnel, or a
+    /// cleartext connection's direct leg).
+    pub fn plain(stream: TcpStream, path: u8) -> Self {
+        PinnedLeg {
+            stream,
+            path,
+            seals: None,
+        }
+    }
+}
+
+/// Room for a chunk's header before its data.
+const CHUNK_HEADER_ROOM: usize = 16;
 
 /// Chunks the reorder buffer holds at most: 256 x 16 KiB = 4 MiB per
 /// direction of a set, enough for a 10 Mbit/s path's data to wait out a
@@ -65,6 +94,10 @@ struct Inner {
 struct Tx {
     seq: u32,
     scratch: Vec<u8>,
+    /// Each leg's sending keys (`None`: plain).
+    seals: Vec<Option<SealTx>>,
+    /// `scratch` sealed, for a sealed leg.
+    sealed: Vec<u8>,
 }
 
 /// A running leg set; dropping it kills it.
@@ -86,10 +119,20 @@ impl Inner {
 
     /// One leg's reader: chunks into the reorder buffer until the set
     /// dies.
-    fn read_leg(&self, mut leg: TcpStream) {
+    fn read_leg(&self, mut leg: TcpStream, mut seal: Option<SealRx>) {
         let mut buf = vec![0u8; CHUNK];
+        let (mut sealed, mut plain) = match seal {
+            Some(_) => (Vec::new(), vec![0u8; CHUNK + CHUNK_HEADER_ROOM]),
+            None => (Vec::new(), Vec::new()),
+        };
         loop {
-            let bad = match chunk::read(&mut leg, &mut buf) {
+            let got = match &mut seal {
+                None => chunk::read(&mut leg, &mut buf),
+                Some(rx) => rx
+                    .open(&mut leg, &mut sealed, &mut plain)
+                    .and_then(|n| whole_chunk(&plain[..n], &mut buf)),
+            };
+            let bad = match got {
                 Ok((seq, msg)) => match self.rx.push(seq, msg) {
                     Ok(()) => continue,
                     Err(PushError::Closed) => None,
@@ -149,7 +192,14 @@ impl Inner {
 
     fn write(&self, leg: usize, tx: &mut Tx) -> io::Result<()> {
         let mut w = &self.legs[leg];
-        let r = w.write_all(&tx.scratch);
+        let r = match tx.seals.get_mut(leg) {
+            Some(Some(seal)) => {
+                tx.sealed.clear();
+                seal.seal(&tx.scratch, &mut tx.sealed)
+                    .and_then(|()| w.write_all(&tx.sealed))
+            }
+            _ => w.write_all(&tx.scratch),
+        };
         if r.is_err() {
             self.kill();
         }
@@ -161,11 +211,21 @@ impl LegSet {
     /// Starts the readers of `legs` (connected, joined and tuned), each
     /// with its path id.
     pub fn start(legs: Vec<PinnedLeg>, stats: Arc<Stats>) -> io::Result<LegSet> {
-        let (legs, paths): (Vec<TcpStream>, Vec<u8>) = legs.into_iter().unzip();
-        let readers = legs
-            .iter()
-            .map(|l| l.try_clone())
-            .collect::<io::Result<Vec<_>>>()?;
+        let mut streams = Vec::with_capacity(legs.len());
+        let mut paths = Vec::with_capacity(legs.len());
+        let mut seals = Vec::with_capacity(legs.len());
+        let mut readers = Vec::with_capacity(legs.len());
+        for leg in legs {
+            let (tx, rx) = match leg.seals {
+                Some((tx, rx)) => (Some(tx), Some(rx)),
+                None => (None, None),
+            };
+            readers.push((leg.stream.try_clone()?, rx));
+            streams.push(leg.stream);
+            paths.push(leg.path);
+            seals.push(tx);
+        }
+        let legs = streams;
         let inner = Arc::new(Inner {
             legs,
             paths,
@@ -173,16 +233,18 @@ impl LegSet {
             rx: Reorder::new(WINDOW),
             tx: Mutex::new(Tx {
                 seq: 0,
-                scratch: Vec::with_capacity(CHUNK + 16),
+                scratch: Vec::with_capacity(CHUNK + CHUNK_HEADER_ROOM),
+                seals,
+                sealed: Vec::new(),
             }),
             stats,
         });
         let set = LegSet(inner.clone());
-        for r in readers {
+        for (r, seal) in readers {
             let inn = inner.clone();
             std::thread::Builder::new()
                 .name("accel-set-rx".into())
-                .spawn(move || inn.read_leg(r))?;
+                .spawn(move || inn.read_leg(r, seal))?;
         }
         Ok(set)
     }
@@ -236,10 +298,9 @@ impl LegSet {
             let seq = tx.seq;
             tx.scratch.clear();
             chunk::encode(seq, &Msg::Rst, &mut tx.scratch);
-            let leg = &self.0.legs[self.0.fastest()];
-            let _ = leg.set_nonblocking(true);
-            let mut w = leg;
-            let _ = w.write_all(&tx.scratch);
+            let leg = self.0.fastest();
+            let _ = self.0.legs[leg].set_nonblocking(true);
+            let _ = self.0.write(leg, &mut tx);
             tx.seq = seq.wrapping_add(1);
         }
     }
@@ -253,6 +314,17 @@ impl LegSet {
     /// Shuts every leg down and closes the buffer.
     pub fn kill(&self) {
         self.0.kill();
+    }
+}
+
+/// The one chunk an opened sealed message holds (anything after it is a
+/// bad chunk).
+fn whole_chunk(mut plain: &[u8], buf: &mut [u8]) -> Result<(u32, Msg), FrameError> {
+    let got = chunk::read(&mut plain, buf)?;
+    if plain.is_empty() {
+        Ok(got)
+    } else {
+        Err(FrameError::OutOfPlace)
     }
 }
 
@@ -272,8 +344,8 @@ mod tests {
         for i in 0..n {
             let c = TcpStream::connect(addr).unwrap();
             sock::pin_leg(&c, i as u8, "").unwrap();
-            a.push((c, i as u8));
-            b.push((l.accept().unwrap().0, i as u8));
+            a.push(PinnedLeg::plain(c, i as u8));
+            b.push(PinnedLeg::plain(l.accept().unwrap().0, i as u8));
         }
         (a, b)
     }
@@ -349,7 +421,7 @@ mod tests {
         ] {
             let (a, b) = pairs(2);
             let stats = Arc::new(Stats::default());
-            let mut raw = a[1].0.try_clone().unwrap();
+            let mut raw = a[1].stream.try_clone().unwrap();
             let far = LegSet::start(b, stats.clone()).unwrap();
             raw.write_all(garbage).unwrap();
             wait_for("the set did not die", || !far.alive());

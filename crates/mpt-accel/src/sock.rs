@@ -125,6 +125,15 @@ pub fn pin_leg(s: &TcpStream, path: u8, congestion: &str) -> io::Result<()> {
     r.set_tcp_notsent_lowat(NOTSENT_LOWAT)
 }
 
+/// Tunes a direct leg (`crate::direct`; either end): as [`tune_leg`]
+/// with `congestion` and the set's [`NOTSENT_LOWAT`], but no DSCP: it is
+/// on the path itself, where a DSCP would mean something else (1 is
+/// "lower effort", RFC 8622).
+pub fn tune_direct_leg(s: &TcpStream, congestion: &str) -> io::Result<()> {
+    tune_leg(s, congestion)?;
+    SockRef::from(s).set_tcp_notsent_lowat(NOTSENT_LOWAT)
+}
+
 /// The kernel's smoothed round trip of `s`, µs.
 pub fn srtt_us(s: &TcpStream) -> io::Result<u32> {
     use std::os::fd::AsRawFd;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use mpt_accel::chunk::Msg;
 use mpt_accel::far::FarConfig;
 use mpt_accel::frame::{self, ConnectResult, Frame, Join};
-use mpt_accel::set::LegSet;
+use mpt_accel::set::{LegSet, PinnedLeg};
 use mpt_accel::{Accel, Stats};
 
 fn free_port() -> u16 {
@@ -72,6 +72,7 @@ fn far_end(listen: SocketAddr) -> Accel {
             path_congestion: Default::default(),
             connect_timeout: Duration::from_secs(2),
             client_source: false,
+            direct: None,
         }),
     )
     .unwrap()
@@ -95,7 +96,11 @@ fn far_end_serves_flows_on_a_pinned_leg_set() {
             .write_all(&frame::encode_join(join))
             .unwrap();
     }
-    let legs = legs.into_iter().zip([0u8, 1]).collect();
+    let legs = legs
+        .into_iter()
+        .zip([0u8, 1])
+        .map(|(l, p)| PinnedLeg::plain(l, p))
+        .collect();
     let set = LegSet::start(legs, std::sync::Arc::new(Stats::default())).unwrap();
     let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
     for size in [5usize, 400_000] {
@@ -189,5 +194,95 @@ fn far_end_serves_flows_on_one_leg() {
     assert_eq!(s.bytes_up, 300_001);
     assert_eq!(s.bytes_down, 300_001);
     let _ = leg.shutdown(Shutdown::Both);
+    accel.stop();
+}
+
+#[test]
+fn far_end_serves_flows_on_a_sealed_direct_set() {
+    use mpt_accel::direct::{self, DirectAuth, DirectPeer, DirectRoute, LegKey};
+    use mpt_accel::far::FarDirect;
+    use std::sync::Arc;
+    use zeroize::Zeroizing;
+
+    let dest_addr = reversing_destination();
+    let port = free_port();
+    let key = |b: u8| LegKey::Psk(Arc::new(Zeroizing::new([b; 32])));
+    let accel = Accel::start(
+        None,
+        Some(&FarConfig {
+            listen: vec![],
+            peers: vec![],
+            congestion: String::new(),
+            path_congestion: Default::default(),
+            connect_timeout: Duration::from_secs(2),
+            client_source: false,
+            direct: Some(FarDirect {
+                ports: vec![port],
+                peers: [(
+                    7,
+                    DirectPeer {
+                        peer: "10.99.0.1".parse().unwrap(),
+                        key: key(5),
+                        remotes: vec![],
+                    },
+                )]
+                .into(),
+            }),
+        }),
+    )
+    .unwrap();
+    let route = DirectRoute {
+        remote: format!("127.0.0.1:{port}").parse().unwrap(),
+        local: None,
+        device: None,
+        mark: 0,
+    };
+    let leg = |index: u8, key: LegKey| {
+        let join = Join {
+            set: 42,
+            index,
+            count: 2,
+            path: index,
+        };
+        let auth = DirectAuth { conn_id: 7, key };
+        direct::connect(&route, &auth, join, Duration::from_secs(2))
+    };
+    // A leg with the wrong key is refused and counted.
+    assert!(leg(0, key(6)).is_err());
+    let mut legs = Vec::new();
+    for i in [1u8, 0] {
+        let (stream, seals) = leg(i, key(5)).unwrap();
+        assert!(seals.is_some());
+        legs.push(PinnedLeg {
+            stream,
+            path: i,
+            seals,
+        });
+    }
+    let set = LegSet::start(legs, std::sync::Arc::new(Stats::default())).unwrap();
+    let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
+    set.send(&Msg::Open {
+        src: client,
+        dst: dest_addr,
+    })
+    .unwrap();
+    let data: Vec<u8> = (0..700_000usize).map(|i| (i * 11) as u8).collect();
+    set.send_data(&data).unwrap();
+    set.send(&Msg::Fin).unwrap();
+    assert_eq!(set.recv(), Some(Msg::Result(ConnectResult::Ok)));
+    let mut got = Vec::new();
+    loop {
+        match set.recv() {
+            Some(Msg::Data(d)) => got.extend_from_slice(&d),
+            Some(Msg::Fin) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let mut want = data;
+    want.reverse();
+    assert!(got == want, "the answer differs");
+    let s = accel.stats.snapshot();
+    assert_eq!((s.flows, s.bytes_up, s.bad_frames), (1, 700_000, 1));
+    assert_eq!(s.legs_opened, 2);
     accel.stop();
 }

@@ -67,7 +67,7 @@ fn main() -> ExitCode {
             EmuCommand::Selftest(args) => emu::emu_selftest(&args),
             EmuCommand::Profiles { name } => emu::emu_profiles(name.as_deref()),
         },
-        Command::Bench(args) => bench::bench(args),
+        Command::Bench(args) => bench::bench(*args),
         Command::Genkey { file } => keys::genkey(file),
         Command::Keypair { file, force } => keys::keypair(&file, force).map(keys::print_key),
         Command::Pubkey { file } => keys::pubkey(&file).map(keys::print_key),

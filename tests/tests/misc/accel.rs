@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Checked, over pinned leg sets (the default) and again over single legs
-//! (`accel_legs = "single"`, a smaller transfer): 20 MB each way byte-exact with a half-close in the middle (the
+//! (`accel_legs = "single"`, a smaller transfer) and over direct legs beside the tunnel
+//! (`accel_legs = "direct"`, public-key bed): 20 MB each way byte-exact with a half-close in the middle (the
 //! client shuts its write side, then reads the answer), one byte each
 //! way, 20 concurrent flows, IPv6; a port nobody listens on and a
 //! destination that resets mid-transfer reach the client as resets,
@@ -255,6 +256,16 @@ fn single_legs_carry_flows_exactly_too() -> Result<()> {
     accel_case("single", 4, Source::Client)
 }
 
+/// The same over direct legs (`accel_legs = "direct"` at both ends): one
+/// TCP connection per path beside the tunnel, from A's path address to
+/// B's at the connection's port, sealed with keys from the public-key
+/// handshake's key pairs. B must see the legs there, and none between
+/// the tunnel addresses.
+#[test]
+fn direct_legs_carry_flows_exactly_too() -> Result<()> {
+    accel_case("direct", 4, Source::Gateway)
+}
+
 /// Where the concentrator's connections to the destination come from.
 #[derive(Clone, Copy, PartialEq)]
 enum Source {
@@ -266,7 +277,12 @@ enum Source {
 /// way (MB), `source` B's `accel_source`.
 fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
     let t_start = Instant::now();
-    let mut bed = TestBed::new(BedSpec::uniform(2, Family::V4).inner(&[Family::V4, Family::V6]))?;
+    let mut spec = BedSpec::uniform(2, Family::V4).inner(&[Family::V4, Family::V6]);
+    // Direct legs are protected by the connection's keys: the public-key
+    // handshake's (the other runs are cleartext, whose legs the tunnel
+    // protects).
+    spec.noise = legs == "direct";
+    let mut bed = TestBed::new(spec)?;
     let lan = Netns::new("lan")?;
     let dst = Netns::new("dst")?;
     link(
@@ -310,10 +326,16 @@ fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
         Source::Gateway => "",
         Source::Client => "accel_source = \"client\"\n",
     };
+    // Both ends must agree on direct legs (B listens for them).
+    let b_legs = if legs == "direct" {
+        "accel_legs = \"direct\"\n"
+    } else {
+        ""
+    };
     reconfigure(&mut bed, Side::B, |c| {
         c.replace(
             "mtu = 1400\n",
-            &format!("mtu = 1400\naccel_port = {ACCEL_PORT}\n{b_source}"),
+            &format!("mtu = 1400\naccel_port = {ACCEL_PORT}\n{b_source}{b_legs}"),
         )
         .replace(
             "networks = []\n",
@@ -422,7 +444,7 @@ fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
         b["bytes_down"]
     );
     ensure!(a["legs_idle"].as_u64() >= Some(1), "no idle leg at A");
-    if legs == "pinned" {
+    if legs != "single" {
         // Each end counts what its leg sets sent, by path: A the
         // uploads, B the answers, on the bed's two paths only.
         for (side, st) in [("A", &a), ("B", &b)] {
@@ -433,6 +455,37 @@ fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
                 "{side}'s bytes by path: {by_path:?}"
             );
         }
+    }
+    if legs == "direct" {
+        // B sees the legs at the connection's port, from A's paths, and
+        // none at the acceleration port between the tunnel addresses.
+        let at_port = bed.b.exec(&[
+            "ss",
+            "-Htn",
+            "state",
+            "established",
+            &format!("( sport = :{DATA_PORT} )"),
+        ])?;
+        let from_paths = (0..2)
+            .filter(|&i| {
+                // B's listener is dual-stack: IPv4 peers show mapped.
+                let a = outer_addr(i, Family::V4, Side::A);
+                at_port.contains(&format!("[::ffff:{a}]:")) || at_port.contains(&format!(" {a}:"))
+            })
+            .count();
+        if from_paths != 2 {
+            let all_b = bed.b.exec(&["ss", "-Htn"])?;
+            let all_a = bed.a.exec(&["ss", "-Htn"])?;
+            bail!("B has no direct leg from each of A's paths: {at_port}\nB: {all_b}\nA: {all_a}");
+        }
+        let inside = bed.b.exec(&[
+            "ss",
+            "-Htn",
+            "state",
+            "established",
+            &format!("( sport = :{ACCEL_PORT} )"),
+        ])?;
+        ensure!(inside.trim().is_empty(), "legs inside the tunnel: {inside}");
     }
     // The legs start with the larger first window: the route to the
     // peer's tunnel address carries it.

@@ -294,6 +294,7 @@ fn run_case(
     let with_accel = opts.accel && case.combo.inner == 4 && s.tests.contains(&TestKind::AccelTcp);
     let extras = testbed::Extras {
         accel: with_accel,
+        accel_legs: opts.accel_legs.clone(),
         ..Default::default()
     };
     let mut tb = Testbed::build_with(k, case, work, &opts.mptd, stop, extras)

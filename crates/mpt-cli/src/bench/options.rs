@@ -19,6 +19,8 @@ pub struct Options {
     /// at A) beside the tunnel where the suite supports it (`unlike`,
     /// `satellite`), resolved from `--accel`.
     pub accel: bool,
+    /// `--accel-legs`: the accelerated variant's `accel_legs`.
+    pub accel_legs: String,
     /// `--dtnd`: the BPv7 agent for dtn-relay (default: found or installed).
     pub dtnd: Option<PathBuf>,
 }

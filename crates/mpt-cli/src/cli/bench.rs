@@ -142,6 +142,11 @@ pub(crate) struct BenchArgs {
     /// auto = on, except with --quick; on; off. Needs nft (nftables).
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = AccelArg::Auto)]
     pub(crate) accel: AccelArg,
+    /// The accelerated variant's legs (`[tunnel] accel_legs` at both
+    /// gateways): pinned = one leg per path inside the tunnel; direct =
+    /// one TCP connection per path beside it, over the path itself.
+    #[arg(long, value_name = "KIND", value_parser = ["pinned", "direct"], default_value = "pinned")]
+    pub(crate) accel_legs: String,
     /// clients: client mptds on one server [default: 200; --quick: 8].
     #[arg(long, value_name = "N", help_heading = "mpt bench clients")]
     pub(crate) clients: Option<usize>,

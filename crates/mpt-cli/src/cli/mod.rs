@@ -114,7 +114,7 @@ pub(crate) enum Command {
         args_conflicts_with_subcommands = true,
         subcommand_negates_reqs = true
     )]
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Write a new pre-shared key (32 random bytes, base64) for `key_file`.
     #[command(after_help = GENKEY_HELP)]
     Genkey {

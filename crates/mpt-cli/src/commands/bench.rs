@@ -100,6 +100,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<u8, Failure> {
         mptd,
         mptcp,
         accel,
+        accel_legs: args.accel_legs,
         dtnd: args.dtnd,
     };
     match bench::run(&opts, stop) {

@@ -122,6 +122,14 @@ impl Random for OneShot {
     }
 }
 
+/// A snow builder for `params` whose one random draw (the ephemeral key)
+/// is `seed`: for handshakes outside the tunnel's own (the acceleration's
+/// direct legs, `mpt_accel::direct`), which bring their own random bytes
+/// as this crate's handshakes do.
+pub fn seeded_builder<'a>(params: NoiseParams, seed: &[u8; KEY_LEN]) -> snow::Builder<'a> {
+    snow::Builder::with_resolver(params, Box::new(SeededResolver { seed: *seed }))
+}
+
 impl CryptoResolver for SeededResolver {
     fn resolve_rng(&self) -> Option<Box<dyn Random>> {
         Some(Box::new(OneShot {

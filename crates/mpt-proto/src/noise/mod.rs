@@ -66,8 +66,8 @@ mod timestamp;
 
 pub use error::NoiseError;
 pub use handshake::{
-    random_index, Established, Identity, Initiator, Mac1Check, Outgoing, Reply, Responder,
-    ResponderConfig, ANSWER_CHECKS_PER_ATTEMPT, NOISE_PARAMS, PROLOGUE,
+    random_index, seeded_builder, Established, Identity, Initiator, Mac1Check, Outgoing, Reply,
+    Responder, ResponderConfig, ANSWER_CHECKS_PER_ATTEMPT, NOISE_PARAMS, PROLOGUE,
 };
 pub use keys::{PublicKey, StaticSecret, KEY_LEN};
 pub use limits::{source_key, HandshakeLimiter, HandshakeLimits};

@@ -51,6 +51,11 @@ pub enum LegMode {
     Pinned,
     /// `"single"`: one leg per flow, striped by the tunnel like any flow.
     Single,
+    /// `"direct"`: a set of legs, one per path, each a TCP connection over
+    /// the path's own uplink to the path's remote address, beside the
+    /// tunnel and protected by the connection's keys (`mpt_accel::direct`).
+    /// Both ends must say so.
+    Direct,
 }
 
 /// `accel_legs` when not given: pinned sets. A single leg over unlike
@@ -106,12 +111,13 @@ pub(super) fn settings(raw: RawAccel, span: usize) -> Result<AccelSettings, Inva
         None => DEFAULT_LEGS,
         Some("pinned") => LegMode::Pinned,
         Some("single") => LegMode::Single,
+        Some("direct") => LegMode::Direct,
         Some(other) => {
             return Err((
                 span,
                 format!(
-                    "[tunnel] key `accel_legs`: `{other}` is neither \"pinned\" nor \"single\""
-                ),
+                "[tunnel] key `accel_legs`: `{other}` is not \"pinned\", \"single\" or \"direct\""
+            ),
             ))
         }
     };
@@ -186,6 +192,19 @@ pub(super) fn selectors(
     Ok(out)
 }
 
+/// With `accel_legs = "direct"`, an accelerating connection's paths need
+/// an address to send their legs to (`remote` as an address: a host
+/// name is resolved later, by the tunnel; a learnt remote is unknown).
+pub(super) fn direct_paths(paths: &[super::PathConfig]) -> Result<(), String> {
+    match paths.iter().find(|p| p.remote.is_none()) {
+        None => Ok(()),
+        Some(p) => Err(format!(
+            "path `{}`: `accel_legs = \"direct\"` sends each path's leg to its `remote`, which must be an address here (not a host name, not learnt)",
+            p.name
+        )),
+    }
+}
+
 /// Whether any connection accelerates (the near end runs).
 pub fn any_near(conns: &[ConnectionConfig]) -> bool {
     conns.iter().any(|c| !c.accelerate.is_empty())
@@ -231,6 +250,27 @@ mod tests {
         assert!(c.tunnel.accel.client_source);
         let c = with("accel_port = 7411\naccel_legs = \"single\"", "").unwrap();
         assert_eq!(c.tunnel.accel.legs, super::LegMode::Single);
+        let direct = "accel_port = 7411\naccel_legs = \"direct\"";
+        let c = with(direct, "accelerate = [\"0.0.0.0/0\"]").unwrap();
+        assert_eq!(c.tunnel.accel.legs, super::LegMode::Direct);
+        // A direct leg goes to the path's remote: a host name is refused
+        // where the connection accelerates, taken where it does not.
+        let named = |conn: &str| {
+            parse(
+                &BASE
+                    .replace("TUNNEL", direct)
+                    .replace("CONN", conn)
+                    .replace("remote = \"10.0.0.2\"", "remote = \"hub.example.net\""),
+                "a.toml",
+            )
+            .map_err(|e| e.to_string())
+        };
+        let e = named("accelerate = [\"0.0.0.0/0\"]").unwrap_err();
+        assert!(
+            e.contains("path `p`: `accel_legs = \"direct\"` sends each path's leg to its `remote`"),
+            "{e}"
+        );
+        named("").unwrap();
         assert_eq!(c.connections[0].paths[0].accel_congestion, None);
         let c = parse(
             &format!(
@@ -312,7 +352,7 @@ mod tests {
             (
                 "accel_port = 1\naccel_legs = \"many\"",
                 "",
-                "neither \"pinned\" nor \"single\"",
+                "is not \"pinned\", \"single\" or \"direct\"",
             ),
             ("accel_port = 70000", "", "accel_port"),
         ] {

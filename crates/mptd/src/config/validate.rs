@@ -364,6 +364,9 @@ fn connection(
         let p = path(p, &c.name, authenticated, &paths)?;
         paths.push(p);
     }
+    if !accelerate.is_empty() && tunnel.accel.legs == super::accel::LegMode::Direct {
+        super::accel::direct_paths(&paths).map_err(here)?;
+    }
     Ok(ConnectionConfig {
         name: c.name,
         id: c.id,

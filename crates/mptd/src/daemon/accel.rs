@@ -4,16 +4,21 @@
 //! them. Nothing runs and nothing is installed unless `[tunnel]
 //! accel_port` is set.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use mpt_accel::far::FarConfig;
+use mpt_accel::direct::{DirectAuth, DirectPeer, DirectRoute, LegKey, Secret};
+use mpt_accel::far::{FarConfig, FarDirect};
 use mpt_accel::near::{LegPath, NearConfig, Target};
 use mpt_accel::Accel;
+use zeroize::Zeroizing;
 
 use crate::config::accel::{any_near, LegMode};
-use crate::config::Config;
+use crate::config::{Config, ConnectionConfig};
+use crate::control::routing_plan::{self, UplinkKey};
 use crate::io::accel_rules::{self, AccelNumbers, RulesGuard};
 
 /// How long the far end's connect to a destination may take.
@@ -74,7 +79,14 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
             })
         })
         .collect();
+    let direct = settings.legs == LegMode::Direct;
+    let keys = if direct {
+        direct_keys(config)?
+    } else {
+        Vec::new()
+    };
     let far = FarConfig {
+        direct: direct.then(|| far_direct(config, &keys)),
         listen,
         peers,
         congestion: settings.congestion.clone(),
@@ -93,14 +105,18 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
         targets: config
             .connections
             .iter()
-            .filter(|c| !c.accelerate.is_empty())
-            .map(|c| Target {
+            .zip(&keys_or_none(&keys, config.connections.len()))
+            .filter(|(c, _)| !c.accelerate.is_empty())
+            .map(|(c, key)| Target {
+                direct: key.clone().map(|key| DirectAuth { conn_id: c.id, key }),
                 selectors: c.accelerate.clone(),
                 peer_v4: c.peer_ipv4.map(|a| SocketAddr::new(a, port)),
                 peer_v6: c.peer_ipv6.map(|a| SocketAddr::new(a, port)),
                 // Path ids are the paths' places in the config (the same
                 // at both ends); a set of one leg would gain nothing.
                 paths: match settings.legs {
+                    // Direct legs gain their header even on one path.
+                    LegMode::Direct => direct_paths(config, c),
                     LegMode::Pinned if c.paths.len() > 1 => c
                         .paths
                         .iter()
@@ -109,6 +125,7 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
                         .map(|(i, p)| LegPath {
                             id: i as u8,
                             congestion: p.accel_congestion.clone().unwrap_or_default(),
+                            route: None,
                         })
                         .collect(),
                     _ => Vec::new(),
@@ -160,6 +177,100 @@ pub(super) fn start(config: &Config, tun: &str) -> Result<Option<Running>> {
         "TCP acceleration running"
     );
     Ok(Some(Running { accel, rules }))
+}
+
+/// Each connection's direct-leg keys (`accel_legs = "direct"`): its
+/// public keys, else its PSK, else none (a cleartext connection), read
+/// from the same files as the tunnel's.
+fn direct_keys(config: &Config) -> Result<Vec<LegKey>> {
+    let private: Option<Secret> = match &config.daemon.private_key_file {
+        Some(file) if config.connections.iter().any(|c| c.public_key.is_some()) => {
+            let secret = crate::keys::load_private(file)
+                .with_context(|| format!("[daemon] private_key_file {}", file.display()))?;
+            Some(Arc::new(Zeroizing::new(*secret.as_bytes())))
+        }
+        _ => None,
+    };
+    config
+        .connections
+        .iter()
+        .map(|c| {
+            let psk = match &c.key_file {
+                Some(file) => Some(Arc::new(
+                    crate::keys::load(file).with_context(|| format!("connection {}", c.name))?,
+                )),
+                None => None,
+            };
+            Ok(match (&c.public_key, &private, psk) {
+                (Some(peer), Some(private), psk) => LegKey::Static {
+                    private: private.clone(),
+                    peer_public: *peer.as_bytes(),
+                    psk,
+                },
+                (_, _, Some(psk)) => LegKey::Psk(psk),
+                _ => LegKey::Clear,
+            })
+        })
+        .collect()
+}
+
+/// `keys` by connection, or `None` for each when legs are not direct.
+fn keys_or_none(keys: &[LegKey], n: usize) -> Vec<Option<LegKey>> {
+    if keys.is_empty() {
+        vec![None; n]
+    } else {
+        keys.iter().cloned().map(Some).collect()
+    }
+}
+
+/// The far end of direct legs: a listener at each connection's port, and
+/// every connection with a peer tunnel address by id.
+fn far_direct(config: &Config, keys: &[LegKey]) -> FarDirect {
+    let mut ports: Vec<u16> = config.connections.iter().map(|c| c.port).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let peers: HashMap<u32, DirectPeer> = config
+        .connections
+        .iter()
+        .zip(keys)
+        .filter_map(|(c, key)| {
+            let peer = c.peer_ipv4.or(c.peer_ipv6)?;
+            Some((
+                c.id,
+                DirectPeer {
+                    peer,
+                    key: key.clone(),
+                    remotes: c.paths.iter().filter_map(|p| p.remote).collect(),
+                },
+            ))
+        })
+        .collect();
+    FarDirect { ports, peers }
+}
+
+/// A connection's paths as direct legs: each to its remote at the
+/// connection's remote port, leaving as the path's UDP socket does (local
+/// address, device, uplink mark). Config validation made sure every path
+/// of an accelerating connection has a remote address.
+fn direct_paths(config: &Config, c: &ConnectionConfig) -> Vec<LegPath> {
+    c.paths
+        .iter()
+        .take(63)
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let uplink = UplinkKey::of(p.interface.as_deref(), p.local);
+            Some(LegPath {
+                id: i as u8,
+                congestion: p.accel_congestion.clone().unwrap_or_default(),
+                route: Some(DirectRoute {
+                    remote: SocketAddr::new(p.remote?, c.remote_port),
+                    local: p.local,
+                    device: p.interface.clone(),
+                    mark: routing_plan::mark(config, uplink.as_ref()),
+                }),
+            })
+        })
+        .collect()
 }
 
 /// Routes each peer's tunnel address with the legs' initial windows

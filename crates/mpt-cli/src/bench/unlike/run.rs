@@ -81,6 +81,7 @@ pub fn run_case(
     let with_accel = opts.accel && case.combo.inner == 4;
     let extras = testbed::Extras {
         accel: with_accel,
+        accel_legs: opts.accel_legs.clone(),
         accel_congestion: uc
             .paths
             .iter()
