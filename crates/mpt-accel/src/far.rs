@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::chunk::Msg;
+use crate::congestion::{self, LossyPaths, Watch};
 use crate::direct::{self, DirectPeer, RefusedLeg, Seals};
 use crate::frame::{self, ConnectResult, Frame, Join};
 use crate::pump::{self, Carrier, Ending, Leg};
@@ -92,13 +93,7 @@ struct Joining {
 impl Joins {
     /// Adds `leg`; returns the set's legs with their path ids once all
     /// have joined.
-    fn add(
-        &self,
-        peer: IpAddr,
-        j: Join,
-        leg: TcpStream,
-        seals: Option<Seals>,
-    ) -> Result<Option<Joined>, ()> {
+    fn add(&self, peer: IpAddr, j: Join, leg: PinnedLeg) -> Result<Option<Joined>, ()> {
         let mut m = crate::lock(&self.0);
         m.retain(|_, p| p.since.elapsed() < JOIN_TIMEOUT);
         if m.len() >= MAX_JOINING && !m.contains_key(&(peer, j.set)) {
@@ -113,11 +108,7 @@ impl Joins {
             Some(s) if s.is_none() && same_count => s,
             _ => return Err(()),
         };
-        *slot = Some(PinnedLeg {
-            stream: leg,
-            path: j.path,
-            seals,
-        });
+        *slot = Some(leg);
         if p.legs.iter().any(Option::is_none) {
             return Ok(None);
         }
@@ -134,13 +125,41 @@ struct Far {
     joins: Joins,
     /// Direct legs in their handshake now.
     handshakes: AtomicUsize,
+    /// Paths found lossy (`crate::congestion`).
+    lossy: Arc<LossyPaths>,
+}
+
+impl Far {
+    /// The congestion control a set's leg on `path` of `peer` starts
+    /// with, and its loss watch if that is `"auto"`'s clean choice.
+    fn leg_congestion(&self, peer: IpAddr, path: u8) -> (&str, Option<Watch>) {
+        let configured = self
+            .cfg
+            .path_congestion
+            .get(&(peer, path))
+            .unwrap_or(&self.cfg.congestion);
+        let key = (peer, path);
+        let cc = self.lossy.resolve(configured, key);
+        let watch = if configured == congestion::AUTO {
+            Watch::new(key, self.lossy.clone(), cc)
+        } else {
+            None
+        };
+        (cc, watch)
+    }
 }
 
 /// Starts the far end's listeners on `threads`.
-pub fn start(cfg: &FarConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::io::Result<()> {
+pub fn start(
+    cfg: &FarConfig,
+    stats: Arc<Stats>,
+    lossy: Arc<LossyPaths>,
+    threads: &mut Threads,
+) -> std::io::Result<()> {
     let far = Arc::new(Far {
         cfg: cfg.clone(),
         stats,
+        lossy,
         joins: Joins::default(),
         handshakes: AtomicUsize::new(0),
     });
@@ -185,10 +204,10 @@ fn accept_direct(far: &Arc<Far>, leg: TcpStream) {
             f.handshakes.fetch_sub(1, Relaxed);
             match admitted {
                 Some(Ok(a)) => {
-                    let cc = f.cfg.path_congestion.get(&(a.peer, a.join.path));
-                    let _ = sock::tune_direct_leg(&leg, cc.unwrap_or(&f.cfg.congestion));
+                    let (cc, watch) = f.leg_congestion(a.peer, a.join.path);
+                    let _ = sock::tune_direct_leg(&leg, cc);
                     f.stats.legs_opened.fetch_add(1, Relaxed);
-                    join_set(&f, a.peer, a.join, leg, a.seals);
+                    join_set(&f, a.peer, a.join, leg, a.seals, watch);
                 }
                 Some(Err(RefusedLeg::Io(e))) => {
                     tracing::debug!(error = %e, "direct acceleration leg ended in its handshake")
@@ -217,7 +236,7 @@ fn accept(far: &Arc<Far>, leg: TcpStream) {
             return;
         }
     };
-    let _ = sock::tune_leg(&leg, &far.cfg.congestion);
+    let _ = sock::tune_leg(&leg, congestion::single_leg(&far.cfg.congestion));
     stats.legs_opened.fetch_add(1, Relaxed);
     let f = far.clone();
     let spawned = std::thread::Builder::new()
@@ -238,9 +257,9 @@ fn first_frame(far: &Far, peer: IpAddr, mut leg: TcpStream) {
     match first {
         Ok(Frame::Open { src, dst }) => serve_leg(far, leg, src, dst),
         Ok(Frame::Join(j)) => {
-            let cc = far.cfg.path_congestion.get(&(peer, j.path));
-            let _ = sock::pin_leg(&leg, j.path, cc.map_or("", String::as_str));
-            join_set(far, peer, j, leg, None);
+            let (cc, watch) = far.leg_congestion(peer, j.path);
+            let _ = sock::pin_leg(&leg, j.path, cc);
+            join_set(far, peer, j, leg, None, watch);
         }
         Err(e) if e.is_io() => {}
         other => {
@@ -251,8 +270,21 @@ fn first_frame(far: &Far, peer: IpAddr, mut leg: TcpStream) {
 }
 
 /// Adds a leg to its set; the leg that completes the set serves it.
-fn join_set(far: &Far, peer: IpAddr, j: Join, leg: TcpStream, seals: Option<Seals>) {
-    match far.joins.add(peer, j, leg, seals) {
+fn join_set(
+    far: &Far,
+    peer: IpAddr,
+    j: Join,
+    leg: TcpStream,
+    seals: Option<Seals>,
+    watch: Option<Watch>,
+) {
+    let leg = PinnedLeg {
+        stream: leg,
+        path: j.path,
+        seals,
+        watch,
+    };
+    match far.joins.add(peer, j, leg) {
         Ok(Some(legs)) => match LegSet::start(legs, far.stats.clone()) {
             Ok(set) => serve_set(far, &set),
             Err(e) => tracing::debug!(error = %e, "cannot start a leg set"),
@@ -378,6 +410,10 @@ mod tests {
             .collect()
     }
 
+    fn leg(l: &mut Vec<TcpStream>, path: u8) -> PinnedLeg {
+        PinnedLeg::plain(l.pop().unwrap(), path)
+    }
+
     fn join(set: u64, index: u8, count: u8) -> Join {
         Join {
             set,
@@ -393,22 +429,20 @@ mod tests {
         let peer: IpAddr = "10.99.0.2".parse().unwrap();
         let mut l = legs(4);
         assert!(joins
-            .add(peer, join(1, 2, 3), l.pop().unwrap(), None)
+            .add(peer, join(1, 2, 3), leg(&mut l, 2))
             .unwrap()
             .is_none());
         assert!(joins
-            .add(peer, join(1, 0, 3), l.pop().unwrap(), None)
+            .add(peer, join(1, 0, 3), leg(&mut l, 0))
             .unwrap()
             .is_none());
         // The same set id from another peer is another set.
         let other: IpAddr = "10.99.0.3".parse().unwrap();
         assert!(joins
-            .add(other, join(1, 0, 2), l.pop().unwrap(), None)
+            .add(other, join(1, 0, 2), leg(&mut l, 0))
             .unwrap()
             .is_none());
-        let whole = joins
-            .add(peer, join(1, 1, 3), l.pop().unwrap(), None)
-            .unwrap();
+        let whole = joins.add(peer, join(1, 1, 3), leg(&mut l, 1)).unwrap();
         // In index order, each with the path its JOIN named.
         let paths: Vec<u8> = whole.unwrap().iter().map(|l| l.path).collect();
         assert_eq!(paths, [0, 1, 2]);
@@ -420,14 +454,10 @@ mod tests {
         let peer: IpAddr = "10.99.0.2".parse().unwrap();
         let mut l = legs(3);
         assert!(joins
-            .add(peer, join(7, 0, 2), l.pop().unwrap(), None)
+            .add(peer, join(7, 0, 2), leg(&mut l, 0))
             .unwrap()
             .is_none());
-        assert!(joins
-            .add(peer, join(7, 0, 2), l.pop().unwrap(), None)
-            .is_err());
-        assert!(joins
-            .add(peer, join(7, 1, 3), l.pop().unwrap(), None)
-            .is_err());
+        assert!(joins.add(peer, join(7, 0, 2), leg(&mut l, 0)).is_err());
+        assert!(joins.add(peer, join(7, 1, 3), leg(&mut l, 1)).is_err());
     }
 }

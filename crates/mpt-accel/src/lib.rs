@@ -30,6 +30,7 @@
 //! (`mptd::io::accel_rules`).
 
 pub mod chunk;
+pub mod congestion;
 pub mod direct;
 pub mod far;
 pub mod frame;
@@ -131,13 +132,14 @@ impl Accel {
         far: Option<&far::FarConfig>,
     ) -> std::io::Result<Self> {
         let stats = Arc::new(Stats::default());
+        let lossy = Arc::new(congestion::LossyPaths::default());
         let mut threads = Threads::default();
         let started = (|| {
             if let Some(f) = far {
-                far::start(f, stats.clone(), &mut threads)?;
+                far::start(f, stats.clone(), lossy.clone(), &mut threads)?;
             }
             if let Some(n) = near {
-                near::start(n, stats.clone(), &mut threads)?;
+                near::start(n, stats.clone(), lossy.clone(), &mut threads)?;
             }
             Ok(())
         })();

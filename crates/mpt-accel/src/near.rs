@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::chunk::Msg;
+use crate::congestion::LossyPaths;
 use crate::direct::{DirectAuth, DirectRoute};
 use crate::frame;
 use crate::pool::{Pool, Warm};
@@ -80,7 +81,12 @@ struct Shared {
 }
 
 /// Starts the near end's listeners and pool fillers on `threads`.
-pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std::io::Result<()> {
+pub fn start(
+    cfg: &NearConfig,
+    stats: Arc<Stats>,
+    lossy: Arc<LossyPaths>,
+    threads: &mut Threads,
+) -> std::io::Result<()> {
     let mut pools: Vec<Arc<Pool>> = Vec::new();
     let mut pool_for =
         |peer: Option<SocketAddr>, paths: &[LegPath], direct: &Option<DirectAuth>| {
@@ -94,6 +100,7 @@ pub fn start(cfg: &NearConfig, stats: Arc<Stats>, threads: &mut Threads) -> std:
                     paths.to_vec(),
                     direct.clone(),
                     &cfg.congestion,
+                    lossy.clone(),
                     stats.clone(),
                 ));
                 pools.push(pool.clone());

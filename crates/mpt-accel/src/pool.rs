@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use crate::congestion::{self, LossyPaths, Watch};
 use crate::direct::{self, DirectAuth, DirectRoute};
 use crate::frame::{self, Join};
 use crate::near::LegPath;
@@ -60,6 +61,8 @@ pub struct Pool {
     idle: Mutex<Vec<Warm>>,
     wake: Condvar,
     congestion: String,
+    /// Paths found lossy (`crate::congestion`).
+    lossy: Arc<LossyPaths>,
     stats: Arc<Stats>,
     warned: AtomicBool,
 }
@@ -72,6 +75,7 @@ impl Pool {
         paths: Vec<LegPath>,
         direct: Option<DirectAuth>,
         congestion: &str,
+        lossy: Arc<LossyPaths>,
         stats: Arc<Stats>,
     ) -> Self {
         Pool {
@@ -82,6 +86,7 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             wake: Condvar::new(),
             congestion: congestion.into(),
+            lossy,
             stats,
             warned: AtomicBool::new(false),
         }
@@ -126,14 +131,31 @@ impl Pool {
                 count,
                 path,
             };
+            let configured = if lp.congestion.is_empty() {
+                self.congestion.as_str()
+            } else {
+                &lp.congestion
+            };
+            let key = (self.peer.ip(), path);
+            let cc = self.lossy.resolve(configured, key);
+            let watch = if configured == congestion::AUTO {
+                Watch::new(key, self.lossy.clone(), cc)
+            } else {
+                None
+            };
             if let (Some(auth), Some(route)) = (&self.direct, &lp.route) {
-                legs.push(self.connect_direct(auth, route, join, &lp.congestion)?);
+                let mut leg = self.connect_direct(auth, route, join, cc)?;
+                leg.watch = watch;
+                legs.push(leg);
                 continue;
             }
             let mut leg = self.connect_leg()?;
-            sock::pin_leg(&leg, path, &lp.congestion)?;
+            sock::pin_leg(&leg, path, cc)?;
             leg.write_all(&frame::encode_join(join))?;
-            legs.push(PinnedLeg::plain(leg, path));
+            legs.push(PinnedLeg {
+                watch,
+                ..PinnedLeg::plain(leg, path)
+            });
         }
         Ok(Warm::Set(LegSet::start(legs, self.stats.clone())?))
     }
@@ -150,11 +172,7 @@ impl Pool {
             direct::connect(route, auth, join, CONNECT_TIMEOUT).inspect_err(|_| {
                 self.stats.leg_failures.fetch_add(1, Relaxed);
             })?;
-        let cc = if congestion.is_empty() {
-            &self.congestion
-        } else {
-            congestion
-        };
+        let cc = congestion;
         if let Err(e) = sock::tune_direct_leg(&stream, cc) {
             if !self.warned.swap(true, Relaxed) {
                 tracing::warn!(remote = %route.remote, congestion = %cc, error = %e,
@@ -166,6 +184,7 @@ impl Pool {
             stream,
             path: join.path,
             seals,
+            watch: None,
         })
     }
 
@@ -173,9 +192,10 @@ impl Pool {
         let leg = sock::connect(self.peer, CONNECT_TIMEOUT).inspect_err(|_| {
             self.stats.leg_failures.fetch_add(1, Relaxed);
         })?;
-        if let Err(e) = sock::tune_leg(&leg, &self.congestion) {
+        let cc = congestion::single_leg(&self.congestion);
+        if let Err(e) = sock::tune_leg(&leg, cc) {
             if !self.warned.swap(true, Relaxed) {
-                tracing::warn!(peer = %self.peer, congestion = %self.congestion, error = %e,
+                tracing::warn!(peer = %self.peer, congestion = %cc, error = %e,
                     "cannot tune the acceleration legs (congestion control not loaded?); using the defaults");
             }
         }

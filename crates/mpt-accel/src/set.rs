@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use crate::chunk::{self, Msg, CHUNK};
+use crate::congestion::Watch;
 use crate::direct::{SealRx, SealTx, Seals};
 use crate::frame::FrameError;
 use crate::reorder::{PushError, Reorder};
@@ -54,6 +55,9 @@ pub struct PinnedLeg {
     pub path: u8,
     /// Its keys, if its chunks are sealed.
     pub seals: Option<Seals>,
+    /// Its loss watch, if its congestion control is `"auto"` and still
+    /// the clean path's (`crate::congestion`).
+    pub watch: Option<Watch>,
 }
 
 impl PinnedLeg {
@@ -64,12 +68,15 @@ impl PinnedLeg {
             stream,
             path,
             seals: None,
+            watch: None,
         }
     }
 }
 
 /// Room for a chunk's header before its data.
 const CHUNK_HEADER_ROOM: usize = 16;
+/// Data chunks sent between two looks at the legs' loss counters (1 MiB).
+const WATCH_EVERY: u32 = 64;
 
 /// Chunks the reorder buffer holds at most: 256 x 16 KiB = 4 MiB per
 /// direction of a set, enough for a 10 Mbit/s path's data to wait out a
@@ -86,6 +93,8 @@ struct Inner {
     paths: Vec<u8>,
     /// Legs whose far side closed cleanly (end of stream).
     ended: AtomicUsize,
+    /// Each leg's loss watch (`crate::congestion`).
+    watches: Mutex<Vec<Option<Watch>>>,
     rx: Reorder,
     tx: Mutex<Tx>,
     stats: Arc<Stats>,
@@ -182,6 +191,16 @@ impl Inner {
         }
     }
 
+    /// Looks at the auto legs' loss counters (`crate::congestion`).
+    fn watch_losses(&self) {
+        let mut watches = crate::lock(&self.watches);
+        for (w, leg) in watches.iter_mut().zip(&self.legs) {
+            if let Some(w) = w {
+                w.check(leg);
+            }
+        }
+    }
+
     /// The leg with the shortest round trip, writable or not (for the
     /// few bytes of OPEN, RESULT, FIN).
     fn fastest(&self) -> usize {
@@ -215,7 +234,9 @@ impl LegSet {
         let mut paths = Vec::with_capacity(legs.len());
         let mut seals = Vec::with_capacity(legs.len());
         let mut readers = Vec::with_capacity(legs.len());
+        let mut watches = Vec::with_capacity(legs.len());
         for leg in legs {
+            watches.push(leg.watch);
             let (tx, rx) = match leg.seals {
                 Some((tx, rx)) => (Some(tx), Some(rx)),
                 None => (None, None),
@@ -230,6 +251,7 @@ impl LegSet {
             legs,
             paths,
             ended: AtomicUsize::new(0),
+            watches: Mutex::new(watches),
             rx: Reorder::new(WINDOW),
             tx: Mutex::new(Tx {
                 seq: 0,
@@ -287,6 +309,9 @@ impl LegSet {
             let path = self.0.paths.get(leg).copied().unwrap_or(u8::MAX);
             self.0.stats.path_bytes.add(path, piece.len());
             tx.seq = seq.wrapping_add(1);
+            if seq.is_multiple_of(WATCH_EVERY) {
+                self.0.watch_losses();
+            }
         }
         Ok(())
     }

@@ -4,8 +4,8 @@
 //!
 //! Legs are tuned for the long, multipath middle: `TCP_NODELAY` (a frame
 //! is written whole, so Nagle only adds delay), the configured congestion
-//! control (BBR by default: it paces at the measured rate instead of
-//! halving at every random loss, see docs/ACCELERATION.md) and keepalive
+//! control (by default CUBIC on a clean path and BBR on a lossy one, see
+//! `crate::congestion`; BBR on a single leg) and keepalive
 //! so a leg whose far end vanished is found. Buffers stay autotuned: a
 //! fixed `SO_SNDBUF` would switch the kernel's autotuning off and be
 //! capped by `wmem_max`.
@@ -136,6 +136,22 @@ pub fn tune_direct_leg(s: &TcpStream, congestion: &str) -> io::Result<()> {
 
 /// The kernel's smoothed round trip of `s`, µs.
 pub fn srtt_us(s: &TcpStream) -> io::Result<u32> {
+    tcp_info(s).map(|i| i.srtt_us)
+}
+
+/// What [`tcp_info`] reads of a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpInfo {
+    /// Smoothed round trip, µs.
+    pub srtt_us: u32,
+    /// Data segments sent, retransmissions included.
+    pub data_segs_out: u32,
+    /// Segments retransmitted.
+    pub total_retrans: u32,
+}
+
+/// The kernel's `TCP_INFO` of `s`, the fields the legs use.
+pub fn tcp_info(s: &TcpStream) -> io::Result<TcpInfo> {
     use std::os::fd::AsRawFd;
     // SAFETY: tcp_info is plain data; zeroed is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
@@ -153,7 +169,11 @@ pub fn srtt_us(s: &TcpStream) -> io::Result<u32> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(info.tcpi_rtt)
+    Ok(TcpInfo {
+        srtt_us: info.tcpi_rtt,
+        data_segs_out: info.tcpi_data_segs_out,
+        total_retrans: info.tcpi_total_retrans,
+    })
 }
 
 /// Which of `socks` are writable, waiting up to `timeout_ms` for one.

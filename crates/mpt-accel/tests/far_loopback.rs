@@ -257,6 +257,7 @@ fn far_end_serves_flows_on_a_sealed_direct_set() {
             stream,
             path: i,
             seals,
+            watch: None,
         });
     }
     let set = LegSet::start(legs, std::sync::Arc::new(Stats::default())).unwrap();

@@ -82,6 +82,9 @@ pub struct AccelResult {
     pub over_sum: Option<f64>,
     /// Kept accelerated run / kept plain tunnel run.
     pub over_tunnel: Option<f64>,
+    /// `accel_legs` of the gateways ("pinned" or "direct"; "" in results
+    /// written before it was recorded: pinned).
+    pub legs: String,
 }
 
 impl AccelResult {
@@ -112,6 +115,7 @@ impl AccelResult {
             run: k + 1,
             runs_mbps: mbps,
             all_split,
+            legs: String::new(),
         })
     }
 }

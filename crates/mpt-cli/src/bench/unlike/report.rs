@@ -165,13 +165,22 @@ pub fn table(case_rows: &[Row], duration_s: f64) -> String {
         mptcp::MIN_SHARE * 100.0
     );
     if results(case_rows).any(|(_, u)| u.runs.iter().any(|r| r.accel.is_some())) {
+        let direct = results(case_rows)
+            .flat_map(|(_, u)| u.runs.iter().filter_map(|r| r.accel.as_ref()))
+            .any(|a| a.legs == "direct");
+        let legs = if direct {
+            "beside the tunnel, one TCP connection over each path (direct legs, sealed with the \
+             connection's keys when it has any)"
+        } else {
+            "in the tunnel, one pinned to each path"
+        };
         let _ = writeln!(
             s,
             "accel: TCP acceleration, one stream from an end host behind A to one behind B (same \
-             congestion control at the end hosts), split at A and carried over warm legs in the \
-             tunnel, one pinned to each path (BBR, or the path's `accel_congestion`), run after each MPTCP run, the median kept (NOT SPLIT: A's legs carried \
-             < {:.0} % of the bytes, no ratios); accel/MPTCP, accel/sum = accel / MPTCP, / sum of \
-             raw paths",
+             congestion control at the end hosts), split at A and carried over warm legs {legs} \
+             (BBR, or the path's `accel_congestion`), run after each MPTCP run, the median kept \
+             (NOT SPLIT: A's legs carried < {:.0} % of the bytes, no ratios); accel/MPTCP, \
+             accel/sum = accel / MPTCP, / sum of raw paths",
             super::accel::MIN_SPLIT_SHARE * 100.0
         );
     }

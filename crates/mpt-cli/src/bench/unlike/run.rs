@@ -280,7 +280,11 @@ pub fn run_case(
         let raw_mbps: Vec<f64> = raw.iter().map(|m| m.mbps).collect();
         let v = verdict(&raw_mbps, t.m.mbps, uc.target);
         let mptcp = MptcpBaseline::from_runs(mptcp_runs, t.m.mbps, v.sum_raw_mbps);
-        let accel = AccelResult::from_runs(accel_runs, mptcp.as_ref(), v.sum_raw_mbps, t.m.mbps);
+        let accel = AccelResult::from_runs(accel_runs, mptcp.as_ref(), v.sum_raw_mbps, t.m.mbps)
+            .map(|a| AccelResult {
+                legs: opts.accel_legs.clone(),
+                ..a
+            });
         let run = CcRun {
             cc: cc.clone(),
             raw,

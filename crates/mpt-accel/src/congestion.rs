@@ -1,0 +1,259 @@
+//! The congestion control of a set's legs when it is `"auto"` (the
+//! default): CUBIC on a clean path, BBR on a path that loses packets at
+//! random.
+//!
+//! Neither is right everywhere. BBR (v1, as in these kernels) paces at
+//! its bandwidth estimate and takes no notice of random loss, which a
+//! radio path with 1 % loss needs; but on a clean path it gives up about
+//! 2 % of the rate (ProbeRTT: 200 ms at 4 packets every 10 s, and a
+//! cycle that paces at 0.75 of its estimate), so BBR legs stayed at
+//! 0.99-1.00 of kernel MPTCP where MPTCP's subflows run CUBIC and fill
+//! both paths. CUBIC keeps a drop-tail queue full and reaches 0.99 of a
+//! clean path's rate, but halves at every loss: over a path with 1 %
+//! random loss it carries a fifth of the rate.
+//!
+//! So a leg starts with CUBIC, and its sender looks at the kernel's
+//! counters (`TCP_INFO`: data segments sent, segments retransmitted)
+//! after every [`WINDOW_SEGS`] segments. When [`LOSSY_WINDOWS`] windows
+//! in a row lost more than [`LOSSY_PER_MILLE`] of their segments, the
+//! path is lossy: the leg changes to BBR at once (the kernel takes a new
+//! congestion control on a live connection) and every later leg on that
+//! path, at either end of this daemon, starts with BBR, for the daemon's
+//! life. Slow start's overshoot is one burst (one window at most), and
+//! CUBIC's own losses at a full queue are a few segments per cycle, far
+//! below the threshold; both go unpunished.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use crate::sock;
+
+/// The congestion control name that asks for this choice.
+pub const AUTO: &str = "auto";
+/// An auto leg's congestion control on a clean path.
+pub const CLEAN: &str = "cubic";
+/// ... and on a lossy one.
+pub const LOSSY: &str = "bbr";
+/// Segments per window of a leg's counters (about 1.4 MB).
+pub const WINDOW_SEGS: u32 = 1000;
+/// Retransmitted segments per thousand sent above which a window is
+/// lossy (0.5 %).
+pub const LOSSY_PER_MILLE: u32 = 5;
+/// Lossy windows in a row that make the path lossy.
+pub const LOSSY_WINDOWS: u8 = 2;
+
+/// A path of a peer: its tunnel address and the path's id.
+pub type PathKey = (IpAddr, u8);
+
+/// The paths found lossy so far (shared by both ends of a daemon).
+#[derive(Debug, Default)]
+pub struct LossyPaths(Mutex<HashSet<PathKey>>);
+
+impl LossyPaths {
+    /// The congestion control a leg on `key` starts with, given the
+    /// configured `cc` (`""` when the configured one is the system's).
+    pub fn resolve<'a>(&self, cc: &'a str, key: PathKey) -> &'a str {
+        if cc != AUTO {
+            cc
+        } else if self.is_lossy(key) {
+            LOSSY
+        } else {
+            CLEAN
+        }
+    }
+
+    /// Whether the path was found lossy.
+    pub fn is_lossy(&self, key: PathKey) -> bool {
+        crate::lock(&self.0).contains(&key)
+    }
+
+    fn mark(&self, key: PathKey) {
+        crate::lock(&self.0).insert(key);
+    }
+}
+
+/// The verdict on a leg's counters, window by window.
+#[derive(Debug, Default)]
+struct Windows {
+    /// Data segments sent and segments retransmitted at the start of the
+    /// current window (`None`: not read yet).
+    base: Option<(u32, u32)>,
+    /// Lossy windows in a row so far.
+    lossy_in_a_row: u8,
+}
+
+impl Windows {
+    /// Takes the leg's counters now; whether [`LOSSY_WINDOWS`] whole
+    /// windows in a row have been lossy.
+    fn observe(&mut self, segs_total: u32, lost_total: u32) -> bool {
+        let Some((segs0, lost0)) = self.base else {
+            self.base = Some((segs_total, lost_total));
+            return false;
+        };
+        let segs = segs_total.wrapping_sub(segs0);
+        if segs < WINDOW_SEGS {
+            return false;
+        }
+        self.base = Some((segs_total, lost_total));
+        if window_is_lossy(segs, lost_total.wrapping_sub(lost0)) {
+            self.lossy_in_a_row = self.lossy_in_a_row.saturating_add(1);
+        } else {
+            self.lossy_in_a_row = 0;
+        }
+        self.lossy_in_a_row >= LOSSY_WINDOWS
+    }
+}
+
+/// Watches one auto leg's losses, from its sender.
+pub struct Watch {
+    key: PathKey,
+    paths: Arc<LossyPaths>,
+    windows: Windows,
+    /// It runs BBR now: nothing more to watch.
+    done: bool,
+}
+
+impl Watch {
+    /// A watch over a leg on `key` that runs `cc` now (a leg that already
+    /// runs the lossy choice needs none).
+    pub fn new(key: PathKey, paths: Arc<LossyPaths>, cc: &str) -> Option<Watch> {
+        (cc == CLEAN).then_some(Watch {
+            key,
+            paths,
+            windows: Windows::default(),
+            done: false,
+        })
+    }
+
+    /// Looks at `leg`'s counters; changes it to BBR once its path is
+    /// lossy (found by this leg or by another).
+    pub fn check(&mut self, leg: &TcpStream) {
+        if self.done {
+            return;
+        }
+        let Ok(info) = sock::tcp_info(leg) else {
+            return;
+        };
+        let found_here = self.windows.observe(info.data_segs_out, info.total_retrans);
+        if !found_here && !self.paths.is_lossy(self.key) {
+            return;
+        }
+        self.done = true;
+        self.paths.mark(self.key);
+        let changed = socket2::SockRef::from(leg).set_tcp_congestion(LOSSY.as_bytes());
+        tracing::info!(peer = %self.key.0, path = self.key.1, found_here,
+            changed = changed.is_ok(), "acceleration legs on a lossy path: BBR from now on");
+    }
+}
+
+/// The congestion control of a single leg (one leg over every path, no
+/// path of its own to judge): `"auto"` is BBR there, as before there was
+/// a choice.
+pub fn single_leg(cc: &str) -> &str {
+    if cc == AUTO {
+        LOSSY
+    } else {
+        cc
+    }
+}
+
+/// Whether `lost` of `segs` is above [`LOSSY_PER_MILLE`].
+pub fn window_is_lossy(segs: u32, lost: u32) -> bool {
+    u64::from(lost) * 1000 > u64::from(segs) * u64::from(LOSSY_PER_MILLE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_resolves_by_what_the_path_showed() {
+        let paths = LossyPaths::default();
+        let key: PathKey = ("10.0.0.1".parse().unwrap(), 1);
+        assert_eq!(paths.resolve("bbr", key), "bbr");
+        assert_eq!(paths.resolve("", key), "");
+        assert_eq!(paths.resolve(AUTO, key), CLEAN);
+        paths.mark(key);
+        assert_eq!(paths.resolve(AUTO, key), LOSSY);
+        assert_eq!(paths.resolve(AUTO, (key.0, 2)), CLEAN);
+        assert_eq!(paths.resolve("cubic", key), "cubic");
+    }
+
+    #[test]
+    fn the_threshold_is_half_a_percent() {
+        assert!(!window_is_lossy(2000, 10));
+        assert!(window_is_lossy(2000, 11));
+        assert!(window_is_lossy(2000, 20));
+        assert!(!window_is_lossy(2000, 0));
+        assert!(!window_is_lossy(u32::MAX, 1000));
+    }
+
+    #[test]
+    fn two_lossy_windows_in_a_row_make_a_path_lossy() {
+        let mut w = Windows::default();
+        // The first look only sets the base; windows shorter than
+        // WINDOW_SEGS are not judged.
+        assert!(!w.observe(100, 50));
+        assert!(!w.observe(100 + WINDOW_SEGS - 1, 500));
+        // A lossy window (slow start's overshoot), then a clean one: no.
+        assert!(!w.observe(100 + WINDOW_SEGS, 500));
+        assert!(!w.observe(100 + 2 * WINDOW_SEGS, 500));
+        // Lossy, clean, lossy: no.
+        let mut segs = 100 + 2 * WINDOW_SEGS;
+        let mut lost = 500;
+        for (lossy, want) in [(true, false), (false, false), (true, false), (true, true)] {
+            segs += WINDOW_SEGS;
+            lost += if lossy { 20 } else { 2 };
+            assert_eq!(w.observe(segs, lost), want, "{segs} {lost}");
+        }
+        // The counters wrap: differences still count.
+        let mut w = Windows::default();
+        assert!(!w.observe(u32::MAX - 10, u32::MAX - 1));
+        assert!(!w.observe(WINDOW_SEGS, 20));
+        assert!(w.observe(2 * WINDOW_SEGS, 40));
+    }
+
+    #[test]
+    fn a_watch_is_only_for_legs_on_the_clean_choice() {
+        let paths = Arc::new(LossyPaths::default());
+        let key: PathKey = ("10.0.0.1".parse().unwrap(), 0);
+        assert!(Watch::new(key, paths.clone(), CLEAN).is_some());
+        assert!(Watch::new(key, paths.clone(), LOSSY).is_none());
+        assert!(Watch::new(key, paths, "reno").is_none());
+    }
+
+    /// A live loopback leg: a watch on a path another leg found lossy
+    /// changes it to BBR at its next look, whatever its own counters say.
+    #[test]
+    fn a_leg_follows_its_path_once_found_lossy() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let leg = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _far = l.accept().unwrap();
+        socket2::SockRef::from(&leg)
+            .set_tcp_congestion(CLEAN.as_bytes())
+            .unwrap();
+        let paths = Arc::new(LossyPaths::default());
+        let key: PathKey = ("10.0.0.1".parse().unwrap(), 3);
+        let mut w = Watch::new(key, paths.clone(), CLEAN).unwrap();
+        w.check(&leg);
+        w.check(&leg);
+        assert!(!w.done, "a clean, idle leg stays as it is");
+        paths.mark(key);
+        w.check(&leg);
+        assert!(w.done);
+        let now = socket2::SockRef::from(&leg).tcp_congestion().unwrap();
+        let name = String::from_utf8_lossy(&now);
+        let name = name.trim_end_matches('\0');
+        // BBR where the kernel has it, else unchanged.
+        let available =
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                .unwrap_or_default();
+        let want = if available.split_whitespace().any(|c| c == LOSSY) {
+            LOSSY
+        } else {
+            CLEAN
+        };
+        assert_eq!(name, want);
+    }
+}
