@@ -131,13 +131,17 @@ struct Far {
 
 impl Far {
     /// The congestion control a set's leg on `path` of `peer` starts
-    /// with, and its loss watch if that is `"auto"`'s clean choice.
-    fn leg_congestion(&self, peer: IpAddr, path: u8) -> (&str, Option<Watch>) {
+    /// with, and its loss watch if that is `"auto"`'s clean choice (legs
+    /// inside the tunnel: `"auto"` is BBR, no watch).
+    fn leg_congestion(&self, peer: IpAddr, path: u8, direct: bool) -> (&str, Option<Watch>) {
         let configured = self
             .cfg
             .path_congestion
             .get(&(peer, path))
             .unwrap_or(&self.cfg.congestion);
+        if !direct {
+            return (congestion::inside_tunnel(configured), None);
+        }
         let key = (peer, path);
         let cc = self.lossy.resolve(configured, key);
         let watch = if configured == congestion::AUTO {
@@ -204,7 +208,7 @@ fn accept_direct(far: &Arc<Far>, leg: TcpStream) {
             f.handshakes.fetch_sub(1, Relaxed);
             match admitted {
                 Some(Ok(a)) => {
-                    let (cc, watch) = f.leg_congestion(a.peer, a.join.path);
+                    let (cc, watch) = f.leg_congestion(a.peer, a.join.path, true);
                     let _ = sock::tune_direct_leg(&leg, cc);
                     f.stats.legs_opened.fetch_add(1, Relaxed);
                     join_set(&f, a.peer, a.join, leg, a.seals, watch);
@@ -236,7 +240,7 @@ fn accept(far: &Arc<Far>, leg: TcpStream) {
             return;
         }
     };
-    let _ = sock::tune_leg(&leg, congestion::single_leg(&far.cfg.congestion));
+    let _ = sock::tune_leg(&leg, congestion::inside_tunnel(&far.cfg.congestion));
     stats.legs_opened.fetch_add(1, Relaxed);
     let f = far.clone();
     let spawned = std::thread::Builder::new()
@@ -257,7 +261,7 @@ fn first_frame(far: &Far, peer: IpAddr, mut leg: TcpStream) {
     match first {
         Ok(Frame::Open { src, dst }) => serve_leg(far, leg, src, dst),
         Ok(Frame::Join(j)) => {
-            let (cc, watch) = far.leg_congestion(peer, j.path);
+            let (cc, watch) = far.leg_congestion(peer, j.path, false);
             let _ = sock::pin_leg(&leg, j.path, cc);
             join_set(far, peer, j, leg, None, watch);
         }

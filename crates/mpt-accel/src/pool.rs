@@ -136,26 +136,20 @@ impl Pool {
             } else {
                 &lp.congestion
             };
-            let key = (self.peer.ip(), path);
-            let cc = self.lossy.resolve(configured, key);
-            let watch = if configured == congestion::AUTO {
-                Watch::new(key, self.lossy.clone(), cc)
-            } else {
-                None
-            };
             if let (Some(auth), Some(route)) = (&self.direct, &lp.route) {
+                let key = (self.peer.ip(), path);
+                let cc = self.lossy.resolve(configured, key);
                 let mut leg = self.connect_direct(auth, route, join, cc)?;
-                leg.watch = watch;
+                if configured == congestion::AUTO {
+                    leg.watch = Watch::new(key, self.lossy.clone(), cc);
+                }
                 legs.push(leg);
                 continue;
             }
             let mut leg = self.connect_leg()?;
-            sock::pin_leg(&leg, path, cc)?;
+            sock::pin_leg(&leg, path, congestion::inside_tunnel(configured))?;
             leg.write_all(&frame::encode_join(join))?;
-            legs.push(PinnedLeg {
-                watch,
-                ..PinnedLeg::plain(leg, path)
-            });
+            legs.push(PinnedLeg::plain(leg, path));
         }
         Ok(Warm::Set(LegSet::start(legs, self.stats.clone())?))
     }
@@ -192,7 +186,7 @@ impl Pool {
         let leg = sock::connect(self.peer, CONNECT_TIMEOUT).inspect_err(|_| {
             self.stats.leg_failures.fetch_add(1, Relaxed);
         })?;
-        let cc = congestion::single_leg(&self.congestion);
+        let cc = congestion::inside_tunnel(&self.congestion);
         if let Err(e) = sock::tune_leg(&leg, cc) {
             if !self.warned.swap(true, Relaxed) {
                 tracing::warn!(peer = %self.peer, congestion = %cc, error = %e,

@@ -4,8 +4,8 @@
 //!
 //! Legs are tuned for the long, multipath middle: `TCP_NODELAY` (a frame
 //! is written whole, so Nagle only adds delay), the configured congestion
-//! control (by default CUBIC on a clean path and BBR on a lossy one, see
-//! `crate::congestion`; BBR on a single leg) and keepalive
+//! control (by default BBR inside the tunnel; on direct legs CUBIC until
+//! the path shows random loss, see `crate::congestion`) and keepalive
 //! so a leg whose far end vanished is found. Buffers stay autotuned: a
 //! fixed `SO_SNDBUF` would switch the kernel's autotuning off and be
 //! capped by `wmem_max`.

@@ -62,6 +62,31 @@ fn reversing_destination() -> SocketAddr {
     dest_addr
 }
 
+/// One flow on `set` to the reversing destination at `dest`: OPEN and
+/// the data at once, without waiting for the result, then FIN; the answer
+/// must be the data reversed.
+fn reversed_through(set: &LegSet, dest: SocketAddr, data: &[u8]) {
+    set.send(&Msg::Open {
+        src: "10.1.0.2:40000".parse().unwrap(),
+        dst: dest,
+    })
+    .unwrap();
+    set.send_data(data).unwrap();
+    set.send(&Msg::Fin).unwrap();
+    assert_eq!(set.recv(), Some(Msg::Result(ConnectResult::Ok)));
+    let mut got = Vec::new();
+    loop {
+        match set.recv() {
+            Some(Msg::Data(d)) => got.extend_from_slice(&d),
+            Some(Msg::Fin) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let mut want = data.to_vec();
+    want.reverse();
+    assert!(got == want, "{} bytes: the answer differs", data.len());
+}
+
 fn far_end(listen: SocketAddr) -> Accel {
     Accel::start(
         None,
@@ -104,27 +129,8 @@ fn far_end_serves_flows_on_a_pinned_leg_set() {
     let set = LegSet::start(legs, std::sync::Arc::new(Stats::default())).unwrap();
     let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
     for size in [5usize, 400_000] {
-        // OPEN and the data at once, without waiting for the result.
-        set.send(&Msg::Open {
-            src: client,
-            dst: dest_addr,
-        })
-        .unwrap();
         let data: Vec<u8> = (0..size).map(|i| (i * 13) as u8).collect();
-        set.send_data(&data).unwrap();
-        set.send(&Msg::Fin).unwrap();
-        assert_eq!(set.recv(), Some(Msg::Result(ConnectResult::Ok)));
-        let mut got = Vec::new();
-        loop {
-            match set.recv() {
-                Some(Msg::Data(d)) => got.extend_from_slice(&d),
-                Some(Msg::Fin) => break,
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-        let mut want = data;
-        want.reverse();
-        assert!(got == want, "{size} bytes: the answer differs");
+        reversed_through(&set, dest_addr, &data);
     }
     // Refused: RESULT, then the far end closes the set.
     let closed: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -261,27 +267,8 @@ fn far_end_serves_flows_on_a_sealed_direct_set() {
         });
     }
     let set = LegSet::start(legs, std::sync::Arc::new(Stats::default())).unwrap();
-    let client: SocketAddr = "10.1.0.2:40000".parse().unwrap();
-    set.send(&Msg::Open {
-        src: client,
-        dst: dest_addr,
-    })
-    .unwrap();
     let data: Vec<u8> = (0..700_000usize).map(|i| (i * 11) as u8).collect();
-    set.send_data(&data).unwrap();
-    set.send(&Msg::Fin).unwrap();
-    assert_eq!(set.recv(), Some(Msg::Result(ConnectResult::Ok)));
-    let mut got = Vec::new();
-    loop {
-        match set.recv() {
-            Some(Msg::Data(d)) => got.extend_from_slice(&d),
-            Some(Msg::Fin) => break,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    let mut want = data;
-    want.reverse();
-    assert!(got == want, "the answer differs");
+    reversed_through(&set, dest_addr, &data);
     let s = accel.stats.snapshot();
     assert_eq!((s.flows, s.bytes_up, s.bad_frames), (1, 700_000, 1));
     assert_eq!(s.legs_opened, 2);

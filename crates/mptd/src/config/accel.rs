@@ -65,11 +65,12 @@ pub enum LegMode {
 /// Mbit/s single against 22.4 pinned; docs/ACCELERATION.md).
 pub const DEFAULT_LEGS: LegMode = LegMode::Pinned;
 
-/// `accel_congestion` when not given: `"auto"`, CUBIC on a set's leg
-/// whose path is clean and BBR once it loses more than 0.5 % of its
-/// segments in two windows in a row (`mpt_accel::congestion`); BBR on a
-/// single leg. BBR legs stayed at 0.99-1.00 of kernel MPTCP where
-/// MPTCP's CUBIC subflows fill clean paths (docs/ACCELERATION.md).
+/// `accel_congestion` when not given: `"auto"`, BBR on legs inside the
+/// tunnel; on a direct leg CUBIC while its path is clean and BBR once it
+/// loses more than 0.5 % of its segments in two windows in a row
+/// (`mpt_accel::congestion`). Direct BBR legs stayed at 0.99-1.00 of
+/// kernel MPTCP where MPTCP's CUBIC subflows fill clean paths
+/// (docs/ACCELERATION.md).
 pub const DEFAULT_CONGESTION: &str = mpt_accel::congestion::AUTO;
 /// `accel_pool` when not given: enough for a page's first parallel
 /// fetches without a handshake over the middle.
