@@ -101,6 +101,43 @@ impl std::fmt::Display for Fatal {
 
 impl std::error::Error for Fatal {}
 
+/// Runs a socket call again while it fails with `EINTR`.
+///
+/// A read or receive with a timeout (`SO_RCVTIMEO`) is never restarted
+/// by the kernel: it fails with `EINTR` when any signal arrives, and on
+/// Linux even after the process was stopped and continued with no
+/// handler installed at all. A test waiting for data must not take that
+/// for a failure of the tunnel.
+pub fn retry_interrupted<T>(mut call: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    loop {
+        match call() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// [`retry_interrupted`] for a call whose timeout matters: `call` gets
+/// the time left of `within` (to set as the socket's timeout) on every
+/// try, so signals arriving more often than the timeout cannot stretch
+/// the wait without end.
+pub fn retry_interrupted_within<T>(
+    within: Duration,
+    mut call: impl FnMut(Duration) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        match call(left) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// Polls `f` every `interval` until it returns `Some`, or fails after
 /// `timeout` naming `what` and the last error `f` reported. Errors are
 /// retried, except a [`Fatal`] one, which is returned at once.
@@ -1768,7 +1805,9 @@ impl TestBed {
                         Err(e)
                             if matches!(
                                 e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                std::io::ErrorKind::WouldBlock
+                                    | std::io::ErrorKind::TimedOut
+                                    | std::io::ErrorKind::Interrupted
                             ) => {}
                         Err(e) => return Err(anyhow!(e).context("echo recv")),
                     }

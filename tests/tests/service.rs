@@ -23,7 +23,7 @@ fn repo_root() -> PathBuf {
 fn next_message(sock: &UnixDatagram, timeout: Duration) -> Option<String> {
     sock.set_read_timeout(Some(timeout)).expect("timeout");
     let mut buf = [0u8; 512];
-    match sock.recv(&mut buf) {
+    match retry_interrupted(|| sock.recv(&mut buf)) {
         Ok(n) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
         Err(_) => None,
     }

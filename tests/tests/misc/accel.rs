@@ -178,7 +178,7 @@ fn exchange_server(s: &mut TcpStream) -> Result<()> {
     read_checked(s, seed, len)?;
     let mut rest = [0u8; 1];
     ensure!(
-        s.read(&mut rest)? == 0,
+        retry_interrupted(|| s.read(&mut rest))? == 0,
         "more than {len} bytes before the FIN"
     );
     write_pattern(s, seed + 1, len)
@@ -196,7 +196,7 @@ fn exchange(dst: SocketAddr, seed: u64, len: u64) -> Result<()> {
     read_checked(&mut s, seed + 1, len).context("the answer")?;
     let mut rest = [0u8; 1];
     ensure!(
-        s.read(&mut rest)? == 0,
+        retry_interrupted(|| s.read(&mut rest))? == 0,
         "more than {len} bytes in the answer"
     );
     Ok(())
@@ -227,7 +227,7 @@ fn expect_reset(dst: SocketAddr, send: usize, within: Duration) -> Result<Durati
     let _ = s.write_all(&buf);
     let mut b = [0u8; 1024];
     loop {
-        match s.read(&mut b) {
+        match retry_interrupted(|| s.read(&mut b)) {
             Ok(0) => bail!("a FIN instead of a reset"),
             Ok(_) => continue,
             Err(e) if is_reset(&e) => return Ok(t0.elapsed()),
@@ -404,7 +404,8 @@ fn accel_case(legs: &str, big_mb: u64, source: Source) -> Result<()> {
         u.set_read_timeout(Some(Duration::from_secs(2)))?;
         u.send_to(b"ping", d4(P_UDP))?;
         let mut b = [0u8; 8];
-        let (n, _) = u.recv_from(&mut b).context("UDP echo through the tunnel")?;
+        let (n, _) =
+            retry_interrupted(|| u.recv_from(&mut b)).context("UDP echo through the tunnel")?;
         ensure!(&b[..n] == b"ping");
         Ok((big, refused, reset))
     });

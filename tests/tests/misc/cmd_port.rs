@@ -286,10 +286,13 @@ fn udp_exchange(bed: &TestBed, to: SocketAddr, data: Vec<u8>, wait: Duration) ->
         .run_in("udp exchange", wait + Duration::from_secs(5), move || {
             let s = UdpSocket::bind(SocketAddr::new(outer_addr(0, Family::V4, Side::A), 0))?;
             s.connect(to)?;
-            s.set_read_timeout(Some(wait))?;
             s.send(&data)?;
             let mut buf = vec![0u8; 65536];
-            Ok(s.recv(&mut buf).ok().map(|n| buf[..n].to_vec()))
+            let got = retry_interrupted_within(wait, |left| {
+                s.set_read_timeout(Some(left))?;
+                s.recv(&mut buf)
+            });
+            Ok(got.ok().map(|n| buf[..n].to_vec()))
         })
         .expect("udp exchange")
 }
@@ -308,9 +311,12 @@ fn tcp_exchange(bed: &TestBed, to: SocketAddr, data: Vec<u8>) -> (String, bool) 
             r.read_line(&mut line)?;
             // After a refusal of an unauthenticated request the daemon
             // closes; after an authenticated one it waits for more.
-            s.set_read_timeout(Some(Duration::from_millis(500)))?;
             let mut rest = [0u8; 1];
-            let closed = matches!(r.read(&mut rest), Ok(0));
+            let read = retry_interrupted_within(Duration::from_millis(500), |left| {
+                s.set_read_timeout(Some(left))?;
+                r.read(&mut rest)
+            });
+            let closed = matches!(read, Ok(0));
             Ok((line, closed))
         })
         .expect("tcp exchange")
@@ -341,7 +347,7 @@ fn capture_udp_request(bed: &TestBed) -> Vec<u8> {
                 .stderr(Stdio::null())
                 .spawn()?;
             let mut buf = vec![0u8; 65536];
-            let got = s.recv(&mut buf);
+            let got = retry_interrupted(|| s.recv(&mut buf));
             let _ = child.kill();
             let _ = child.wait();
             let n = got?;

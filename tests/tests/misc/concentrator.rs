@@ -183,6 +183,7 @@ fn download(lan: &Netns, inet: &Netns, bytes: u64, deadline: Duration) -> Result
                 }
                 received += n as u64;
             }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e)
                 if matches!(
                     e.kind(),
