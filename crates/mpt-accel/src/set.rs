@@ -37,9 +37,10 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::chunk::{self, Msg, CHUNK};
-use crate::congestion::Watch;
+use crate::congestion::{self, Watch};
 use crate::direct::{SealRx, SealTx, Seals};
 use crate::frame::FrameError;
 use crate::reorder::{PushError, Reorder};
@@ -107,6 +108,9 @@ struct Tx {
     seals: Vec<Option<SealTx>>,
     /// `scratch` sealed, for a sealed leg.
     sealed: Vec<u8>,
+    /// When the last data chunk was sent (`None`: none yet): the legs
+    /// restart slow start after idling (`crate::congestion`).
+    last_data: Option<Instant>,
 }
 
 /// A running leg set; dropping it kills it.
@@ -191,6 +195,14 @@ impl Inner {
         }
     }
 
+    /// The set sends again after idling (or for the first time): its
+    /// auto legs' loss watches start over (`crate::congestion`).
+    fn legs_restart(&self) {
+        for w in crate::lock(&self.watches).iter_mut().flatten() {
+            w.restart();
+        }
+    }
+
     /// Looks at the auto legs' loss counters (`crate::congestion`).
     fn watch_losses(&self) {
         let mut watches = crate::lock(&self.watches);
@@ -258,6 +270,7 @@ impl LegSet {
                 scratch: Vec::with_capacity(CHUNK + CHUNK_HEADER_ROOM),
                 seals,
                 sealed: Vec::new(),
+                last_data: None,
             }),
             stats,
         });
@@ -299,6 +312,11 @@ impl LegSet {
 
     /// Sends `data` as chunks, each on the leg the scheduler picks.
     pub fn send_data(&self, data: &[u8]) -> io::Result<()> {
+        let idle_restart = Duration::from_millis(congestion::IDLE_RESTART_MS.into());
+        let last_data = crate::lock(&self.0.tx).last_data;
+        if last_data.is_none_or(|t| t.elapsed() >= idle_restart) {
+            self.0.legs_restart();
+        }
         for piece in data.chunks(CHUNK) {
             let leg = self.0.pick()?;
             let mut tx = crate::lock(&self.0.tx);
@@ -309,6 +327,7 @@ impl LegSet {
             let path = self.0.paths.get(leg).copied().unwrap_or(u8::MAX);
             self.0.stats.path_bytes.add(path, piece.len());
             tx.seq = seq.wrapping_add(1);
+            tx.last_data = Some(Instant::now());
             if seq.is_multiple_of(WATCH_EVERY) {
                 self.0.watch_losses();
             }

@@ -148,6 +148,8 @@ pub struct TcpInfo {
     pub data_segs_out: u32,
     /// Segments retransmitted.
     pub total_retrans: u32,
+    /// Milliseconds since the last data segment was sent.
+    pub last_data_sent_ms: u32,
 }
 
 /// The kernel's `TCP_INFO` of `s`, the fields the legs use.
@@ -173,6 +175,7 @@ pub fn tcp_info(s: &TcpStream) -> io::Result<TcpInfo> {
         srtt_us: info.tcpi_rtt,
         data_segs_out: info.tcpi_data_segs_out,
         total_retrans: info.tcpi_total_retrans,
+        last_data_sent_ms: info.tcpi_last_data_sent,
     })
 }
 

@@ -14,7 +14,7 @@
 /// counter as `(external name, value)` in declaration order. The external
 /// name is the field's own, or the string after `as`:
 ///
-/// ```ignore
+/// ```text
 /// counter_group! {
 ///     /// Daemon-wide counters of the transmit stage.
 ///     pub struct TxStats {
