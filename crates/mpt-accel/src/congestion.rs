@@ -293,6 +293,17 @@ mod tests {
             leg
         }
 
+        /// [`Leg::window`] for each of `lost`.
+        fn windows(&mut self, lost: &[u32]) -> Vec<bool> {
+            lost.iter().map(|&l| self.window(l)).collect()
+        }
+
+        /// Idle, then sending again: the next look sets the base anew.
+        fn restart(&mut self) {
+            self.w.restart();
+            assert!(!self.w.observe(self.segs, self.lost));
+        }
+
         /// One window that lost `lost` segments, in two looks; the
         /// verdict at its end.
         fn window(&mut self, lost: u32) -> bool {
@@ -342,25 +353,17 @@ mod tests {
         assert!(!leg.window(0));
         // Idle, then slow start again: its overshoot and repair pass,
         // even when the burst starts late in a window.
-        leg.w.restart();
-        assert!(!leg.w.observe(leg.segs, leg.lost));
-        assert!(!leg.window(0));
-        assert!(!leg.window(2));
-        assert!(!leg.window(13));
-        assert!(!leg.window(3));
+        leg.restart();
+        let (f, t) = (false, true);
+        assert_eq!(leg.windows(&[0, 2, 13, 3]), [f, f, f, f]);
         // ... random loss after them is found as usual.
-        assert!(!leg.window(12));
-        assert!(leg.window(12));
-        // A restart also forgets a lossy window before it.
+        assert_eq!(leg.windows(&[12, 12]), [f, t]);
+        // A restart also forgets a lossy window before it; on a lossy
+        // path the first window loses: two unjudged ones.
         let mut leg = Leg::new(0, 0);
         assert!(!leg.window(12));
-        leg.w.restart();
-        assert!(!leg.w.observe(leg.segs, leg.lost));
-        // On a lossy path the first window loses: two unjudged ones.
-        assert!(!leg.window(12));
-        assert!(!leg.window(12));
-        assert!(!leg.window(12));
-        assert!(leg.window(12));
+        leg.restart();
+        assert_eq!(leg.windows(&[12, 12, 12, 12]), [f, f, f, t]);
     }
 
     #[test]
